@@ -1,0 +1,67 @@
+"""Local backend: the job contract in a subprocess of a local Python (development, CI, no Docker)."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from harness.backends.base import JobOutcome, job_command
+from harness.backends.streams import pump, stdout_echo
+from harness.plan import Job
+from suites.runtime.registry import SUITES_DIR
+
+
+class LocalBackend:
+    name = "local"
+
+    def __init__(self, pythons: dict[str, str] | None = None, echo: bool = True) -> None:
+        self.pythons = pythons or {}
+        self.echo = echo
+
+    def python_for(self, stack: str) -> str:
+        return self.pythons.get(stack, sys.executable)
+
+    def run_job(self, job: Job, run_id: str, run_dir: Path) -> JobOutcome:
+        logs = run_dir / "logs"
+        logs.mkdir(parents=True, exist_ok=True)
+        out = run_dir / job.result_file()
+        cmd = job_command(job, run_id, self.name, str(out), python=self.python_for(job.stack))
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(SUITES_DIR.parent), env.get("PYTHONPATH")]))
+        env["PYTHONUNBUFFERED"] = "1"
+        started = time.perf_counter()
+        # Own session: a timeout kills the job and anything it spawned (compilers, workers).
+        stdout_log, stderr_log = logs / f"{job.framework}.stdout.log", logs / f"{job.framework}.stderr.log"
+        try:
+            proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, start_new_session=True)
+        except OSError as error:  # e.g. a --python path that does not exist: this job fails, the run goes on
+            stderr_log.write_text(f"cannot start {cmd[0]}: {error}\n")
+            stdout_log.write_text("")
+            return JobOutcome(None, False, stdout_log, stderr_log, time.perf_counter() - started)
+        assert proc.stdout is not None and proc.stderr is not None
+        pumps = [pump(proc.stdout, stdout_log, stdout_echo(self.echo)), pump(proc.stderr, stderr_log, None)]
+        timed_out = False
+        try:
+            proc.wait(timeout=job.timeout_s)
+        except subprocess.TimeoutExpired:
+            timed_out = True
+        finally:
+            if proc.poll() is None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+            for thread in pumps:
+                thread.join(timeout=5)
+        return JobOutcome(
+            exit_code=proc.returncode,
+            timed_out=timed_out,
+            stdout_log=stdout_log,
+            stderr_log=stderr_log,
+            wall_s=time.perf_counter() - started,
+            annotations={"python": self.python_for(job.stack)},
+        )

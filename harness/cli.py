@@ -1,0 +1,153 @@
+"""`harness`: plan, run and show framework comparisons.
+
+Every user-facing problem is a HarnessError, caught once in `main`: one line on stderr,
+exit code 2, no traceback.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from enum import Enum
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from harness.backends.local import LocalBackend
+from harness.catalog import get_suite, visible_suites
+from harness.errors import HarnessError
+from harness.plan import make_plan
+from harness.runner import execute
+from harness.runs import load_run, resolve_run
+from harness.table import gate_passed, render
+
+app = typer.Typer(
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    help="Compare ML frameworks fairly: synchronised, compile time separated, same data and precision.",
+)
+
+
+class Device(str, Enum):
+    cpu = "cpu"
+    gpu = "gpu"
+
+
+class BackendName(str, Enum):
+    local = "local"
+
+
+def default_results_dir() -> Path:
+    return Path(os.environ.get("HARNESS_RESULTS_DIR", "results"))
+
+
+ResultsDir = Annotated[
+    Optional[Path],
+    typer.Option("--results-dir", help="where run folders go [default: ./results or $HARNESS_RESULTS_DIR]"),
+]
+
+
+def _pythons(pairs: list[str]) -> dict[str, str]:
+    found: dict[str, str] = {}
+    for pair in pairs:
+        stack, sep, path = pair.partition("=")
+        if not sep or not stack or not path:
+            raise HarnessError(
+                f"--python {pair!r} is not of the form STACK=PATH (e.g. --python jax=.venv-jax/bin/python)"
+            )
+        found[stack] = path
+    return found
+
+
+@app.command("list")
+def list_suites(all_: Annotated[bool, typer.Option("--all", help="include test-only suites")] = False) -> None:
+    """Every suite, its frameworks, parameters with defaults, and what it measures."""
+    for spec in visible_suites(include_hidden=all_).values():
+        typer.echo(f"{spec.name}: {spec.description}")
+        typer.echo(f"  frameworks: {', '.join(spec.frameworks)}")
+        for fw, reason in spec.unsupported.items():
+            typer.echo(f"  {fw}: skipped ({reason})")
+        for p in spec.params:
+            typer.echo(f"  --param {p.name}={p.default}  ({p.type}; {p.describe_range()}) {p.help}")
+        typer.echo(f"  defaults: repeat {spec.repeat}, warmup {spec.warmup}, timeout {spec.timeout_s:g} s")
+        typer.echo("")
+
+
+@app.command()
+def run(
+    suite: Annotated[str, typer.Option("--suite", "-s", help="suite name (see `harness list`)")],
+    frameworks: Annotated[
+        Optional[str], typer.Option("--frameworks", "-f", help="comma-separated; default: all of the suite's")
+    ] = None,
+    param: Annotated[list[str], typer.Option("--param", "-p", help="suite parameter key=value; repeatable")] = [],  # noqa: B006
+    repeat: Annotated[
+        Optional[int], typer.Option(help="timed steady-state calls per metric [default: suite's]")
+    ] = None,
+    warmup: Annotated[Optional[int], typer.Option(help="untimed calls after the first call [default: suite's]")] = None,
+    device: Annotated[Device, typer.Option(help="where the frameworks compute")] = Device.cpu,
+    backend: Annotated[BackendName, typer.Option(help="how jobs are isolated")] = BackendName.local,
+    baseline: Annotated[
+        Optional[str], typer.Option(help="framework the ratios refer to [default: first listed]")
+    ] = None,
+    threads: Annotated[Optional[int], typer.Option(help="thread count applied the same way to every framework")] = None,
+    timeout: Annotated[Optional[float], typer.Option(help="per-job time limit in seconds [default: suite's]")] = None,
+    python: Annotated[
+        list[str], typer.Option("--python", help="local backend: STACK=PATH interpreter for a stack; repeatable")
+    ] = [],  # noqa: B006
+    results_dir: ResultsDir = None,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="do not echo job output")] = False,
+) -> None:
+    """Run one suite on several frameworks, one isolated job each, and print the comparison."""
+    plan = make_plan(
+        suite=suite,
+        frameworks=frameworks,
+        params=param,
+        repeat=repeat,
+        warmup=warmup,
+        device=device.value,
+        threads=threads,
+        baseline=baseline,
+        backend=backend.value,
+        timeout_s=timeout,
+    )
+    chosen = LocalBackend(pythons=_pythons(python), echo=not quiet)
+    run_dir = execute(plan, chosen, results_dir or default_results_dir(), argv=["harness"] + sys.argv[1:])
+    loaded = load_run(run_dir)
+    typer.echo("")
+    typer.echo(render(loaded))
+    typer.echo(f"\nrun folder: {run_dir}")
+    all_ok = all(r["status"] in ("ok", "skipped") for r in loaded.results.values()) and not loaded.problems
+    raise typer.Exit(0 if all_ok and gate_passed(loaded) else 1)
+
+
+@app.command()
+def show(
+    run_ref: Annotated[str, typer.Argument(metavar="RUN", help="run folder, or run id under --results-dir")],
+    results_dir: ResultsDir = None,
+) -> None:
+    """Re-render a finished run from its files alone."""
+    loaded = load_run(resolve_run(run_ref, results_dir or default_results_dir()))
+    typer.echo(render(loaded))
+
+
+@app.command()
+def describe(suite: Annotated[str, typer.Argument(help="suite name")]) -> None:
+    """Parameters and checks of one suite."""
+    spec = get_suite(suite)
+    typer.echo(f"{spec.name}: {spec.description}")
+    for check in spec.checks:
+        typer.echo(f"  check {check.name}: {check.help}")
+
+
+def main() -> None:
+    try:
+        app()
+    except HarnessError as error:
+        typer.echo(f"error: {error}", err=True)
+        sys.exit(2)
+
+
+if __name__ == "__main__":
+    main()

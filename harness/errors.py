@@ -1,0 +1,5 @@
+"""The one user-facing error type: caught once in the CLI, printed as one line, exit code 2."""
+
+
+class HarnessError(Exception):
+    """A problem the user can fix; the message names the problem and the fix."""

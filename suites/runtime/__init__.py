@@ -1,0 +1,1 @@
+"""The job side of the harness: timing contract, environment capture, result files."""

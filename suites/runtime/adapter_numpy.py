@@ -1,0 +1,50 @@
+"""NumPy/SciPy: eager, synchronous; nothing to synchronise."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from suites.runtime.errors import JobError
+from suites.runtime.settings import Settings
+
+
+def configure(settings: Settings) -> dict[str, Any]:
+    if settings.device == "gpu":
+        raise JobError("numpy runs on the host CPU only; drop numpy from --frameworks for --device gpu")
+    return {"float64_default": True}
+
+
+def device(settings: Settings) -> str:
+    return "cpu"
+
+
+def sync(out: Any) -> None:
+    """NumPy returns finished arrays."""
+
+
+def environment(settings: Settings) -> dict[str, Any]:
+    import numpy
+
+    env: dict[str, Any] = {"versions": {"numpy": numpy.__version__}}
+    try:
+        import scipy
+
+        env["versions"]["scipy"] = scipy.__version__
+    except ImportError:
+        pass
+    try:
+        config = numpy.show_config(mode="dicts")
+        blas = config.get("Build Dependencies", {}).get("blas", {})
+        env["blas"] = {"name": blas.get("name"), "version": blas.get("version")}
+    except Exception:  # older numpy: no dict mode; the version is enough
+        env["blas"] = None
+    try:
+        from threadpoolctl import threadpool_info
+
+        env["thread_pools"] = [
+            {"api": p.get("internal_api"), "threads": p.get("num_threads")} for p in threadpool_info()
+        ]
+    except ImportError:
+        pass
+    env["device"] = {"kind": "cpu", "name": "host CPU"}
+    return env

@@ -1,0 +1,74 @@
+"""PyTorch: CUDA kernels run asynchronously, so timed calls end in torch.cuda.synchronize()."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from suites.runtime.errors import JobError
+from suites.runtime.settings import Settings
+
+_on_gpu = False
+
+
+def configure(settings: Settings) -> dict[str, Any]:
+    global _on_gpu
+    import torch
+
+    if settings.threads is not None:
+        torch.set_num_threads(settings.threads)
+    # TF32 off: float32 means float32 in every framework (see adapter_jax.MATMUL_PRECISION).
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    torch.set_float32_matmul_precision("highest")
+    if settings.device == "gpu" and not torch.cuda.is_available():
+        raise JobError("--device gpu: torch.cuda.is_available() is False; use a cuda12 image and --gpus")
+    _on_gpu = settings.device == "gpu"
+    return {
+        "float32_matmul_precision": torch.get_float32_matmul_precision(),
+        "cuda_matmul_allow_tf32": bool(torch.backends.cuda.matmul.allow_tf32),
+        "cudnn_allow_tf32": bool(torch.backends.cudnn.allow_tf32),
+        "torch_num_threads": torch.get_num_threads(),
+        "torch_num_interop_threads": torch.get_num_interop_threads(),
+    }
+
+
+def device(settings: Settings) -> Any:
+    import torch
+
+    return torch.device("cuda" if settings.device == "gpu" else "cpu")
+
+
+def sync(out: Any) -> None:
+    if _on_gpu:
+        import torch
+
+        torch.cuda.synchronize()
+
+
+def environment(settings: Settings) -> dict[str, Any]:
+    import torch
+
+    versions = {"torch": torch.__version__, "cuda": torch.version.cuda or None}
+    try:
+        import numpy
+
+        versions["numpy"] = numpy.__version__
+    except ImportError:
+        pass
+    if settings.device == "gpu":
+        props = torch.cuda.get_device_properties(0)
+        dev = {
+            "kind": "gpu",
+            "name": props.name,
+            "count": torch.cuda.device_count(),
+            "compute_capability": f"{props.major}.{props.minor}",
+            "memory_bytes": props.total_memory,
+            "cudnn": torch.backends.cudnn.version(),
+        }
+    else:
+        dev = {"kind": "cpu", "name": "host CPU"}
+    return {
+        "versions": versions,
+        "device": dev,
+        "parallel": {"openmp": torch.backends.openmp.is_available(), "mkl": torch.backends.mkl.is_available()},
+    }

@@ -1,0 +1,154 @@
+"""The one timing contract every suite uses.
+
+`measure` times the first call (trace, compile, autotune) on its own, then runs `warmup`
+untimed calls, then `repeat` timed calls. Every call, timed or not, ends with the
+framework's synchronisation on its output, so asynchronous dispatch never leaks work
+into the next sample.
+"""
+
+from __future__ import annotations
+
+import gc
+import math
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from suites.runtime.spec import SuiteSpec
+from suites.runtime.stats import summarize
+
+Sync = Callable[[Any], None]
+
+
+def _finite(value: Any, what: str) -> Any:
+    if isinstance(value, (list, tuple)):
+        return [_finite(v, what) for v in value]
+    number = float(value)
+    if not math.isfinite(number):
+        raise ValueError(f"{what} is {number}, not a finite number")
+    return number
+
+
+class Context:
+    """Handed to a suite's `run(ctx)`: parameters, device, and the measurement API."""
+
+    def __init__(
+        self,
+        spec: SuiteSpec,
+        framework: str,
+        params: dict[str, Any],
+        *,
+        repeat: int,
+        warmup: int,
+        device: Any,
+        device_kind: str,
+        sync: Sync,
+        clock: Callable[[], float] = time.perf_counter,
+    ) -> None:
+        self.spec = spec
+        self.framework = framework
+        self.params = params
+        self.repeat = repeat
+        self.warmup = warmup
+        self.device = device
+        self.device_kind = device_kind
+        self.sync = sync
+        self._clock = clock
+        self.metrics: list[dict[str, Any]] = []
+        self.checks: list[dict[str, Any]] = []
+        self.notes: list[str] = []
+
+    def _timed(self, fn: Callable[[], Any]) -> tuple[float, Any]:
+        start = self._clock()
+        out = fn()
+        self.sync(out)
+        return self._clock() - start, out
+
+    def measure(
+        self,
+        name: str,
+        fn: Callable[[], Any],
+        *,
+        flops: float | None = None,
+        repeat: int | None = None,
+        warmup: int | None = None,
+        per: float | None = None,
+        description: str = "",
+    ) -> Any:
+        """Time `fn`; returns its last output.
+
+        `per`: divide each sample by this (e.g. the loop count of a timed loop) so the
+        metric reads "seconds per call". `flops`: floating-point operations of one call
+        (after `per`), from which achieved FLOP/s is derived.
+        """
+        repeat = self.repeat if repeat is None else repeat
+        warmup = self.warmup if warmup is None else warmup
+        scale = 1.0 / per if per else 1.0
+        gc.collect()
+        first, out = self._timed(fn)
+        for _ in range(warmup):
+            self.sync(fn())
+        samples = []
+        gc_was_enabled = gc.isenabled()
+        gc.disable()  # a collection inside one sample is noise another framework doesn't pay
+        try:
+            for _ in range(repeat):
+                elapsed, out = self._timed(fn)
+                samples.append(elapsed * scale)
+        finally:
+            if gc_was_enabled:
+                gc.enable()
+        self.metrics.append(
+            {
+                "name": name,
+                "kind": "time",
+                "unit": "s",
+                "better": "lower",
+                "description": description,
+                "first_call": first * scale,
+                "warmup": warmup,
+                "samples": samples,
+                "stats": summarize(samples),
+                "flops": flops,
+            }
+        )
+        return out
+
+    def value(
+        self,
+        name: str,
+        samples: float | Sequence[float],
+        *,
+        unit: str,
+        better: str = "higher",
+        description: str = "",
+    ) -> None:
+        """A non-time metric (throughput, accuracy, iterations, memory)."""
+        values = [samples] if isinstance(samples, (int, float)) else list(samples)
+        values = _finite(values, f"metric {name}")
+        self.metrics.append(
+            {
+                "name": name,
+                "kind": "value",
+                "unit": unit,
+                "better": better,
+                "description": description,
+                "first_call": None,
+                "warmup": 0,
+                "samples": values,
+                "stats": summarize(values),
+                "flops": None,
+            }
+        )
+
+    def check(self, name: str, value: float | Sequence[float]) -> None:
+        """A check value compared across frameworks with the tolerance the suite declares."""
+        declared = self.spec.check_spec(name)
+        if declared is None:
+            raise KeyError(f"suite {self.spec.name} declares no check named {name!r}")
+        record = {"name": name, "value": _finite(value, f"check {name}"), "help": declared.help}
+        record.update(declared.as_record())
+        self.checks.append(record)
+
+    def note(self, text: str) -> None:
+        self.notes.append(text)

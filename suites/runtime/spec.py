@@ -1,0 +1,143 @@
+"""What a suite declares about itself: parameters, check tolerances, supported frameworks.
+
+Read by the host (planning, `harness list`, validation) and by the job (defaults), so it
+must stay standard-library only.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Union
+
+ParamValue = Union[int, float, str, bool]
+
+_TYPES: dict[str, type] = {"int": int, "float": float, "str": str, "bool": bool}
+_TRUE = {"1", "true", "yes", "on"}
+_FALSE = {"0", "false", "no", "off"}
+
+
+class SpecError(ValueError):
+    """A parameter value or name that the suite does not accept (message names the fix)."""
+
+
+@dataclass(frozen=True)
+class Param:
+    name: str
+    type: str  # one of int, float, str, bool
+    default: ParamValue
+    help: str
+    min: float | None = None
+    max: float | None = None
+    choices: tuple[str, ...] | None = None
+
+    def describe_range(self) -> str:
+        if self.choices:
+            return "one of " + ", ".join(self.choices)
+        if self.type == "bool":
+            return "true or false"
+        parts = []
+        if self.min is not None:
+            parts.append(f">= {self.min:g}")
+        if self.max is not None:
+            parts.append(f"<= {self.max:g}")
+        kind = "an integer" if self.type == "int" else "a number" if self.type == "float" else "text"
+        return kind + (" " + " and ".join(parts) if parts else "")
+
+    def parse(self, raw: str) -> ParamValue:
+        """Turn command-line text into a checked value."""
+        text = raw.strip()
+        value: ParamValue
+        try:
+            if self.type == "int":
+                value = int(text)
+            elif self.type == "float":
+                value = float(text)
+            elif self.type == "bool":
+                if text.lower() in _TRUE:
+                    value = True
+                elif text.lower() in _FALSE:
+                    value = False
+                else:
+                    raise ValueError(text)
+            else:
+                value = text
+        except ValueError:
+            raise SpecError(f"parameter {self.name}={raw!r} is not valid: expected {self.describe_range()}") from None
+        return self.check(value)
+
+    def check(self, value: Any) -> ParamValue:
+        """Validate an already-typed value (from JSON or a default)."""
+        expected = _TYPES[self.type]
+        if self.type == "float" and isinstance(value, int) and not isinstance(value, bool):
+            value = float(value)
+        if isinstance(value, bool) != (expected is bool) or not isinstance(value, expected):
+            raise SpecError(f"parameter {self.name}={value!r} is not valid: expected {self.describe_range()}")
+        if self.type == "float" and value != value:  # NaN
+            raise SpecError(f"parameter {self.name} must be a number, not NaN")
+        if self.choices and value not in self.choices:
+            raise SpecError(f"parameter {self.name}={value!r} is not valid: expected {self.describe_range()}")
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            too_low = self.min is not None and value < self.min
+            too_high = self.max is not None and value > self.max
+            if too_low or too_high:
+                raise SpecError(f"parameter {self.name}={value!r} is out of range: expected {self.describe_range()}")
+        return value  # type: ignore[return-value]
+
+
+@dataclass(frozen=True)
+class CheckSpec:
+    """A check value every framework reports, and how it passes.
+
+    `limit`: the absolute value must not exceed it (e.g. a residual).
+    `rtol`/`atol`: agreement with the baseline framework's value, elementwise:
+    |v - base| <= atol + rtol * |base|.
+    """
+
+    name: str
+    help: str
+    limit: float | None = None
+    rtol: float | None = None
+    atol: float = 0.0
+
+    def as_record(self) -> dict[str, Any]:
+        return {"limit": self.limit, "rtol": self.rtol, "atol": self.atol}
+
+
+@dataclass(frozen=True)
+class SuiteSpec:
+    name: str
+    description: str
+    frameworks: tuple[str, ...]
+    params: tuple[Param, ...] = ()
+    checks: tuple[CheckSpec, ...] = ()
+    # frameworks that are named on purpose but cannot run this workload: a skip, with the reason
+    unsupported: dict[str, str] = field(default_factory=dict)
+    repeat: int = 5
+    warmup: int = 1
+    timeout_s: float = 1800.0
+    x64: bool = False
+    hidden: bool = False
+
+    def param(self, name: str) -> Param:
+        for p in self.params:
+            if p.name == name:
+                return p
+        valid = ", ".join(p.name for p in self.params) or "none"
+        raise SpecError(f"unknown parameter {name!r} for suite {self.name}; valid: {valid}")
+
+    def check_spec(self, name: str) -> CheckSpec | None:
+        return next((c for c in self.checks if c.name == name), None)
+
+    def defaults(self) -> dict[str, ParamValue]:
+        return {p.name: p.default for p in self.params}
+
+    def resolve(self, given: dict[str, Any]) -> dict[str, ParamValue]:
+        """Defaults overlaid with validated given values."""
+        values = self.defaults()
+        for name, value in given.items():
+            values[name] = self.param(name).check(value)
+        return values
+
+    @property
+    def all_frameworks(self) -> tuple[str, ...]:
+        return self.frameworks + tuple(f for f in self.unsupported if f not in self.frameworks)

@@ -1,0 +1,20 @@
+from __future__ import annotations
+
+from suites.runtime.context import Context
+from suites.xla.common import flops_inverse, flops_matmul, shared_factors
+
+
+def run(ctx: Context) -> None:
+    import numpy as np
+
+    n, seed = ctx.params["matrix_size"], ctx.params["seed"]
+    rng = np.random.default_rng(seed)
+    a, b = ctx.measure("generate", lambda: (rng.random((n, n)), rng.random((n, n))))
+    ctx.measure("mean_sum", lambda: (a.mean(), b.mean(), a.sum(), b.sum()))
+    c = ctx.measure("matmul", lambda: a @ b, flops=flops_matmul(n))
+    ctx.measure("inverse", lambda: np.linalg.inv(c), flops=flops_inverse(n))
+
+    sa, sb = shared_factors(n, seed)
+    sc = sa @ sb
+    ctx.check("residual", float(np.abs(sc @ np.linalg.inv(sc) - np.eye(n)).max()))
+    ctx.check("product_sum", float(sc.sum()))

@@ -1,0 +1,59 @@
+"""Bad input: one line naming the problem and the fix, exit code 2, nothing started."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import harness
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--suite", "nope"], "unknown suite 'nope'; choose one of: xla"),
+        (["--suite", "xla", "--frameworks", "numpy,tensorflow"], "unknown framework 'tensorflow' for suite xla; choose from: numpy, jax, pytorch"),
+        (["--suite", "xla", "--param", "size=3"], "unknown parameter 'size' for suite xla; valid: matrix_size, seed"),
+        (["--suite", "xla", "--param", "matrix_size=big"], "matrix_size='big' is not valid: expected an integer"),
+        (["--suite", "xla", "--param", "matrix_size=1"], "out of range: expected an integer >= 2"),
+        (["--suite", "xla", "--param", "matrix_size"], "not of the form key=value"),
+        (["--suite", "xla", "--frameworks", "numpy", "--baseline", "jax"], "--baseline 'jax' is not among --frameworks"),
+        (["--suite", "xla", "--repeat", "0"], "--repeat 0 must be at least 1"),
+        (["--suite", "xla", "--frameworks", "numpy,numpy"], "names a framework twice"),
+        (["--suite", "xla", "--python", "jax"], "--python 'jax' is not of the form STACK=PATH"),
+    ],
+)
+def test_bad_run_arguments(tmp_path: Path, args: list[str], message: str) -> None:
+    results = tmp_path / "results"
+    proc = harness("run", *args, "--results-dir", str(results))
+    assert proc.returncode == 2, proc.stderr
+    assert message in proc.stderr
+    assert "Traceback" not in proc.stderr + proc.stdout
+    assert len(proc.stderr.strip().splitlines()) == 1
+    assert not results.exists() or not any(results.iterdir())
+
+
+def test_results_dir_that_is_a_file(tmp_path: Path) -> None:
+    target = tmp_path / "file"
+    target.write_text("x")
+    proc = harness("run", "--suite", "xla", "--frameworks", "numpy", "--param", "matrix_size=4", "--results-dir", str(target))
+    assert proc.returncode == 2
+    assert "is a file; give a directory" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_unknown_device_is_a_usage_error() -> None:
+    proc = harness("run", "--suite", "xla", "--device", "tpu")
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+
+
+def test_show_of_a_missing_run(tmp_path: Path) -> None:
+    proc = harness("show", "nothing-here", "--results-dir", str(tmp_path))
+    assert proc.returncode == 2 and "no run found at 'nothing-here'" in proc.stderr
+
+
+def test_list_names_suites_frameworks_and_parameters() -> None:
+    proc = harness("list")
+    assert proc.returncode == 0
+    assert "xla:" in proc.stdout and "frameworks: numpy, jax, pytorch" in proc.stdout
+    assert "--param matrix_size=5000" in proc.stdout

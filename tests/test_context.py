@@ -1,0 +1,66 @@
+"""The timing contract: first call apart, warm-up untimed, every call synchronised."""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+import pytest
+
+from suites.runtime.context import Context
+from suites.runtime.spec import CheckSpec, SuiteSpec
+
+SPEC = SuiteSpec("t", "test", ("numpy",), checks=(CheckSpec("c", "a check", rtol=1e-6),))
+
+
+class Recorder:
+    def __init__(self) -> None:
+        self.events: list[str] = []
+
+    def sync(self, out: Any) -> None:
+        self.events.append(f"sync:{out}")
+
+
+def make(recorder: Recorder, ticks: list[float]) -> Context:
+    clock = iter(ticks)
+    return Context(
+        SPEC, "numpy", {}, repeat=3, warmup=2, device="cpu", device_kind="cpu", sync=recorder.sync,
+        clock=lambda: next(clock),
+    )  # fmt: skip
+
+
+def test_first_call_is_separate_and_every_call_is_synchronised() -> None:
+    rec = Recorder()
+    counter = itertools.count()
+
+    def work() -> int:
+        n = next(counter)
+        rec.events.append(f"call:{n}")
+        return n
+
+    # clock reads: first call (0 -> 10), then three timed calls of 1, 2, 3 seconds
+    ctx = make(rec, [0.0, 10.0, 20.0, 21.0, 30.0, 32.0, 40.0, 43.0])
+    out = ctx.measure("m", work)
+    assert out == 5  # 1 first + 2 warm-up + 3 timed
+    assert rec.events == [e for n in range(6) for e in (f"call:{n}", f"sync:{n}")]
+    metric = ctx.metrics[0]
+    assert metric["first_call"] == 10.0
+    assert metric["samples"] == [1.0, 2.0, 3.0]
+    assert metric["stats"]["median"] == 2.0 and metric["warmup"] == 2
+
+
+def test_per_divides_samples_into_per_call_times() -> None:
+    ctx = make(Recorder(), [0.0, 8.0, 0.0, 4.0, 0.0, 4.0, 0.0, 4.0])
+    ctx.measure("loop", lambda: None, per=4, warmup=0)
+    assert ctx.metrics[0]["samples"] == [1.0, 1.0, 1.0]
+    assert ctx.metrics[0]["first_call"] == 2.0
+
+
+def test_checks_carry_the_declared_tolerance_and_reject_nan() -> None:
+    ctx = make(Recorder(), [])
+    ctx.check("c", [1.0, 2.0])
+    assert ctx.checks[0]["rtol"] == 1e-6 and ctx.checks[0]["value"] == [1.0, 2.0]
+    with pytest.raises(ValueError, match="not a finite number"):
+        ctx.check("c", float("nan"))
+    with pytest.raises(KeyError):
+        ctx.check("undeclared", 1.0)
