@@ -43,6 +43,10 @@ def default_results_dir() -> Path:
     return Path(os.environ.get("HARNESS_RESULTS_DIR", "results"))
 
 
+def default_data_dir() -> Path:
+    return Path(os.environ.get("HARNESS_DATA_DIR", "data"))
+
+
 ResultsDir = Annotated[
     Optional[Path],
     typer.Option("--results-dir", help="where run folders go [default: ./results or $HARNESS_RESULTS_DIR]"),
@@ -97,6 +101,9 @@ def run(
         list[str], typer.Option("--python", help="local backend: STACK=PATH interpreter for a stack; repeatable")
     ] = [],  # noqa: B006
     results_dir: ResultsDir = None,
+    data_dir: Annotated[
+        Optional[Path], typer.Option("--data-dir", help="dataset folder [default: ./data or $HARNESS_DATA_DIR]")
+    ] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="do not echo job output")] = False,
 ) -> None:
     """Run one suite on several frameworks, one isolated job each, and print the comparison."""
@@ -111,6 +118,7 @@ def run(
         baseline=baseline,
         backend=backend.value,
         timeout_s=timeout,
+        data_dir=str((data_dir or default_data_dir()).resolve()),
     )
     chosen = LocalBackend(pythons=_pythons(python), echo=not quiet)
     run_dir = execute(plan, chosen, results_dir or default_results_dir(), argv=["harness"] + sys.argv[1:])

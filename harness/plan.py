@@ -24,6 +24,7 @@ class Job:
     threads: int | None
     timeout_s: float
     skip_reason: str | None = None
+    data_dir: str | None = None  # host path of the dataset folder; backends map it into the job
 
     @property
     def name(self) -> str:
@@ -92,6 +93,7 @@ def make_plan(
     baseline: str | None,
     backend: str,
     timeout_s: float | None = None,
+    data_dir: str | None = None,
 ) -> Plan:
     spec = get_suite(suite)
     names = parse_frameworks(spec, frameworks)
@@ -119,6 +121,7 @@ def make_plan(
             threads=threads,
             timeout_s=spec.timeout_s if timeout_s is None else timeout_s,
             skip_reason=spec.unsupported.get(name),
+            data_dir=data_dir,
         )
         for name in names
     )

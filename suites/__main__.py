@@ -40,6 +40,7 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--run-id", default="adhoc")
     run.add_argument("--backend", default="local")
     run.add_argument("--out", required=True, type=Path)
+    run.add_argument("--data-dir", type=Path, help="read-only dataset folder")
     return parser
 
 
@@ -84,6 +85,8 @@ def run_job(args: argparse.Namespace) -> int:
             device=adapter.device(settings),
             device_kind=args.device,
             sync=adapter.sync,
+            data_dir=args.data_dir,
+            artifacts_dir=args.out.parent / f"{framework.name}-artifacts",
         )
         _log(prefix, f"start: params {json.dumps(params)}, repeat {repeat}, warmup {warmup}")
         impl.run(ctx)

@@ -54,6 +54,12 @@ def write_run(path: Path, docs: list[dict[str, Any]], baseline: str | None = Non
         name = f"{doc['framework']}.json"
         (path / name).write_text(json.dumps(doc))
         jobs.append({"framework": doc["framework"], "status": doc["status"], "reason": doc["reason"], "file": name})
-    summary = {"run_id": "r1", "suite": "xla", "baseline": baseline or docs[0]["framework"], "backend": "local", "jobs": jobs}
+    summary = {
+        "run_id": "r1",
+        "suite": "xla",
+        "baseline": baseline or docs[0]["framework"],
+        "backend": "local",
+        "jobs": jobs,
+    }
     (path / "summary.json").write_text(json.dumps(summary))
     return path

@@ -13,12 +13,18 @@ from tests.conftest import harness
     ("args", "message"),
     [
         (["--suite", "nope"], "unknown suite 'nope'; choose one of: xla"),
-        (["--suite", "xla", "--frameworks", "numpy,tensorflow"], "unknown framework 'tensorflow' for suite xla; choose from: numpy, jax, pytorch"),
+        (
+            ["--suite", "xla", "--frameworks", "numpy,tensorflow"],
+            "unknown framework 'tensorflow' for suite xla; choose from: numpy, jax, pytorch",
+        ),
         (["--suite", "xla", "--param", "size=3"], "unknown parameter 'size' for suite xla; valid: matrix_size, seed"),
         (["--suite", "xla", "--param", "matrix_size=big"], "matrix_size='big' is not valid: expected an integer"),
         (["--suite", "xla", "--param", "matrix_size=1"], "out of range: expected an integer >= 2"),
         (["--suite", "xla", "--param", "matrix_size"], "not of the form key=value"),
-        (["--suite", "xla", "--frameworks", "numpy", "--baseline", "jax"], "--baseline 'jax' is not among --frameworks"),
+        (
+            ["--suite", "xla", "--frameworks", "numpy", "--baseline", "jax"],
+            "--baseline 'jax' is not among --frameworks",
+        ),
         (["--suite", "xla", "--repeat", "0"], "--repeat 0 must be at least 1"),
         (["--suite", "xla", "--frameworks", "numpy,numpy"], "names a framework twice"),
         (["--suite", "xla", "--python", "jax"], "--python 'jax' is not of the form STACK=PATH"),
@@ -37,7 +43,9 @@ def test_bad_run_arguments(tmp_path: Path, args: list[str], message: str) -> Non
 def test_results_dir_that_is_a_file(tmp_path: Path) -> None:
     target = tmp_path / "file"
     target.write_text("x")
-    proc = harness("run", "--suite", "xla", "--frameworks", "numpy", "--param", "matrix_size=4", "--results-dir", str(target))
+    proc = harness(
+        "run", "--suite", "xla", "--frameworks", "numpy", "--param", "matrix_size=4", "--results-dir", str(target)
+    )
     assert proc.returncode == 2
     assert "is a file; give a directory" in proc.stderr and "Traceback" not in proc.stderr
 

@@ -11,7 +11,7 @@ def test_summary_matches_hand_computed_values() -> None:
     assert (s["median"], s["q1"], s["q3"], s["iqr"]) == (3.0, 2.0, 4.0, 2.0)
     assert (s["min"], s["max"], s["n"]) == (1.0, 10.0, 5)
     assert s["mean"] == pytest.approx(4.0)
-    assert s["stdev"] == pytest.approx(math.sqrt(((0 + 9 + 1 + 4 + 36)) / 4))
+    assert s["stdev"] == pytest.approx(math.sqrt((0 + 9 + 1 + 4 + 36) / 4))
 
 
 def test_even_count_interpolates() -> None:

@@ -26,7 +26,9 @@ class Backend(Protocol):
     def run_job(self, job: Job, run_id: str, run_dir: Path) -> JobOutcome: ...
 
 
-def job_command(job: Job, run_id: str, backend: str, out: str, python: str = "python") -> list[str]:
+def job_command(
+    job: Job, run_id: str, backend: str, out: str, python: str = "python", data_dir: str | None = None
+) -> list[str]:
     """The in-job command line, the same for every backend."""
     import json
 
@@ -44,4 +46,6 @@ def job_command(job: Job, run_id: str, backend: str, out: str, python: str = "py
     ]  # fmt: skip
     if job.threads is not None:
         cmd += ["--threads", str(job.threads)]
+    if data_dir is not None:
+        cmd += ["--data-dir", data_dir]
     return cmd

@@ -30,7 +30,7 @@ class LocalBackend:
         logs = run_dir / "logs"
         logs.mkdir(parents=True, exist_ok=True)
         out = run_dir / job.result_file()
-        cmd = job_command(job, run_id, self.name, str(out), python=self.python_for(job.stack))
+        cmd = job_command(job, run_id, self.name, str(out), python=self.python_for(job.stack), data_dir=job.data_dir)
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(SUITES_DIR.parent), env.get("PYTHONPATH")]))
         env["PYTHONUNBUFFERED"] = "1"
@@ -38,7 +38,9 @@ class LocalBackend:
         # Own session: a timeout kills the job and anything it spawned (compilers, workers).
         stdout_log, stderr_log = logs / f"{job.framework}.stdout.log", logs / f"{job.framework}.stderr.log"
         try:
-            proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, start_new_session=True)
+            proc = subprocess.Popen(
+                cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, start_new_session=True
+            )
         except OSError as error:  # e.g. a --python path that does not exist: this job fails, the run goes on
             stderr_log.write_text(f"cannot start {cmd[0]}: {error}\n")
             stdout_log.write_text("")

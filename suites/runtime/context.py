@@ -12,6 +12,7 @@ import gc
 import math
 import time
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 from suites.runtime.spec import SuiteSpec
@@ -43,6 +44,8 @@ class Context:
         device: Any,
         device_kind: str,
         sync: Sync,
+        data_dir: Path | None = None,
+        artifacts_dir: Path | None = None,
         clock: Callable[[], float] = time.perf_counter,
     ) -> None:
         self.spec = spec
@@ -53,6 +56,8 @@ class Context:
         self.device = device
         self.device_kind = device_kind
         self.sync = sync
+        self.data_dir = data_dir  # read-only datasets (`harness data`); suites never download
+        self.artifacts_dir = artifacts_dir  # optional extra files written next to the result
         self._clock = clock
         self.metrics: list[dict[str, Any]] = []
         self.checks: list[dict[str, Any]] = []
@@ -152,3 +157,14 @@ class Context:
 
     def note(self, text: str) -> None:
         self.notes.append(text)
+
+    def progress(self, text: str) -> None:
+        """A line shown live while the job runs (and kept in its stdout log)."""
+        print(f"[{self.spec.name}/{self.framework}] {text}", flush=True)
+
+    def artifact_path(self, name: str) -> Path:
+        """Where to write an optional artefact (model summary, HLO text); the folder is created."""
+        if self.artifacts_dir is None:
+            raise RuntimeError("this job has no artefact folder")
+        self.artifacts_dir.mkdir(parents=True, exist_ok=True)
+        return self.artifacts_dir / name
