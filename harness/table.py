@@ -7,7 +7,9 @@ from typing import Any
 from tabulate import tabulate
 
 from harness.gate import CheckRow, evaluate, failing_frameworks
+from harness.plausibility import IMPLAUSIBLE, Finding, lint
 from harness.runs import Run
+from harness.statistics import UNSTABLE_RELATIVE_IQR, bootstrap_ratio_ci
 from harness.units import fmt_time, fmt_value
 
 NOT_COMPARABLE = "†"
@@ -32,14 +34,28 @@ def _ratio(value: float, base: float | None) -> str:
     return f" ({value / base:.2f}x)"
 
 
-def _steady_cell(metric: dict[str, Any], base: dict[str, Any] | None) -> str:
+def _sample_ratio(metric: dict[str, Any], base: dict[str, Any] | None) -> str:
+    """Ratio of medians to the baseline, with its 95 % bootstrap interval when both have 3+ samples."""
+    if base is None or base["stats"]["median"] == 0:
+        return ""
+    ratio = metric["stats"]["median"] / base["stats"]["median"]
+    if metric is base or len(metric["samples"]) < 3 or len(base["samples"]) < 3:
+        return f" ({ratio:.2f}x)"
+    low, high = bootstrap_ratio_ci(base["samples"], metric["samples"])
+    return f" ({ratio:.2f}x [{low:.2f}-{high:.2f}])"
+
+
+def _steady_cell(metric: dict[str, Any], base: dict[str, Any] | None, implausible: bool) -> str:
     stats = metric["stats"]
     median, iqr = stats["median"], stats["iqr"]
     if metric["unit"] == "s":
         text = f"{fmt_time(median)} ±{fmt_time(iqr, scale_from=median).split()[0]}"
     else:
         text = f"{fmt_value(median, metric['unit'])} ±{iqr:.2g}"
-    return text + _ratio(median, base["stats"]["median"] if base else None)
+    if implausible:
+        return f"IMPLAUSIBLE {text}"
+    unstable = median and iqr / abs(median) > UNSTABLE_RELATIVE_IQR
+    return ("~" if unstable else "") + text + _sample_ratio(metric, base)
 
 
 def _first_cell(metric: dict[str, Any], base: dict[str, Any] | None) -> str:
@@ -48,15 +64,22 @@ def _first_cell(metric: dict[str, Any], base: dict[str, Any] | None) -> str:
     return fmt_time(first) + _ratio(first, base_first)
 
 
-def _rate_cell(metric: dict[str, Any], base: dict[str, Any] | None) -> str:
+def _rate_cell(metric: dict[str, Any], base: dict[str, Any] | None, finding: Finding | None) -> str:
     rate = metric["flops"] / metric["stats"]["median"] / 1e9
+    if finding is not None and not finding.plausible:
+        return f"{rate:.4g} > peak {finding.peak / 1e9 if finding.peak else 0:.4g}"
     base_rate = base["flops"] / base["stats"]["median"] / 1e9 if base and base.get("flops") else None
-    return f"{rate:.4g}" + _ratio(rate, base_rate)
+    text = f"{rate:.4g}" + _ratio(rate, base_rate)
+    if finding is not None and finding.fraction is not None:
+        text += f" {finding.fraction:.0%} of peak"
+    return text
 
 
 def timing_rows(run: Run, flagged: set[str]) -> tuple[list[str], list[list[str]]]:
     frameworks = list(run.results)
     base_metrics = _metrics(run.results[run.baseline]) if run.baseline in run.results else {}
+    findings = {(f.framework, f.metric): f for f in lint(run)}
+    bad = {key for key, f in findings.items() if not f.plausible}
     headers = ["metric"] + [
         fw + (" (baseline)" if fw == run.baseline else "") + (f" {NOT_COMPARABLE}" if fw in flagged else "")
         for fw in frameworks
@@ -65,9 +88,11 @@ def timing_rows(run: Run, flagged: set[str]) -> tuple[list[str], list[list[str]]
     for name in _metric_names(run):
         per_fw = {fw: _metrics(run.results[fw]).get(name) for fw in frameworks}
         base = base_metrics.get(name)
+        if (run.baseline, name) in bad:
+            base = None  # an implausible baseline cannot anchor ratios
         unit = next(m for m in per_fw.values() if m is not None)["unit"]
         label = name if unit == "s" else f"{name} [{unit}]"
-        rows.append([label] + [_steady_cell(m, base) if m else "-" for m in per_fw.values()])
+        rows.append([label] + [_steady_cell(m, base, (fw, name) in bad) if m else "-" for fw, m in per_fw.items()])
         if any(m is not None and m.get("first_call") is not None for m in per_fw.values()):
             rows.append(
                 [f"{name} (first call)"]
@@ -75,7 +100,11 @@ def timing_rows(run: Run, flagged: set[str]) -> tuple[list[str], list[list[str]]
             )
         if any(m is not None and m.get("flops") for m in per_fw.values()):
             rows.append(
-                [f"{name} GFLOP/s"] + [_rate_cell(m, base) if m and m.get("flops") else "-" for m in per_fw.values()]
+                [f"{name} GFLOP/s"]
+                + [
+                    _rate_cell(m, base, findings.get((fw, name))) if m and m.get("flops") else "-"
+                    for fw, m in per_fw.items()
+                ]
             )
     return headers, rows
 
@@ -135,38 +164,60 @@ def _differing_settings(run: Run) -> list[str]:
     return lines
 
 
-def render(run: Run) -> str:
+def render(run: Run, tablefmt: str = "simple") -> str:
+    """The whole comparison as text; tablefmt "github" gives Markdown."""
+    markdown = tablefmt == "github"
+
+    def title(text: str) -> list[str]:
+        return ["", f"### {text}" if markdown else text]
+
+    def bullet(text: str) -> str:
+        return f"- {text.strip()}" if markdown else text
+
     checks = evaluate(run)
     flagged = failing_frameworks(checks)
     first = next(iter(run.results.values()), None)
     head = f"suite {run.summary.get('suite')} | run {run.summary.get('run_id')} | backend {run.summary.get('backend')}"
     if first is not None:
         head += f" | device {first['device']} | params " + ", ".join(f"{k}={v}" for k, v in first["params"].items())
-    parts = [head, ""]
+    parts = [f"**{head}**" if markdown else head, ""]
     if run.results:
         headers, rows = timing_rows(run, flagged)
-        parts.append(tabulate(rows, headers=headers, tablefmt="simple", disable_numparse=True))
+        parts.append(tabulate(rows, headers=headers, tablefmt=tablefmt, disable_numparse=True))
+        parts.append("")
         parts.append(
-            "cells: median ±IQR of the steady samples; first call = trace/compile + one run; "
-            f"(r x) = ratio to {run.baseline}"
+            "cells: median ±IQR of the steady samples, (ratio to "
+            f"{run.baseline} [95 % bootstrap interval]); ~ = unstable (IQR > {UNSTABLE_RELATIVE_IQR:.0%} of median); "
+            "first call = trace/compile + one run"
         )
     if flagged:
         parts.append(f"{NOT_COMPARABLE} failed the agreement gate: timings kept in the JSON but not comparable")
+    bad = [f for f in lint(run) if not f.plausible]
+    if bad:
+        parts += title(IMPLAUSIBLE)
+        for f in bad:
+            sync_note = "" if f.synchronised else " (recorded as NOT synchronised)"
+            parts.append(
+                bullet(
+                    f"  {f.framework} {f.metric}: {f.achieved / 1e9:.4g} GFLOP/s exceeds the peak "
+                    f"{(f.peak or 0) / 1e9:.4g} GFLOP/s ({f.basis}){sync_note}; excluded from ratios"
+                )
+            )
     if checks:
         headers, rows = check_rows(run, checks)
-        parts += ["", "checks", tabulate(rows, headers=headers, tablefmt="simple", disable_numparse=True)]
+        parts += title("checks") + [tabulate(rows, headers=headers, tablefmt=tablefmt, disable_numparse=True)]
     versions = []
     for fw, result in run.results.items():
         v = result["environment"].get("versions", {})
         if v:
-            versions.append(f"  {fw}: " + ", ".join(f"{k} {val}" for k, val in v.items() if val))
+            versions.append(bullet(f"  {fw}: " + ", ".join(f"{k} {val}" for k, val in v.items() if val)))
     if versions:
-        parts += ["", "stacks"] + versions
+        parts += title("stacks") + versions
     differing = _differing_settings(run)
     if differing:
-        parts += ["", "settings that differ between frameworks"] + differing
+        parts += title("settings that differ between frameworks") + [bullet(d) for d in differing]
     if run.problems:
-        parts += ["", "rejected files"] + [f"  {p}" for p in run.problems]
+        parts += title("rejected files") + [bullet(f"  {p}") for p in run.problems]
     return "\n".join(parts)
 
 

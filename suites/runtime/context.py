@@ -21,6 +21,10 @@ from suites.runtime.stats import summarize
 Sync = Callable[[Any], None]
 
 
+def _no_sync(out: Any) -> None:
+    """Deliberately nothing (see `measure(synchronise=False)`)."""
+
+
 def _finite(value: Any, what: str) -> Any:
     if isinstance(value, (list, tuple)):
         return [_finite(v, what) for v in value]
@@ -63,10 +67,10 @@ class Context:
         self.checks: list[dict[str, Any]] = []
         self.notes: list[str] = []
 
-    def _timed(self, fn: Callable[[], Any]) -> tuple[float, Any]:
+    def _timed(self, fn: Callable[[], Any], sync: Sync) -> tuple[float, Any]:
         start = self._clock()
         out = fn()
-        self.sync(out)
+        sync(out)
         return self._clock() - start, out
 
     def measure(
@@ -79,26 +83,31 @@ class Context:
         warmup: int | None = None,
         per: float | None = None,
         description: str = "",
+        dtype: str | None = None,
+        synchronise: bool = True,
     ) -> Any:
         """Time `fn`; returns its last output.
 
         `per`: divide each sample by this (e.g. the loop count of a timed loop) so the
         metric reads "seconds per call". `flops`: floating-point operations of one call
-        (after `per`), from which achieved FLOP/s is derived.
+        (after `per`), from which achieved FLOP/s is derived; `dtype` says which peak it is
+        held against. `synchronise=False` exists only so tests can prove the plausibility
+        lint catches the classic mistake; the metric records that it was not synchronised.
         """
         repeat = self.repeat if repeat is None else repeat
         warmup = self.warmup if warmup is None else warmup
         scale = 1.0 / per if per else 1.0
+        sync = self.sync if synchronise else _no_sync
         gc.collect()
-        first, out = self._timed(fn)
+        first, out = self._timed(fn, sync)
         for _ in range(warmup):
-            self.sync(fn())
+            sync(fn())
         samples = []
         gc_was_enabled = gc.isenabled()
         gc.disable()  # a collection inside one sample is noise another framework doesn't pay
         try:
             for _ in range(repeat):
-                elapsed, out = self._timed(fn)
+                elapsed, out = self._timed(fn, sync)
                 samples.append(elapsed * scale)
         finally:
             if gc_was_enabled:
@@ -115,6 +124,8 @@ class Context:
                 "samples": samples,
                 "stats": summarize(samples),
                 "flops": flops,
+                "dtype": dtype,
+                "synchronised": synchronise,
             }
         )
         return out

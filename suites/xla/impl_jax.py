@@ -9,6 +9,7 @@ def run(ctx: Context) -> None:
     import jax.numpy as jnp
 
     n, seed = ctx.params["matrix_size"], ctx.params["seed"]
+    sync = ctx.params["synchronise"]
     key_a, key_b = jax.random.split(jax.random.key(seed))
     with jax.default_device(ctx.device):
 
@@ -20,8 +21,8 @@ def run(ctx: Context) -> None:
 
         a, b = ctx.measure("generate", generate)
         ctx.measure("mean_sum", lambda: (jnp.mean(a), jnp.mean(b), jnp.sum(a), jnp.sum(b)))
-        c = ctx.measure("matmul", lambda: a @ b, flops=flops_matmul(n))
-        ctx.measure("inverse", lambda: jnp.linalg.inv(c), flops=flops_inverse(n))
+        c = ctx.measure("matmul", lambda: a @ b, flops=flops_matmul(n), dtype="float64", synchronise=sync)
+        ctx.measure("inverse", lambda: jnp.linalg.inv(c), flops=flops_inverse(n), dtype="float64", synchronise=sync)
 
         sa, sb = (jnp.asarray(m) for m in shared_factors(n, seed))
         sc = sa @ sb

@@ -8,11 +8,12 @@ def run(ctx: Context) -> None:
     import numpy as np
 
     n, seed = ctx.params["matrix_size"], ctx.params["seed"]
+    sync = ctx.params["synchronise"]
     rng = np.random.default_rng(seed)
     a, b = ctx.measure("generate", lambda: (rng.random((n, n)), rng.random((n, n))))
     ctx.measure("mean_sum", lambda: (a.mean(), b.mean(), a.sum(), b.sum()))
-    c = ctx.measure("matmul", lambda: a @ b, flops=flops_matmul(n))
-    ctx.measure("inverse", lambda: np.linalg.inv(c), flops=flops_inverse(n))
+    c = ctx.measure("matmul", lambda: a @ b, flops=flops_matmul(n), dtype="float64", synchronise=sync)
+    ctx.measure("inverse", lambda: np.linalg.inv(c), flops=flops_inverse(n), dtype="float64", synchronise=sync)
 
     sa, sb = shared_factors(n, seed)
     sc = sa @ sb

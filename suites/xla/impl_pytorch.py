@@ -8,6 +8,7 @@ def run(ctx: Context) -> None:
     import torch
 
     n, seed = ctx.params["matrix_size"], ctx.params["seed"]
+    sync = ctx.params["synchronise"]
     dev = ctx.device
     gen = torch.Generator(device=dev).manual_seed(seed)
 
@@ -20,8 +21,8 @@ def run(ctx: Context) -> None:
     with torch.inference_mode():
         a, b = ctx.measure("generate", generate)
         ctx.measure("mean_sum", lambda: (a.mean(), b.mean(), a.sum(), b.sum()))
-        c = ctx.measure("matmul", lambda: a @ b, flops=flops_matmul(n))
-        ctx.measure("inverse", lambda: torch.linalg.inv(c), flops=flops_inverse(n))
+        c = ctx.measure("matmul", lambda: a @ b, flops=flops_matmul(n), dtype="float64", synchronise=sync)
+        ctx.measure("inverse", lambda: torch.linalg.inv(c), flops=flops_inverse(n), dtype="float64", synchronise=sync)
 
         sa, sb = (torch.from_numpy(m).to(dev) for m in shared_factors(n, seed))
         sc = sa @ sb

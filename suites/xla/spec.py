@@ -9,6 +9,12 @@ SPEC = SuiteSpec(
     params=(
         Param("matrix_size", "int", 5000, "N of the N x N float64 matrices", min=2, max=40000),
         Param("seed", "int", 0, "seed of the random matrices", min=0, max=2**31 - 1),
+        Param(
+            "synchronise",
+            "bool",
+            True,
+            "test only: false times matmul/inverse without device sync, to prove the plausibility lint",
+        ),
     ),
     checks=(
         # float64 LU on a product of uniform matrices gives ~1e-9 at N=5000; float32 would

@@ -1,0 +1,95 @@
+"""One run (or comparison) in every output format: table, markdown, csv, json, html."""
+
+from __future__ import annotations
+
+import csv
+import html
+import io
+import json
+from enum import Enum
+from typing import Any
+
+from tabulate import tabulate
+
+from harness.gate import evaluate, failing_frameworks
+from harness.records import RECORD_FIELDS, metric_records
+from harness.runs import Run
+from harness.table import check_rows, render, timing_rows
+
+
+class Format(str, Enum):
+    table = "table"
+    markdown = "markdown"
+    csv = "csv"
+    json = "json"
+    html = "html"
+
+
+REPORT_FORMAT_VERSION = 1
+
+HTML_STYLE = (
+    "body{font-family:system-ui,sans-serif;margin:2em;}table{border-collapse:collapse;margin:1em 0;}"
+    "td,th{border:1px solid #ccc;padding:4px 8px;font-variant-numeric:tabular-nums;}th{background:#f4f4f4;}"
+)
+
+
+def to_csv(rows: list[dict[str, Any]], fields: tuple[str, ...]) -> str:
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, fieldnames=list(fields), lineterminator="\n")
+    writer.writeheader()
+    for row in rows:
+        writer.writerow({k: ("" if row.get(k) is None else row.get(k)) for k in fields})
+    return buffer.getvalue()
+
+
+def html_page(title: str, body: str) -> str:
+    return (
+        f"<!DOCTYPE html>\n<html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
+        f"<style>{HTML_STYLE}</style></head>\n<body>\n<h1>{html.escape(title)}</h1>\n{body}\n</body></html>\n"
+    )
+
+
+def run_document(run: Run) -> dict[str, Any]:
+    checks = evaluate(run)
+    return {
+        "format": "harness-run-report",
+        "version": REPORT_FORMAT_VERSION,
+        "run_id": run.summary.get("run_id"),
+        "suite": run.summary.get("suite"),
+        "baseline": run.baseline,
+        "jobs": [
+            {"framework": fw, "status": r["status"], "reason": r["reason"]} for fw, r in run.results.items()
+        ],
+        "metrics": metric_records(run),
+        "checks": [
+            {
+                "name": row.name,
+                "tolerance": row.tolerance,
+                "values": row.values,
+                "rel_diff": row.rel_diff,
+                "passed": row.passed,
+            }
+            for row in checks
+        ],
+        "gate_failed": sorted(failing_frameworks(checks)),
+        "rejected_files": run.problems,
+    }
+
+
+def render_run(run: Run, fmt: Format) -> str:
+    if fmt is Format.table:
+        return render(run)
+    if fmt is Format.markdown:
+        return render(run, tablefmt="github")
+    if fmt is Format.csv:
+        return to_csv(metric_records(run), RECORD_FIELDS)
+    if fmt is Format.json:
+        return json.dumps(run_document(run), indent=2)
+    flagged = failing_frameworks(evaluate(run))
+    headers, rows = timing_rows(run, flagged)
+    body = tabulate(rows, headers=headers, tablefmt="html", disable_numparse=True)
+    check_headers, checks = check_rows(run, evaluate(run))
+    body += "\n<h2>checks</h2>\n" + tabulate(checks, headers=check_headers, tablefmt="html", disable_numparse=True)
+    notes = html.escape(render(run).split("\n\n", 1)[-1])
+    body += f"\n<h2>details</h2>\n<pre>{notes}</pre>"
+    return html_page(f"{run.summary.get('suite')} - {run.summary.get('run_id')}", body)

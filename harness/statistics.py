@@ -1,0 +1,173 @@
+"""Host-side statistics: bootstrap intervals, outliers, stability, Mann-Whitney U.
+
+Standard library only, so the host never needs numpy/scipy. Randomness is seeded: the same
+samples always give the same interval.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass
+from statistics import median
+
+from suites.runtime.stats import summarize
+
+BOOTSTRAP_RESAMPLES = 2000
+CONFIDENCE = 0.95
+# IQR above 10 % of the median: pyperf warns at a similar relative spread (stdev > 10 % of mean).
+UNSTABLE_RELATIVE_IQR = 0.10
+# |x - median| / (1.4826 MAD) above this is an outlier (Iglewicz and Hoaglin's modified z-score).
+OUTLIER_Z = 3.5
+ALPHA = 0.05
+
+
+@dataclass(frozen=True)
+class Summary:
+    n: int
+    median: float
+    q1: float
+    q3: float
+    iqr: float
+    min: float
+    max: float
+    mean: float
+    stdev: float
+    ci_low: float
+    ci_high: float
+    outliers: tuple[int, ...]  # indices into the samples
+    unstable: bool
+
+    @property
+    def relative_iqr(self) -> float:
+        return self.iqr / abs(self.median) if self.median else 0.0
+
+
+def _percentile(sorted_values: Sequence[float], q: float) -> float:
+    pos = q * (len(sorted_values) - 1)
+    lo = math.floor(pos)
+    hi = min(lo + 1, len(sorted_values) - 1)
+    return sorted_values[lo] + (sorted_values[hi] - sorted_values[lo]) * (pos - lo)
+
+
+def bootstrap_median_ci(samples: Sequence[float], seed: int = 0) -> tuple[float, float]:
+    """Percentile bootstrap interval of the median."""
+    if len(samples) < 2:
+        return samples[0], samples[0]
+    rng = random.Random(seed)
+    n = len(samples)
+    medians = sorted(median(rng.choices(samples, k=n)) for _ in range(BOOTSTRAP_RESAMPLES))
+    tail = (1 - CONFIDENCE) / 2
+    return _percentile(medians, tail), _percentile(medians, 1 - tail)
+
+
+def bootstrap_ratio_ci(a: Sequence[float], b: Sequence[float], seed: int = 0) -> tuple[float, float]:
+    """Interval of median(b) / median(a), resampling each side independently."""
+    rng = random.Random(seed)
+    ratios = []
+    for _ in range(BOOTSTRAP_RESAMPLES):
+        ma = median(rng.choices(a, k=len(a)))
+        mb = median(rng.choices(b, k=len(b)))
+        if ma != 0:
+            ratios.append(mb / ma)
+    if not ratios:
+        return math.nan, math.nan
+    ratios.sort()
+    tail = (1 - CONFIDENCE) / 2
+    return _percentile(ratios, tail), _percentile(ratios, 1 - tail)
+
+
+def outliers(samples: Sequence[float]) -> tuple[int, ...]:
+    med = median(samples)
+    mad = median(abs(x - med) for x in samples)
+    if mad == 0:
+        return ()
+    return tuple(i for i, x in enumerate(samples) if abs(x - med) / (1.4826 * mad) > OUTLIER_Z)
+
+
+def describe(samples: Sequence[float]) -> Summary:
+    base = summarize(samples)
+    low, high = bootstrap_median_ci(samples)
+    rel_iqr = base["iqr"] / abs(base["median"]) if base["median"] else 0.0
+    return Summary(
+        n=int(base["n"]),
+        median=base["median"],
+        q1=base["q1"],
+        q3=base["q3"],
+        iqr=base["iqr"],
+        min=base["min"],
+        max=base["max"],
+        mean=base["mean"],
+        stdev=base["stdev"],
+        ci_low=low,
+        ci_high=high,
+        outliers=outliers(samples),
+        unstable=rel_iqr > UNSTABLE_RELATIVE_IQR,
+    )
+
+
+def _exact_u_pvalue(u: float, n1: int, n2: int) -> float:
+    """Two-sided exact p-value of U (no ties) by counting, for small samples."""
+    # counts[k] = number of arrangements giving U = k, built by the standard recurrence
+    counts: dict[tuple[int, int], list[int]] = {}
+
+    def dist(a: int, b: int) -> list[int]:
+        if (a, b) in counts:
+            return counts[(a, b)]
+        if a == 0 or b == 0:
+            result = [1]
+        else:
+            left = dist(a - 1, b)  # largest value from the first sample: adds b to U
+            right = dist(a, b - 1)
+            size = a * b + 1
+            result = [0] * size
+            for k, c in enumerate(left):
+                result[k + b] += c
+            for k, c in enumerate(right):
+                result[k] += c
+        counts[(a, b)] = result
+        return result
+
+    d = dist(n1, n2)
+    total = sum(d)
+    u_small = min(u, n1 * n2 - u)
+    tail = sum(c for k, c in enumerate(d) if k <= u_small + 1e-9)
+    return min(1.0, 2 * tail / total)
+
+
+def mann_whitney_u(a: Sequence[float], b: Sequence[float]) -> tuple[float, float]:
+    """(U of a, two-sided p-value). Exact when small and tie-free, else normal with tie correction."""
+    n1, n2 = len(a), len(b)
+    pooled = sorted([(x, 0) for x in a] + [(x, 1) for x in b])
+    ranks = [0.0] * len(pooled)
+    i = 0
+    tie_term = 0.0
+    while i < len(pooled):
+        j = i
+        while j + 1 < len(pooled) and pooled[j + 1][0] == pooled[i][0]:
+            j += 1
+        rank = (i + j) / 2 + 1
+        for k in range(i, j + 1):
+            ranks[k] = rank
+        t = j - i + 1
+        tie_term += t**3 - t
+        i = j + 1
+    r1 = sum(r for r, (_, g) in zip(ranks, pooled, strict=True) if g == 0)
+    u1 = r1 - n1 * (n1 + 1) / 2
+    if tie_term == 0 and n1 * n2 <= 400:
+        return u1, _exact_u_pvalue(u1, n1, n2)
+    n = n1 + n2
+    mu = n1 * n2 / 2
+    sigma = math.sqrt(n1 * n2 / 12 * ((n + 1) - tie_term / (n * (n - 1))))
+    if sigma == 0:
+        return u1, 1.0
+    z = (abs(u1 - mu) - 0.5) / sigma  # continuity correction
+    return u1, min(1.0, math.erfc(max(z, 0.0) / math.sqrt(2)))
+
+
+def geometric_mean(values: Sequence[float]) -> float:
+    positive = [v for v in values if v > 0]
+    if not positive:
+        return math.nan
+    return math.exp(sum(math.log(v) for v in positive) / len(positive))
