@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import platform
 from pathlib import Path
@@ -43,10 +44,8 @@ def clock_mhz() -> tuple[float | None, float | None]:
     """(reported MHz, maximum MHz if the kernel exposes it)."""
     reported = _cpuinfo_field("cpu MHz")
     maximum = None
-    try:
+    with contextlib.suppress(OSError, ValueError):  # not exposed in most VMs and containers
         maximum = int(Path("/sys/devices/system/cpu/cpu0/cpufreq/cpuinfo_max_freq").read_text()) / 1000
-    except (OSError, ValueError):
-        pass
     return (float(reported) if reported else None), maximum
 
 
