@@ -16,11 +16,17 @@ import typer
 
 from harness.backends.local import LocalBackend
 from harness.catalog import get_suite, visible_suites
+from harness.compare import compare_runs
+from harness.compare_render import render_comparison
 from harness.errors import HarnessError
+from harness.exports import Format, render_run
 from harness.plan import make_plan
+from harness.plausibility import implausible
+from harness.report import write_report
+from harness.rounds import execute_rounds
 from harness.runner import execute
-from harness.runs import load_run, resolve_run
-from harness.table import gate_passed, render
+from harness.runs import Run, load_run, resolve_run
+from harness.table import gate_passed
 
 app = typer.Typer(
     no_args_is_help=True,
@@ -46,6 +52,8 @@ def default_results_dir() -> Path:
 def default_data_dir() -> Path:
     return Path(os.environ.get("HARNESS_DATA_DIR", "data"))
 
+
+FormatOption = Annotated[Format, typer.Option("--format", help="output format")]
 
 ResultsDir = Annotated[
     Optional[Path],
@@ -105,6 +113,8 @@ def run(
         Optional[Path], typer.Option("--data-dir", help="dataset folder [default: ./data or $HARNESS_DATA_DIR]")
     ] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="do not echo job output")] = False,
+    rounds: Annotated[int, typer.Option(help="run the frameworks round-robin K times and pool the samples")] = 1,
+    fmt: FormatOption = Format.table,
 ) -> None:
     """Run one suite on several frameworks, one isolated job each, and print the comparison."""
     plan = make_plan(
@@ -120,24 +130,76 @@ def run(
         timeout_s=timeout,
         data_dir=str((data_dir or default_data_dir()).resolve()),
     )
+    if rounds < 1:
+        raise HarnessError(f"--rounds {rounds} must be at least 1")
     chosen = LocalBackend(pythons=_pythons(python), echo=not quiet)
-    run_dir = execute(plan, chosen, results_dir or default_results_dir(), argv=["harness"] + sys.argv[1:])
+    argv = ["harness"] + sys.argv[1:]
+    target = results_dir or default_results_dir()
+    if rounds == 1:
+        run_dir = execute(plan, chosen, target, argv=argv)
+    else:
+        run_dir = execute_rounds(plan, chosen, target, rounds, argv=argv)
     loaded = load_run(run_dir)
     typer.echo("")
-    typer.echo(render(loaded))
-    typer.echo(f"\nrun folder: {run_dir}")
+    typer.echo(render_run(loaded, fmt))
+    typer.echo(f"\nrun folder: {run_dir}", err=fmt is not Format.table)
+    raise typer.Exit(run_exit_code(loaded))
+
+
+def run_exit_code(loaded: Run) -> int:
+    """0: every job ok or skipped, every check passed, every number plausible; else 1."""
     all_ok = all(r["status"] in ("ok", "skipped") for r in loaded.results.values()) and not loaded.problems
-    raise typer.Exit(0 if all_ok and gate_passed(loaded) else 1)
+    return 0 if all_ok and gate_passed(loaded) and not implausible(loaded) else 1
 
 
 @app.command()
 def show(
     run_ref: Annotated[str, typer.Argument(metavar="RUN", help="run folder, or run id under --results-dir")],
     results_dir: ResultsDir = None,
+    fmt: FormatOption = Format.table,
 ) -> None:
     """Re-render a finished run from its files alone."""
     loaded = load_run(resolve_run(run_ref, results_dir or default_results_dir()))
-    typer.echo(render(loaded))
+    typer.echo(render_run(loaded, fmt))
+
+
+@app.command()
+def compare(
+    run_a: Annotated[str, typer.Argument(metavar="RUN_A", help="the reference run (before)")],
+    run_b: Annotated[str, typer.Argument(metavar="RUN_B", help="the run compared with it (after)")],
+    fail_above: Annotated[
+        Optional[float], typer.Option("--fail-above", help="exit 1 on a significant slowdown above PCT percent")
+    ] = None,
+    results_dir: ResultsDir = None,
+    fmt: FormatOption = Format.table,
+) -> None:
+    """Two runs of one suite: per-metric ratio with its interval, significance, geometric mean."""
+    if fail_above is not None and fail_above < 0:
+        raise HarnessError(f"--fail-above {fail_above} must be a percentage of 0 or more")
+    base = results_dir or default_results_dir()
+    comparison = compare_runs(load_run(resolve_run(run_a, base)), load_run(resolve_run(run_b, base)))
+    typer.echo(render_comparison(comparison, fmt))
+    worst = comparison.worst_significant_slowdown()
+    if fail_above is not None and worst is not None and worst.slowdown * 100 > fail_above:
+        typer.echo(
+            f"significant slowdown above {fail_above:g} %: {worst.framework} {worst.metric} "
+            f"{worst.slowdown:.1%} worse (p={worst.p_value:.3g})",
+            err=True,
+        )
+        raise typer.Exit(1)
+
+
+@app.command()
+def report(
+    run_ref: Annotated[str, typer.Argument(metavar="RUN", help="run folder, or run id under --results-dir")],
+    out: Annotated[Optional[Path], typer.Option("--out", help="report folder [default: RUN/report]")] = None,
+    figures: Annotated[bool, typer.Option("--figures/--no-figures", help="draw PNG figures (needs matplotlib)")] = True,
+    results_dir: ResultsDir = None,
+) -> None:
+    """Write a self-contained report folder: report.md (tables, checks, environment) and figures."""
+    run_dir = resolve_run(run_ref, results_dir or default_results_dir())
+    path = write_report(load_run(run_dir), out or run_dir / "report", figures=figures)
+    typer.echo(f"report: {path}")
 
 
 @app.command()

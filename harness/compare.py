@@ -1,0 +1,142 @@
+"""`harness compare RUN_A RUN_B`: the same suite twice (before/after, two machines), with significance."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from harness.errors import HarnessError
+from harness.plausibility import implausible
+from harness.runs import Run
+from harness.statistics import ALPHA, bootstrap_ratio_ci, geometric_mean, mann_whitney_u
+
+# Metadata that makes two numbers comparable (pyperf's check, for our result files).
+COMPARED_FIELDS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("stack", ("stack",)),
+    ("backend", ("backend",)),
+    ("device", ("device",)),
+    ("params", ("params",)),
+    ("threads", ("settings", "threads")),
+    ("versions", ("environment", "versions")),
+    ("device name", ("environment", "device", "name")),
+    ("cpu", ("environment", "machine", "cpu", "model")),
+    ("cores", ("environment", "machine", "cpu", "usable_cores")),
+    ("precision", ("environment", "precision")),
+    ("image", ("image", "id")),
+    ("variables", ("environment", "variables")),
+)
+
+
+@dataclass(frozen=True)
+class Change:
+    framework: str
+    metric: str
+    unit: str
+    better: str
+    median_a: float
+    median_b: float
+    ratio: float  # median_b / median_a
+    ci_low: float
+    ci_high: float
+    p_value: float
+    excluded: str | None = None  # why no verdict is given (e.g. implausible)
+
+    @property
+    def significant(self) -> bool:
+        return self.excluded is None and self.p_value < ALPHA and not (self.ci_low <= 1.0 <= self.ci_high)
+
+    @property
+    def slowdown(self) -> float:
+        """Fractional worsening (0.25 = 25 % worse); negative for an improvement."""
+        return self.ratio - 1 if self.better == "lower" else (1 / self.ratio - 1 if self.ratio else math.inf)
+
+    @property
+    def verdict(self) -> str:
+        if self.excluded:
+            return f"excluded: {self.excluded}"
+        if not self.significant:
+            return "not significant"
+        if self.better == "lower":
+            word = "slower" if self.slowdown > 0 else "faster"
+        else:
+            word = "worse" if self.slowdown > 0 else "better"
+        return f"{abs(self.slowdown):.1%} {word}"
+
+
+@dataclass
+class Comparison:
+    a: Run
+    b: Run
+    changes: list[Change]
+    warnings: list[str]
+
+    def geomean(self, framework: str | None = None) -> float:
+        ratios = [
+            c.ratio
+            for c in self.changes
+            if c.excluded is None and c.better == "lower" and (framework is None or c.framework == framework)
+        ]
+        return geometric_mean(ratios)
+
+    def worst_significant_slowdown(self) -> Change | None:
+        bad = [c for c in self.changes if c.significant and c.slowdown > 0]
+        return max(bad, key=lambda c: c.slowdown, default=None)
+
+
+def _get(doc: dict[str, Any], path: tuple[str, ...]) -> Any:
+    node: Any = doc
+    for key in path:
+        if not isinstance(node, dict):
+            return None
+        node = node.get(key)
+    return node
+
+
+def metadata_warnings(a: Run, b: Run) -> list[str]:
+    warnings = []
+    for fw in a.results:
+        if fw not in b.results:
+            continue
+        differing = [label for label, path in COMPARED_FIELDS if _get(a.results[fw], path) != _get(b.results[fw], path)]
+        if differing:
+            warnings.append(f"{fw}: runs differ in {', '.join(differing)}")
+    return warnings
+
+
+def compare_runs(a: Run, b: Run) -> Comparison:
+    suite_a, suite_b = a.summary.get("suite"), b.summary.get("suite")
+    if suite_a != suite_b:
+        raise HarnessError(f"cannot compare suite {suite_a} with suite {suite_b}; compare two runs of one suite")
+    bad_a, bad_b = implausible(a), implausible(b)
+    changes = []
+    for fw, result_a in a.results.items():
+        result_b = b.results.get(fw)
+        if result_b is None or result_a["status"] != "ok" or result_b["status"] != "ok":
+            continue
+        metrics_b = {m["name"]: m for m in result_b["metrics"]}
+        for ma in result_a["metrics"]:
+            mb = metrics_b.get(ma["name"])
+            if mb is None or ma["stats"]["median"] == 0:
+                continue
+            low, high = bootstrap_ratio_ci(ma["samples"], mb["samples"])
+            _, p = mann_whitney_u(ma["samples"], mb["samples"])
+            excluded = "implausible (above device peak)" if (fw, ma["name"]) in bad_a | bad_b else None
+            changes.append(
+                Change(
+                    framework=fw,
+                    metric=ma["name"],
+                    unit=ma["unit"],
+                    better=ma["better"],
+                    median_a=ma["stats"]["median"],
+                    median_b=mb["stats"]["median"],
+                    ratio=mb["stats"]["median"] / ma["stats"]["median"],
+                    ci_low=low,
+                    ci_high=high,
+                    p_value=p,
+                    excluded=excluded,
+                )
+            )
+    if not changes:
+        raise HarnessError("the two runs share no successful (framework, metric) pair; nothing to compare")
+    return Comparison(a=a, b=b, changes=changes, warnings=metadata_warnings(a, b))

@@ -1,0 +1,77 @@
+"""A comparison in every export format."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict
+from typing import Any
+
+from tabulate import tabulate
+
+from harness.compare import Comparison
+from harness.exports import Format, html_page, to_csv
+from harness.units import fmt_value
+
+CHANGE_FIELDS = (
+    "framework", "metric", "unit", "better", "median_a", "median_b", "ratio", "ci_low", "ci_high",
+    "p_value", "significant", "verdict",
+)  # fmt: skip
+
+
+def change_rows(comparison: Comparison) -> list[dict[str, Any]]:
+    rows = []
+    for c in comparison.changes:
+        row = asdict(c)
+        row["significant"] = c.significant
+        row["verdict"] = c.verdict
+        rows.append(row)
+    return rows
+
+
+def _table(comparison: Comparison, tablefmt: str) -> str:
+    headers = ["framework", "metric", "A", "B", "B/A [95 % CI]", "p (Mann-Whitney)", "verdict"]
+    rows = [
+        [
+            c.framework,
+            c.metric,
+            fmt_value(c.median_a, c.unit),
+            fmt_value(c.median_b, c.unit),
+            f"{c.ratio:.3f} [{c.ci_low:.3f}-{c.ci_high:.3f}]",
+            f"{c.p_value:.3g}",
+            c.verdict,
+        ]
+        for c in comparison.changes
+    ]
+    return tabulate(rows, headers=headers, tablefmt=tablefmt, disable_numparse=True)
+
+
+def _summary_lines(comparison: Comparison) -> list[str]:
+    lines = []
+    for fw in dict.fromkeys(c.framework for c in comparison.changes):
+        lines.append(f"geometric mean of time ratios B/A, {fw}: {comparison.geomean(fw):.3f}")
+    lines.append(f"geometric mean of time ratios B/A, all: {comparison.geomean():.3f}")
+    lines += [f"WARNING: {w}" for w in comparison.warnings]
+    return lines
+
+
+def render_comparison(comparison: Comparison, fmt: Format) -> str:
+    a, b = comparison.a.summary.get("run_id"), comparison.b.summary.get("run_id")
+    head = f"compare A={a} B={b} (suite {comparison.a.summary.get('suite')})"
+    if fmt is Format.csv:
+        return to_csv(change_rows(comparison), CHANGE_FIELDS)
+    if fmt is Format.json:
+        doc = {
+            "format": "harness-comparison",
+            "version": 1,
+            "a": a,
+            "b": b,
+            "changes": change_rows(comparison),
+            "geomean": comparison.geomean(),
+            "warnings": comparison.warnings,
+        }
+        return json.dumps(doc, indent=2)
+    if fmt is Format.html:
+        body = _table(comparison, "html") + "<pre>" + "\n".join(_summary_lines(comparison)) + "</pre>"
+        return html_page(head, body)
+    tablefmt = "github" if fmt is Format.markdown else "simple"
+    return "\n".join([head, "", _table(comparison, tablefmt), ""] + _summary_lines(comparison))

@@ -1,0 +1,122 @@
+"""Headless figures for reports (matplotlib, an optional host extra: `pip install .[report]`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from harness.errors import HarnessError
+from harness.runs import Run
+
+# Sizes spanning more than this factor get a log axis (the jit suite spans four decades).
+LOG_SCALE_SPAN = 30.0
+
+
+def _pyplot() -> Any:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")  # no display on servers and in CI
+        import matplotlib.pyplot as plt
+    except ImportError:
+        raise HarnessError("figures need matplotlib: pip install 'fw-harness[report]' (or --no-figures)") from None
+    return plt
+
+
+def _time_metrics(run: Run) -> tuple[list[str], list[str], dict[tuple[str, str], dict[str, Any]]]:
+    frameworks = [fw for fw, r in run.results.items() if r["status"] == "ok"]
+    found: dict[tuple[str, str], dict[str, Any]] = {}
+    names: list[str] = []
+    for fw in frameworks:
+        for metric in run.results[fw]["metrics"]:
+            if metric["kind"] == "time":
+                found[(fw, metric["name"])] = metric
+                if metric["name"] not in names:
+                    names.append(metric["name"])
+    return frameworks, names, found
+
+
+def _grouped_bars(
+    ax: Any, names: list[str], frameworks: list[str], value: Any, err: Any = None, style: Any = None
+) -> list[float]:
+    width = 0.8 / max(len(frameworks), 1)
+    shown: list[float] = []
+    for i, fw in enumerate(frameworks):
+        xs, ys, lo, hi = [], [], [], []
+        for j, name in enumerate(names):
+            v = value(fw, name)
+            if v is None:
+                continue
+            xs.append(j + (i - (len(frameworks) - 1) / 2) * width)
+            ys.append(v)
+            if err is not None:
+                low, high = err(fw, name)
+                lo.append(max(v - low, 0.0))
+                hi.append(max(high - v, 0.0))
+        if xs:
+            extra = style(i, fw) if style is not None else {"color": f"C{i}"}
+            ax.bar(xs, ys, width, label=fw, yerr=[lo, hi] if err is not None else None, capsize=3, **extra)
+            shown += ys
+    ax.set_xticks(range(len(names)))
+    ax.set_xticklabels(names, rotation=30, ha="right")
+    positive = [v for v in shown if v > 0]
+    if positive and max(positive) / min(positive) > LOG_SCALE_SPAN:
+        ax.set_yscale("log")
+    ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize="small")
+    return shown
+
+
+def write_figures(run: Run, folder: Path) -> list[Path]:
+    plt = _pyplot()
+    folder.mkdir(parents=True, exist_ok=True)
+    frameworks, names, found = _time_metrics(run)
+    if not names:
+        return []
+    suite = run.summary.get("suite")
+    written = []
+
+    def median(fw: str, name: str) -> float | None:
+        m = found.get((fw, name))
+        return m["stats"]["median"] if m else None
+
+    def quartiles(fw: str, name: str) -> tuple[float, float]:
+        s = found[(fw, name)]["stats"]
+        return s["q1"], s["q3"]
+
+    fig, ax = plt.subplots(figsize=(max(6, 1.2 * len(names) * max(len(frameworks), 1) / 2), 4.5))
+    _grouped_bars(ax, names, frameworks, median, quartiles)
+    ax.set_ylabel("steady time per call (s), bars: median, whiskers: IQR")
+    ax.set_title(f"{suite}: steady state")
+    fig.tight_layout()
+    path = folder / f"{suite}-steady.png"
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    written.append(path)
+
+    # First call next to steady so compile cost is visible: two bars per framework and metric.
+    series = [f"{fw} {kind}" for fw in frameworks for kind in ("first call", "steady")]
+
+    def look(i: int, label: str) -> dict[str, Any]:
+        # one colour per framework; the first call hatched and pale next to its steady bar
+        colour = f"C{i // 2}"
+        if label.endswith("first call"):
+            return {"color": colour, "alpha": 0.45, "hatch": "//", "edgecolor": colour}
+        return {"color": colour}
+
+    def either(label: str, name: str) -> float | None:
+        fw, kind = label.split(" ", 1)
+        m = found.get((fw, name))
+        if m is None:
+            return None
+        return m.get("first_call") if kind == "first call" else m["stats"]["median"]
+
+    fig, ax = plt.subplots(figsize=(max(6, 1.2 * len(names) * len(series) / 3), 4.5))
+    _grouped_bars(ax, names, series, either, style=look)
+    ax.set_ylabel("time (s)")
+    ax.set_title(f"{suite}: first call (trace/compile + run) vs steady")
+    fig.tight_layout()
+    path = folder / f"{suite}-first-vs-steady.png"
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    written.append(path)
+    return written

@@ -1,0 +1,90 @@
+"""Interleaved rounds: run the frameworks round-robin K times (A B C A B C ...) and pool samples.
+
+Drift on a shared machine (thermal, a neighbour's job) then hits every framework alike
+instead of whichever happened to run last.
+"""
+
+from __future__ import annotations
+
+import copy
+import statistics
+import sys
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from harness import __version__
+from harness.backends.base import Backend
+from harness.plan import Plan
+from harness.runner import execute, prepare_results_dir
+from harness.schema import InvalidResult, load_result
+from suites.runtime.files import write_json_atomic
+from suites.runtime.result import utc_now
+from suites.runtime.stats import summarize
+
+
+def pool(docs: list[dict[str, Any]], run_id: str) -> dict[str, Any]:
+    """One result from the same job's rounds: samples concatenated, first calls kept per round."""
+    failed = next((d for d in docs if d["status"] != "ok"), None)
+    if failed is not None:
+        merged = copy.deepcopy(failed)
+        round_no = docs.index(failed) + 1
+        merged["reason"] = f"round {round_no}: {failed['reason']}"
+    else:
+        merged = copy.deepcopy(docs[0])
+        for metric in merged["metrics"]:
+            same = [next(m for m in d["metrics"] if m["name"] == metric["name"]) for d in docs]
+            metric["samples"] = [s for m in same for s in m["samples"]]
+            metric["stats"] = summarize(metric["samples"])
+            firsts = [m["first_call"] for m in same if m.get("first_call") is not None]
+            metric["first_call"] = statistics.median(firsts) if firsts else None
+            metric["first_calls"] = firsts
+        merged["notes"] = list(merged.get("notes", [])) + [f"samples pooled from {len(docs)} interleaved rounds"]
+    merged["run_id"] = run_id
+    merged["settings"] = dict(merged["settings"], rounds=len(docs))
+    merged["duration_s"] = sum(d["duration_s"] or 0.0 for d in docs)
+    return merged
+
+
+def execute_rounds(plan: Plan, backend: Backend, results_dir: Path, rounds: int, argv: list[str] | None = None) -> Path:
+    prepare_results_dir(results_dir)
+    run_dir = results_dir / plan.run_id
+    run_dir.mkdir(parents=True, exist_ok=False)
+    write_json_atomic(run_dir / "plan.json", dict(plan.as_record(), rounds=rounds))
+    round_dirs = []
+    for number in range(1, rounds + 1):
+        print(f"== round {number}/{rounds}", flush=True)
+        round_dirs.append(execute(replace(plan, run_id=f"round-{number}"), backend, run_dir / "rounds", argv))
+    summary: dict[str, Any] = {
+        "run_id": plan.run_id,
+        "suite": plan.suite,
+        "baseline": plan.baseline,
+        "backend": backend.name,
+        "harness_version": __version__,
+        "command": argv if argv is not None else sys.argv,
+        "rounds": rounds,
+        "started_at": None,
+        "finished_at": utc_now(),
+        "jobs": [],
+    }
+    for job in plan.jobs:
+        docs = []
+        for folder in round_dirs:
+            try:
+                docs.append(load_result(folder / job.result_file()))
+            except InvalidResult as error:
+                print(f"warning: {error}", file=sys.stderr)
+        if not docs:
+            continue
+        merged = pool(docs, plan.run_id)
+        write_json_atomic(run_dir / job.result_file(), merged)
+        summary["jobs"].append(
+            {
+                "framework": job.framework,
+                "status": merged["status"],
+                "reason": merged["reason"],
+                "file": job.result_file(),
+            }
+        )
+    write_json_atomic(run_dir / "summary.json", summary)
+    return run_dir

@@ -1,0 +1,102 @@
+"""compare, exports, report and figures, on synthetic runs with known answers."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import random
+from pathlib import Path
+from typing import Any
+
+from harness.compare import compare_runs
+from harness.exports import Format, render_run
+from harness.plausibility import lint
+from harness.records import RECORD_FIELDS
+from harness.report import write_report
+from harness.runs import load_run
+from tests.conftest import harness
+from tests.factories import check, metric, result, write_run
+
+CPU = {"model": "test", "logical_cores": 2, "usable_cores": 2, "vector": "avx2", "mhz": 2000.0, "max_mhz": None}
+
+
+def noisy(center: float, n: int = 12, seed: int = 0) -> list[float]:
+    rng = random.Random(seed)
+    return [center * (1 + rng.uniform(-0.03, 0.03)) for _ in range(n)]
+
+
+def doc(fw: str, matmul: float, seed: int, versions: dict[str, str] | None = None) -> dict[str, Any]:
+    d = result(fw, [metric("matmul", noisy(matmul, seed=seed), flops=2e9, first=matmul * 3)],
+               [check("residual", 1e-12, limit=1e-6)])  # fmt: skip
+    d["environment"] = {"machine": {"cpu": CPU}, "versions": versions or {fw: "1.0"}}
+    return d
+
+
+def make(tmp: Path, name: str, scale: float, seed: int, versions: dict[str, str] | None = None) -> Path:
+    return write_run(tmp / name, [doc("numpy", 0.1 * scale, seed, versions), doc("jax", 0.05 * scale, seed + 1)])
+
+
+def test_compare_finds_a_known_2x_and_calls_no_difference_not_significant(tmp_path: Path) -> None:
+    a = load_run(make(tmp_path, "a", 1.0, 0))
+    same = compare_runs(a, load_run(make(tmp_path, "same", 1.0, 10)))
+    assert all(not c.significant and c.verdict == "not significant" for c in same.changes)
+    slower = compare_runs(a, load_run(make(tmp_path, "slow", 2.0, 20)))
+    for change in slower.changes:
+        assert change.significant and 1.9 < change.ratio < 2.1 and change.ci_low > 1.8
+        assert change.verdict.endswith("slower")
+    assert 1.9 < slower.geomean() < 2.1
+
+
+def test_compare_warns_about_differing_stacks(tmp_path: Path) -> None:
+    a = load_run(make(tmp_path, "a", 1.0, 0))
+    b = load_run(make(tmp_path, "b", 1.0, 1, versions={"numpy": "2.0"}))
+    assert compare_runs(a, b).warnings == ["numpy: runs differ in versions"]
+
+
+def test_compare_cli_fail_above_and_formats(tmp_path: Path) -> None:
+    a, slow = make(tmp_path, "a", 1.0, 0), make(tmp_path, "slow", 1.5, 5)
+    proc = harness("compare", str(a), str(slow), "--fail-above", "20")
+    assert proc.returncode == 1 and "significant slowdown above 20 %" in proc.stderr
+    assert harness("compare", str(a), str(slow), "--fail-above", "60").returncode == 0
+    data = json.loads(harness("compare", str(a), str(slow), "--format", "json").stdout)
+    assert data["format"] == "harness-comparison" and len(data["changes"]) == 2
+    rows = list(csv.DictReader(io.StringIO(harness("compare", str(a), str(slow), "--format", "csv").stdout)))
+    assert {r["framework"] for r in rows} == {"numpy", "jax"} and all(r["significant"] == "True" for r in rows)
+
+
+def test_every_export_format_parses_back(tmp_path: Path) -> None:
+    run = load_run(make(tmp_path, "a", 1.0, 0))
+    rows = list(csv.DictReader(io.StringIO(render_run(run, Format.csv))))
+    assert tuple(rows[0].keys()) == RECORD_FIELDS and len(rows) == 2
+    jax_row = next(r for r in rows if r["framework"] == "jax")
+    assert 0.45 < float(jax_row["ratio_to_baseline"]) < 0.55 and float(jax_row["ratio_ci_high"]) < 1
+    document = json.loads(render_run(run, Format.json))
+    assert document["format"] == "harness-run-report" and document["baseline"] == "numpy"
+    assert {m["framework"] for m in document["metrics"]} == {"numpy", "jax"}
+    page = render_run(run, Format.html)
+    assert page.startswith("<!DOCTYPE html>") and "<table>" in page and "matmul" in page
+    markdown = render_run(run, Format.markdown)
+    assert "| matmul" in markdown and "### checks" in markdown
+
+
+def test_report_folder_with_png_figures(tmp_path: Path) -> None:
+    path = write_report(load_run(make(tmp_path, "a", 1.0, 0)), tmp_path / "report")
+    text = path.read_text()
+    assert "## Fairness settings" in text and "## Environment" in text and "![xla-steady]" in text
+    for png in (tmp_path / "report" / "figures").iterdir():
+        data = png.read_bytes()
+        assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 5000
+
+
+def test_lint_flags_a_fabricated_too_fast_metric_and_leaves_an_honest_one(tmp_path: Path) -> None:
+    honest = doc("numpy", 0.1, 0)  # 2 GFLOP in 0.1 s = 20 GFLOP/s on a 2-core AVX2 CPU
+    fast = doc("jax", 1e-6, 1)  # 2 PFLOP/s: impossible
+    run = load_run(write_run(tmp_path / "r", [honest, fast]))
+    findings = {f.framework: f for f in lint(run)}
+    assert findings["numpy"].plausible and 0 < (findings["numpy"].fraction or 0) < 1
+    assert not findings["jax"].plausible
+    text = render_run(run, Format.table)
+    assert "IMPLAUSIBLE" in text and "likely a missing device synchronisation" in text
+    jax_row = next(r for r in csv.DictReader(io.StringIO(render_run(run, Format.csv))) if r["framework"] == "jax")
+    assert jax_row["plausible"] == "False" and jax_row["ratio_to_baseline"] == ""

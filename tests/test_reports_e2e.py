@@ -1,0 +1,42 @@
+"""Real jobs: interleaved rounds, and the lint catching an unsynchronised JAX timing on this CPU."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import harness, read, run_folder
+
+pytestmark = pytest.mark.slow
+
+
+def test_unsynchronised_jax_is_flagged_and_synchronised_is_not(results: Path) -> None:
+    proc = harness(
+        "run", "--suite", "xla", "--frameworks", "numpy,jax", "--param", "matrix_size=512",
+        "--param", "synchronise=false", "--repeat", "5", "--results-dir", str(results), "-q",
+    )  # fmt: skip
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "jax matmul:" in proc.stdout and "exceeds the peak" in proc.stdout
+    assert "numpy matmul:" not in proc.stdout  # numpy has nothing to synchronise: still honest
+    honest = harness(
+        "run", "--suite", "xla", "--frameworks", "jax", "--param", "matrix_size=512", "--repeat", "5",
+        "--results-dir", str(results), "-q",
+    )  # fmt: skip
+    assert honest.returncode == 0 and "IMPLAUSIBLE" not in honest.stdout and "of peak" in honest.stdout
+
+
+def test_rounds_interleave_and_pool(results: Path) -> None:
+    proc = harness(
+        "run", "--suite", "xla", "--frameworks", "numpy,pytorch", "--param", "matrix_size=32",
+        "--repeat", "3", "--rounds", "2", "--results-dir", str(results),
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    order = [line.split()[1] for line in proc.stdout.splitlines() if line.startswith("-> ")]
+    assert order == ["xla/numpy", "xla/pytorch", "xla/numpy", "xla/pytorch"]
+    run = run_folder(proc.stdout)
+    doc = read(run / "pytorch.json")
+    matmul = next(m for m in doc["metrics"] if m["name"] == "matmul")
+    assert matmul["stats"]["n"] == 6 and len(matmul["first_calls"]) == 2
+    assert doc["settings"]["rounds"] == 2
+    assert (run / "rounds" / "round-2" / "numpy.json").is_file()

@@ -1,0 +1,47 @@
+from __future__ import annotations
+
+import pytest
+
+from harness.statistics import (
+    bootstrap_median_ci,
+    describe,
+    geometric_mean,
+    mann_whitney_u,
+    outliers,
+)
+
+
+def test_mann_whitney_exact_small_samples() -> None:
+    # Complete separation of 5 vs 5: U = 0; exact two-sided p = 2 / C(10, 5) = 2 / 252.
+    u, p = mann_whitney_u([1.0, 2, 3, 4, 5], [6.0, 7, 8, 9, 10])
+    assert u == 0.0 and p == pytest.approx(2 / 252)
+    u, p = mann_whitney_u([1.0, 3, 5], [2.0, 4, 6])
+    assert u == 3.0 and p == pytest.approx(0.7)  # U=3 of 9: P(U<=3) = 7/20, doubled
+
+
+def test_mann_whitney_with_ties_uses_the_normal_approximation() -> None:
+    _, p = mann_whitney_u([1.0, 1, 2, 2, 3], [2.0, 3, 3, 4, 4])
+    assert p == pytest.approx(0.0524, abs=1e-3)  # scipy.stats.mannwhitneyu(..., method="asymptotic")
+
+
+def test_outliers_by_median_absolute_deviation() -> None:
+    assert outliers([1.0, 1.1, 0.9, 1.05, 0.95, 9.0]) == (5,)
+    assert outliers([1.0, 1.0, 1.0]) == ()
+
+
+def test_describe_flags_unstable_spread_and_brackets_the_median() -> None:
+    steady = describe([1.00, 1.01, 0.99, 1.00, 1.02])
+    assert not steady.unstable and steady.ci_low <= steady.median <= steady.ci_high
+    noisy = describe([1.0, 1.5, 0.7, 1.3, 0.8])
+    assert noisy.unstable  # IQR 0.5 of median 1.0 > 10 %
+
+
+def test_bootstrap_is_deterministic() -> None:
+    data = [1.0, 2.0, 3.0, 4.0, 5.0, 6.0]
+    assert bootstrap_median_ci(data) == bootstrap_median_ci(data)
+    low, high = bootstrap_median_ci(data)
+    assert 1.0 <= low < 3.5 < high <= 6.0
+
+
+def test_geometric_mean() -> None:
+    assert geometric_mean([2.0, 8.0]) == pytest.approx(4.0)
