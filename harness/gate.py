@@ -17,6 +17,9 @@ class CheckRow:
     rel_diff: dict[str, float | None] = field(default_factory=dict)
     passed: dict[str, bool] = field(default_factory=dict)
     why: dict[str, str] = field(default_factory=dict)
+    # The framework the rtol/atol comparison used: the baseline, or the first framework that
+    # ran when the baseline was skipped or failed (None: nothing to compare against).
+    reference: str | None = None
 
 
 def _flat(value: Any) -> list[float]:
@@ -29,14 +32,26 @@ def _shape(value: Any) -> Any:
     return [_shape(v) for v in value] if isinstance(value, list) else None
 
 
-def tolerance_text(check: dict[str, Any]) -> str:
+def tolerance_text(check: dict[str, Any], reference: str = "baseline") -> str:
     parts = []
     if check.get("limit") is not None:
         parts.append(f"|v| <= {check['limit']:g}")
     if check.get("rtol") is not None:
         atol = check.get("atol") or 0.0
-        parts.append(f"rtol {check['rtol']:g}" + (f", atol {atol:g}" if atol else "") + " vs baseline")
+        parts.append(f"rtol {check['rtol']:g}" + (f", atol {atol:g}" if atol else "") + f" vs {reference}")
     return "; ".join(parts) or "reported only"
+
+
+def reference_framework(run: Run) -> str | None:
+    """Whose check values the others are compared with.
+
+    The baseline when it ran; otherwise (say numpy, skipped in a suite it cannot run) the
+    first framework that did, so a skipped baseline never switches the comparison off.
+    """
+    ok = [fw for fw, r in run.results.items() if r["status"] == "ok"]
+    if run.baseline in ok:
+        return run.baseline
+    return ok[0] if ok else None
 
 
 def max_rel_diff(value: Any, base: Any) -> float:
@@ -49,40 +64,55 @@ def max_rel_diff(value: Any, base: Any) -> float:
 
 def evaluate(run: Run) -> list[CheckRow]:
     ok = {fw: r for fw, r in run.results.items() if r["status"] == "ok"}
-    base = ok.get(run.baseline)
-    base_checks = {c["name"]: c for c in base["checks"]} if base else {}
+    reference = reference_framework(run)
+    ref_checks = {c["name"]: c for c in ok[reference]["checks"]} if reference else {}
+    label = "baseline" if reference == run.baseline else str(reference)
     rows: dict[str, CheckRow] = {}
+
+    def row_for(check: dict[str, Any]) -> CheckRow:
+        return rows.setdefault(
+            check["name"],
+            CheckRow(check["name"], check.get("help", ""), tolerance_text(check, label), reference=reference),
+        )
+
     for fw, result in ok.items():
         for check in result["checks"]:
-            row = rows.setdefault(check["name"], CheckRow(check["name"], check.get("help", ""), tolerance_text(check)))
+            row = row_for(check)
             value = check["value"]
             row.values[fw] = value
             passed, why = True, ""
             limit = check.get("limit")
             if limit is not None and max(abs(v) for v in _flat(value)) > limit:
                 passed, why = False, f"exceeds limit {limit:g}"
-            reference = base_checks.get(check["name"])
-            if reference is not None and fw != run.baseline:
-                if _shape(value) != _shape(reference["value"]):
-                    passed, why = False, "shape differs from baseline"
+            ref = ref_checks.get(check["name"])
+            if ref is not None and fw != reference:
+                if _shape(value) != _shape(ref["value"]):
+                    passed, why = False, f"shape differs from {reference}"
                     row.rel_diff[fw] = None
                 else:
-                    row.rel_diff[fw] = max_rel_diff(value, reference["value"])
+                    row.rel_diff[fw] = max_rel_diff(value, ref["value"])
                     rtol = check.get("rtol")
                     if rtol is not None:
                         atol = check.get("atol") or 0.0
                         bad = any(
                             abs(v - b) > atol + rtol * abs(b)
-                            for v, b in zip(_flat(value), _flat(reference["value"]), strict=False)
+                            for v, b in zip(_flat(value), _flat(ref["value"]), strict=False)
                         )
                         if bad:
                             passed, why = (
                                 False,
-                                f"differs from {run.baseline} by {row.rel_diff[fw]:.2g} (rtol {rtol:g})",
+                                f"differs from {reference} by {row.rel_diff[fw]:.2g} (rtol {rtol:g})",
                             )
             row.passed[fw] = passed
             if why:
                 row.why[fw] = why
+        # A comparison the reference makes but this framework skipped must not pass silently.
+        reported = {c["name"] for c in result["checks"]}
+        for name, ref in ref_checks.items():
+            if name not in reported and ref.get("rtol") is not None:
+                row = row_for(ref)
+                row.passed[fw] = False
+                row.why[fw] = f"no value, but {reference} reported one"
     return list(rows.values())
 
 

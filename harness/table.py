@@ -91,7 +91,7 @@ def timing_rows(run: Run, flagged: set[str]) -> tuple[list[str], list[list[str]]
         if (run.baseline, name) in bad:
             base = None  # an implausible baseline cannot anchor ratios
         unit = next(m for m in per_fw.values() if m is not None)["unit"]
-        label = name if unit == "s" else f"{name} [{unit}]"
+        label = name if unit in ("s", "") else f"{name} [{unit}]"
         rows.append([label] + [_steady_cell(m, base, (fw, name) in bad) if m else "-" for fw, m in per_fw.items()])
         if any(m is not None and m.get("first_call") is not None for m in per_fw.values()):
             rows.append(
@@ -135,10 +135,10 @@ def check_rows(run: Run, checks: list[CheckRow]) -> tuple[list[str], list[list[s
         cells = [row.name, row.tolerance]
         for fw in frameworks:
             if fw not in row.values:
-                cells.append("-")
+                cells.append(f"- (FAIL: {row.why[fw]})" if fw in row.why else "-")
                 continue
             verdict = "pass" if row.passed.get(fw) else f"FAIL: {row.why.get(fw, '')}"
-            diff = row.rel_diff.get(fw) if "vs baseline" in row.tolerance else None
+            diff = row.rel_diff.get(fw) if " vs " in row.tolerance else None
             extra = f", rel diff {diff:.1e}" if diff is not None else ""
             cells.append(f"{_check_value(row.values[fw])} ({verdict}{extra})")
         rows.append(cells)
@@ -152,7 +152,15 @@ def _differing_settings(run: Run) -> list[str]:
         if result["status"] != "ok":
             continue
         env = result["environment"]
-        flat = {"threads": result["settings"].get("threads"), "device": result["device"]}
+        precision = env.get("precision") or {}
+        flat = {
+            "threads": result["settings"].get("threads"),
+            "device": result["device"],
+            # What each framework reported back after configuration (adapters' `configure`).
+            "compute threads": precision.get("compute_threads"),
+            "float32 matmul": precision.get("float32_matmul"),
+            "usable cores": ((env.get("machine") or {}).get("cpu") or {}).get("usable_cores"),
+        }
         flat.update({f"env {k}": v for k, v in env.get("variables", {}).items()})
         for key, value in flat.items():
             seen.setdefault(key, {})[fw] = value

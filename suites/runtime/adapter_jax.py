@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from suites.runtime.errors import JobError
-from suites.runtime.settings import Settings
+from suites.runtime.settings import Settings, usable_cores
 
 # Full float32 matmuls by default so JAX and PyTorch compute in the same precision on GPUs
 # (JAX's "default" precision would use TF32 on Ampere+, PyTorch's matmul default does not).
@@ -18,9 +18,15 @@ def configure(settings: Settings) -> dict[str, Any]:
     jax.config.update("jax_enable_x64", settings.x64)
     jax.config.update("jax_default_matmul_precision", MATMUL_PRECISION)
     device(settings)  # fail early with the reason when the device is missing
+    precision = str(jax.config.jax_default_matmul_precision)
     return {
         "jax_enable_x64": bool(jax.config.jax_enable_x64),
-        "jax_default_matmul_precision": str(jax.config.jax_default_matmul_precision),
+        "jax_default_matmul_precision": precision,
+        # Comparable across frameworks (the table's footer lists them when they differ).
+        "float32_matmul": "float32" if precision in ("highest", "float32") else precision,
+        # XLA's CPU pool is sized from the cores this process may use (settings.pin_cores);
+        # XLA_FLAGS thread options are recorded with the variables but do not bind.
+        "compute_threads": usable_cores(),
     }
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 from suites.runtime.errors import JobError
@@ -11,7 +12,31 @@ from suites.runtime.settings import Settings
 def configure(settings: Settings) -> dict[str, Any]:
     if settings.device == "gpu":
         raise JobError("numpy runs on the host CPU only; drop numpy from --frameworks for --device gpu")
-    return {"float64_default": True}
+    blas = blas_threads()
+    return {
+        "float64_default": True,
+        "float32_matmul": "float32",
+        # BLAS/LAPACK threads (matmul, inverse, solve), read back from the loaded libraries;
+        # NumPy's elementwise functions (sin, cos, add) always run on one thread.
+        "compute_threads": max((p["threads"] for p in blas if p["threads"]), default=None) if blas else None,
+        "blas_threads": blas,
+    }
+
+
+def blas_threads() -> list[dict[str, Any]] | None:
+    """Thread count of every BLAS/OpenMP pool NumPy and SciPy loaded (None: threadpoolctl missing)."""
+    import numpy  # noqa: F401  (threadpoolctl only sees libraries already loaded)
+
+    with contextlib.suppress(ImportError):
+        import scipy.linalg  # noqa: F401  (SciPy ships its own OpenBLAS)
+    try:
+        from threadpoolctl import threadpool_info
+    except ImportError:
+        return None
+    return [
+        {"api": p.get("internal_api"), "library": p.get("prefix"), "threads": p.get("num_threads")}
+        for p in threadpool_info()
+    ]
 
 
 def device(settings: Settings) -> str:

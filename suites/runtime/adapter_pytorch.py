@@ -29,6 +29,11 @@ def configure(settings: Settings) -> dict[str, Any]:
         "cudnn_allow_tf32": bool(torch.backends.cudnn.allow_tf32),
         "torch_num_threads": torch.get_num_threads(),
         "torch_num_interop_threads": torch.get_num_interop_threads(),
+        # Comparable across frameworks (the table's footer lists them when they differ).
+        "float32_matmul": "float32"
+        if torch.get_float32_matmul_precision() == "highest" and not torch.backends.cuda.matmul.allow_tf32
+        else "tf32",
+        "compute_threads": torch.get_num_threads(),
     }
 
 

@@ -45,7 +45,11 @@ def apply_environment(settings: Settings) -> None:
         n = str(settings.threads)
         for name in THREAD_VARIABLES:
             os.environ[name] = n
-        # XLA's CPU client sizes its intra-op Eigen pool from this flag.
+        # The one limit every framework obeys, XLA's CPU client included: it sizes its pool
+        # from the cores this process may run on, and ignores the flags below (measured with
+        # jaxlib 0.10.2; see README "Threads").
+        pin_cores(settings.threads)
+        # Kept for older XLA releases, where these flags did limit the intra-op Eigen pool.
         flags = os.environ.get("XLA_FLAGS", "")
         extra = f"--xla_cpu_multi_thread_eigen={'true' if settings.threads > 1 else 'false'}"
         extra += f" intra_op_parallelism_threads={n}"
@@ -54,6 +58,28 @@ def apply_environment(settings: Settings) -> None:
     os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
     if settings.device == "cpu":
         os.environ.setdefault("JAX_PLATFORMS", "cpu")
+
+
+def pin_cores(threads: int) -> list[int] | None:
+    """Restrict this process to its first `threads` usable cores; returns the cores now usable.
+
+    Only narrows: asking for more threads than usable cores leaves the affinity alone (the
+    frameworks then oversubscribe, which the recorded thread counts show). None where the
+    OS has no affinity API (macOS, Windows): there the thread variables are all there is.
+    """
+    if not hasattr(os, "sched_setaffinity"):
+        return None
+    usable = sorted(os.sched_getaffinity(0))
+    if threads < len(usable):
+        os.sched_setaffinity(0, usable[:threads])
+    return sorted(os.sched_getaffinity(0))
+
+
+def usable_cores() -> int | None:
+    """Cores this process may run on (after `pin_cores`); what XLA's CPU pool is sized from."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count()
 
 
 def recorded_variables() -> dict[str, str]:

@@ -1,0 +1,91 @@
+"""What every framework of the jit suite shares: the lengths, the inputs and the seed's numbers."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from suites.runtime.context import Context
+from suites.runtime.errors import JobError
+
+# The seed's printed x1 and y1 ("sanity values"). x1 is exactly jnp.linspace(0, 4 pi, 6,
+# dtype=float16): 2.512 is the float16 2.5117188, not float32's 2.5132742.
+SEED_X16 = (0.0, 2.512, 5.023, 7.535, 10.05, 12.56)
+SEED_F16 = (1.0, 1.398, -0.76, 1.653, 1.748, 3.508)
+
+# How many loop outputs JAX may have in flight before the oldest is waited for (see impl_jax).
+IN_FLIGHT = 2
+
+
+def lengths(params: dict[str, Any]) -> list[tuple[int, int]]:
+    """(L, K) pairs: L over the decades min_length..max_length, K = total // L calls per loop."""
+    low, high, total = params["min_length"], params["max_length"], params["total"]
+    if low > high:
+        raise JobError(f"min_length={low} is above max_length={high}; lower min_length or raise max_length")
+    found = []
+    length = low
+    while length <= high:
+        found.append((length, max(1, total // length)))
+        length *= 10
+    return found
+
+
+def short(n: int) -> str:
+    """10000 -> '1e4'; other numbers as they are."""
+    exponent = round(math.log10(n)) if n > 0 else 0
+    return f"1e{exponent}" if n == 10**exponent and exponent >= 3 else str(n)
+
+
+def name(variant: str, length: int, loops: int) -> str:
+    return f"{variant} L={short(length)} K={short(loops)}"
+
+
+def inputs(length: int) -> Any:
+    """x = linspace(0, 4 pi, L) in float32, computed once by NumPy for every framework."""
+    import numpy as np
+
+    return np.linspace(0.0, 4.0 * np.pi, length, dtype=np.float32)
+
+
+def check_points() -> Any:
+    return inputs(6)
+
+
+def seed_points() -> Any:
+    import numpy as np
+
+    return np.asarray(SEED_X16, dtype=np.float16)
+
+
+def seed_error(values: Any) -> float:
+    return max(abs(float(v) - s) for v, s in zip(values, SEED_F16, strict=True))
+
+
+def describe_loop(variant: str, length: int, loops: int) -> str:
+    return (
+        f"{variant}: one sample = a loop of K={loops} calls of f on L={length} float32 elements "
+        f"({length * loops:.3g} elements), every output synchronised"
+    )
+
+
+def _metric(ctx: Context, metric_name: str) -> dict[str, Any]:
+    return next(m for m in ctx.metrics if m["name"] == metric_name)
+
+
+def record_speedup(ctx: Context, length: int, loops: int) -> None:
+    """Jit-over-eager speed-up (ratio of steady medians) and the one-off cost of the first loop."""
+    eager = _metric(ctx, name("eager", length, loops))
+    jit = _metric(ctx, name("jit", length, loops))
+    ctx.value(
+        f"speed-up L={short(length)}",
+        eager["stats"]["median"] / jit["stats"]["median"],
+        unit="x",
+        description="steady eager loop / steady jit loop (medians); above 1: compiling paid off",
+    )
+    ctx.value(
+        f"compile L={short(length)}",
+        jit["first_call"] - jit["stats"]["median"],
+        unit="s",
+        better="lower",
+        description="first jit loop minus the steady median: trace + compile, paid once per new shape",
+    )
