@@ -6,8 +6,10 @@ exit code 2, no traceback.
 
 from __future__ import annotations
 
+import json
 import os
 import sys
+from dataclasses import replace
 from enum import Enum
 from pathlib import Path
 from typing import Annotated, Optional
@@ -20,11 +22,12 @@ from harness.compare import compare_runs
 from harness.compare_render import render_comparison
 from harness.errors import HarnessError
 from harness.exports import Format, render_run
+from harness.limits import make_limits
 from harness.plan import make_plan
 from harness.plausibility import implausible
 from harness.report import write_report
 from harness.rounds import execute_rounds
-from harness.runner import execute
+from harness.runner import execute, load_plan
 from harness.runs import Run, load_run, resolve_run
 from harness.table import gate_passed
 
@@ -89,7 +92,7 @@ def list_suites(all_: Annotated[bool, typer.Option("--all", help="include test-o
 
 @app.command()
 def run(
-    suite: Annotated[str, typer.Option("--suite", "-s", help="suite name (see `harness list`)")],
+    suite: Annotated[Optional[str], typer.Option("--suite", "-s", help="suite name (see `harness list`)")] = None,
     frameworks: Annotated[
         Optional[str], typer.Option("--frameworks", "-f", help="comma-separated; default: all of the suite's")
     ] = None,
@@ -115,28 +118,53 @@ def run(
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="do not echo job output")] = False,
     rounds: Annotated[int, typer.Option(help="run the frameworks round-robin K times and pool the samples")] = 1,
     fmt: FormatOption = Format.table,
+    memory: Annotated[
+        Optional[str], typer.Option("--memory", help="memory limit per job, e.g. 4g (docker: container limit)")
+    ] = None,
+    cpus: Annotated[Optional[float], typer.Option("--cpus", help="CPU limit per job (local: cores it may use)")] = None,
+    resume: Annotated[
+        Optional[str], typer.Option("--resume", metavar="RUN", help="re-run only the jobs of RUN that are not ok")
+    ] = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="validate and print the plan; start nothing")] = False,
 ) -> None:
     """Run one suite on several frameworks, one isolated job each, and print the comparison."""
-    plan = make_plan(
-        suite=suite,
-        frameworks=frameworks,
-        params=param,
-        repeat=repeat,
-        warmup=warmup,
-        device=device.value,
-        threads=threads,
-        baseline=baseline,
-        backend=backend.value,
-        timeout_s=timeout,
-        data_dir=str((data_dir or default_data_dir()).resolve()),
-    )
+    target = results_dir or default_results_dir()
+    if resume is not None:
+        if suite is not None or frameworks is not None or param:
+            raise HarnessError("--resume RUN re-uses that run's plan; drop --suite, --frameworks and --param")
+        resume_dir = resolve_run(resume, target)
+        plan = load_plan(resume_dir)
+        if timeout is not None:  # e.g. a job that timed out gets more time on the second try
+            plan = replace(plan, jobs=tuple(replace(job, timeout_s=timeout) for job in plan.jobs))
+    elif suite is None:
+        raise HarnessError("--suite is required (see `harness list`), or --resume RUN to finish a run")
+    else:
+        resume_dir = None
+        plan = make_plan(
+            suite=suite,
+            frameworks=frameworks,
+            params=param,
+            repeat=repeat,
+            warmup=warmup,
+            device=device.value,
+            threads=threads,
+            baseline=baseline,
+            backend=backend.value,
+            timeout_s=timeout,
+            data_dir=str((data_dir or default_data_dir()).resolve()),
+        )
     if rounds < 1:
         raise HarnessError(f"--rounds {rounds} must be at least 1")
-    chosen = LocalBackend(pythons=_pythons(python), echo=not quiet)
+    limits = make_limits(memory, cpus)
+    chosen = LocalBackend(pythons=_pythons(python), echo=not quiet, limits=limits)
     argv = ["harness"] + sys.argv[1:]
-    target = results_dir or default_results_dir()
+    if rounds > 1 and resume_dir is not None:
+        raise HarnessError("--rounds cannot be combined with --resume; resume re-runs single jobs")
+    if dry_run:
+        typer.echo(json.dumps(plan.as_record(), indent=2))
+        return
     if rounds == 1:
-        run_dir = execute(plan, chosen, target, argv=argv)
+        run_dir = execute(plan, chosen, target, argv=argv, resume_dir=resume_dir)
     else:
         run_dir = execute_rounds(plan, chosen, target, rounds, argv=argv)
     loaded = load_run(run_dir)
@@ -146,8 +174,13 @@ def run(
     raise typer.Exit(run_exit_code(loaded))
 
 
+INTERRUPTED_EXIT = 130  # the shell's convention for SIGINT
+
+
 def run_exit_code(loaded: Run) -> int:
-    """0: every job ok or skipped, every check passed, every number plausible; else 1."""
+    """0: every job ok or skipped, every check passed, every number plausible; 130 interrupted; else 1."""
+    if loaded.summary.get("interrupted"):
+        return INTERRUPTED_EXIT
     all_ok = all(r["status"] in ("ok", "skipped") for r in loaded.results.values()) and not loaded.problems
     return 0 if all_ok and gate_passed(loaded) and not implausible(loaded) else 1
 
@@ -211,9 +244,9 @@ def describe(suite: Annotated[str, typer.Argument(help="suite name")]) -> None:
         typer.echo(f"  check {check.name}: {check.help}")
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     try:
-        app()
+        app(args=argv, prog_name="harness")
     except HarnessError as error:
         typer.echo(f"error: {error}", err=True)
         sys.exit(2)

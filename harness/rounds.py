@@ -7,6 +7,7 @@ instead of whichever happened to run last.
 from __future__ import annotations
 
 import copy
+import json
 import statistics
 import sys
 from dataclasses import replace
@@ -52,9 +53,14 @@ def execute_rounds(plan: Plan, backend: Backend, results_dir: Path, rounds: int,
     run_dir.mkdir(parents=True, exist_ok=False)
     write_json_atomic(run_dir / "plan.json", dict(plan.as_record(), rounds=rounds))
     round_dirs = []
+    interrupted = False
     for number in range(1, rounds + 1):
         print(f"== round {number}/{rounds}", flush=True)
-        round_dirs.append(execute(replace(plan, run_id=f"round-{number}"), backend, run_dir / "rounds", argv))
+        round_dir = execute(replace(plan, run_id=f"round-{number}"), backend, run_dir / "rounds", argv)
+        round_dirs.append(round_dir)
+        if json.loads((round_dir / "summary.json").read_text()).get("interrupted"):
+            interrupted = True
+            break
     summary: dict[str, Any] = {
         "run_id": plan.run_id,
         "suite": plan.suite,
@@ -62,7 +68,8 @@ def execute_rounds(plan: Plan, backend: Backend, results_dir: Path, rounds: int,
         "backend": backend.name,
         "harness_version": __version__,
         "command": argv if argv is not None else sys.argv,
-        "rounds": rounds,
+        "rounds": len(round_dirs),
+        "interrupted": interrupted,
         "started_at": None,
         "finished_at": utc_now(),
         "jobs": [],

@@ -87,11 +87,16 @@ def run_job(args: argparse.Namespace) -> int:
             sync=adapter.sync,
             data_dir=args.data_dir,
             artifacts_dir=args.out.parent / f"{framework.name}-artifacts",
+            result_path=args.out,
         )
         _log(prefix, f"start: params {json.dumps(params)}, repeat {repeat}, warmup {warmup}")
         impl.run(ctx)
     except Skip as skip:
         result["status"], result["reason"] = "skipped", str(skip)
+    except MemoryError:
+        # Under a memory limit (local --memory, or an allocator refusing) the job can still say so.
+        result["status"], result["reason"] = "oom", "out of memory (MemoryError inside the job)"
+        code = 1
     except JobError as error:
         result["status"], result["reason"] = "failed", str(error)
         code = 1

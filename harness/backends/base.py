@@ -18,6 +18,7 @@ class JobOutcome:
     wall_s: float
     # backend facts recorded into the result (e.g. image tag and id for docker)
     annotations: dict[str, Any] = field(default_factory=dict)
+    oom: bool = False  # killed for memory (docker's OOMKilled flag)
 
 
 class Backend(Protocol):

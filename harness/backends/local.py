@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import contextlib
+import math
 import os
+import resource
 import signal
 import subprocess
 import sys
@@ -12,6 +14,7 @@ from pathlib import Path
 
 from harness.backends.base import JobOutcome, job_command
 from harness.backends.streams import pump, stdout_echo
+from harness.limits import Limits
 from harness.plan import Job
 from suites.runtime.registry import SUITES_DIR
 
@@ -19,9 +22,19 @@ from suites.runtime.registry import SUITES_DIR
 class LocalBackend:
     name = "local"
 
-    def __init__(self, pythons: dict[str, str] | None = None, echo: bool = True) -> None:
+    def __init__(self, pythons: dict[str, str] | None = None, echo: bool = True, limits: Limits | None = None) -> None:
         self.pythons = pythons or {}
         self.echo = echo
+        self.limits = limits or Limits()
+
+    def _apply_limits(self) -> None:
+        """Runs in the child before exec: the local stand-ins for a container's limits."""
+        if self.limits.memory_bytes is not None:
+            # Address-space cap: allocations beyond it raise MemoryError, which the job reports as oom.
+            resource.setrlimit(resource.RLIMIT_AS, (self.limits.memory_bytes, self.limits.memory_bytes))
+        if self.limits.cpus is not None:
+            allowed = sorted(os.sched_getaffinity(0))
+            os.sched_setaffinity(0, allowed[: max(1, math.ceil(self.limits.cpus))])
 
     def python_for(self, stack: str) -> str:
         return self.pythons.get(stack, sys.executable)
@@ -39,7 +52,12 @@ class LocalBackend:
         stdout_log, stderr_log = logs / f"{job.framework}.stdout.log", logs / f"{job.framework}.stderr.log"
         try:
             proc = subprocess.Popen(
-                cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, start_new_session=True
+                cmd,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                env=env,
+                start_new_session=True,
+                preexec_fn=self._apply_limits if self.limits != Limits() else None,
             )
         except OSError as error:  # e.g. a --python path that does not exist: this job fails, the run goes on
             stderr_log.write_text(f"cannot start {cmd[0]}: {error}\n")

@@ -50,6 +50,7 @@ class Context:
         sync: Sync,
         data_dir: Path | None = None,
         artifacts_dir: Path | None = None,
+        result_path: Path | None = None,
         clock: Callable[[], float] = time.perf_counter,
     ) -> None:
         self.spec = spec
@@ -62,6 +63,7 @@ class Context:
         self.sync = sync
         self.data_dir = data_dir  # read-only datasets (`harness data`); suites never download
         self.artifacts_dir = artifacts_dir  # optional extra files written next to the result
+        self.result_path = result_path  # only the fault-injection suite touches it
         self._clock = clock
         self.metrics: list[dict[str, Any]] = []
         self.checks: list[dict[str, Any]] = []
@@ -129,6 +131,41 @@ class Context:
             }
         )
         return out
+
+    def record_time(
+        self,
+        name: str,
+        *,
+        first_call: float,
+        samples: Sequence[float],
+        flops: float | None = None,
+        dtype: str | None = None,
+        description: str = "",
+    ) -> None:
+        """A time metric measured by the suite itself (e.g. training epochs, see runtime/training.py).
+
+        For loops that do not fit `measure`: the suite must have ended every sample with the
+        framework's synchronisation, and keeps the first (compiling) call out of `samples`.
+        """
+        values = _finite(list(samples), f"metric {name}")
+        if not values:
+            raise ValueError(f"metric {name}: a time metric needs at least one steady sample")
+        self.metrics.append(
+            {
+                "name": name,
+                "kind": "time",
+                "unit": "s",
+                "better": "lower",
+                "description": description,
+                "first_call": _finite(first_call, f"metric {name} first call"),
+                "warmup": 0,
+                "samples": values,
+                "stats": summarize(values),
+                "flops": flops,
+                "dtype": dtype,
+                "synchronised": True,
+            }
+        )
 
     def value(
         self,

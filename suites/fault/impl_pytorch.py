@@ -1,0 +1,3 @@
+from suites.fault.common import run
+
+__all__ = ["run"]

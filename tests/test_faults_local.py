@@ -1,0 +1,97 @@
+"""Every fault mode through the local backend: the right status, the other job intact."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from harness.schema import load_result
+from tests.conftest import REPO, harness, read, run_folder
+
+pytestmark = pytest.mark.slow
+
+
+def fault_run(results: Path, mode: str, *extra: str) -> tuple[subprocess.CompletedProcess[str], Path]:
+    proc = harness(
+        "run", "--suite", "fault", "--frameworks", "numpy,pytorch", "--param", f"mode={mode}",
+        "--param", "target=pytorch", "--param", "delay_s=30", "--results-dir", str(results), *extra,
+    )  # fmt: skip
+    return proc, run_folder(proc.stdout)
+
+
+@pytest.mark.parametrize(
+    ("mode", "extra", "status", "reason"),
+    [
+        ("crash", (), "failed", "exited with code -6"),
+        ("hang", ("--timeout", "4"), "timeout", "killed after 4 s"),
+        ("oom", ("--memory", "1500m"), "oom", "out of memory"),
+        ("garbage-output", (), "invalid-output", "not valid JSON"),
+        ("no-output", (), "invalid-output", "exited 0 without writing a result file"),
+        ("slow-start", ("--timeout", "3"), "timeout", "killed after 3 s"),
+    ],
+)
+def test_fault_mode(results: Path, mode: str, extra: tuple[str, ...], status: str, reason: str) -> None:
+    proc, run = fault_run(results, mode, *extra)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert load_result(run / "numpy.json")["status"] == "ok"  # the other job is intact and valid
+    bad = load_result(run / "pytorch.json")
+    assert bad["status"] == status and reason in bad["reason"]
+    assert f"{status.upper()}: " in proc.stdout
+    assert [j["status"] for j in read(run / "summary.json")["jobs"]] == ["ok", status]
+    if mode == "crash":
+        assert "crashing on purpose" in bad["stderr_tail"]
+    if mode == "garbage-output":
+        assert (run / "pytorch.invalid.json").is_file()
+
+
+def test_slow_start_within_its_timeout_is_ok(results: Path) -> None:
+    proc = harness("run", "--suite", "fault", "--frameworks", "numpy", "--param", "mode=slow-start",
+                   "--param", "delay_s=1", "--results-dir", str(results))  # fmt: skip
+    assert proc.returncode == 0 and load_result(run_folder(proc.stdout) / "numpy.json")["status"] == "ok"
+
+
+def test_resume_reruns_only_jobs_that_are_not_ok(results: Path) -> None:
+    proc, run = fault_run(results, "slow-start", "--timeout", "3")
+    first_numpy = read(run / "numpy.json")
+    assert read(run / "pytorch.json")["status"] == "timeout"
+    again = harness("run", "--resume", str(run), "--timeout", "120", "--results-dir", str(results))
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert "-> fault/numpy" not in again.stdout and "-> fault/pytorch" in again.stdout
+    assert read(run / "numpy.json") == first_numpy  # untouched
+    assert read(run / "pytorch.json")["status"] == "ok"
+    assert read(run / "pytorch.previous.json")["status"] == "timeout"
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_interrupt_keeps_finished_jobs_and_kills_the_running_one(results: Path, sig: signal.Signals) -> None:
+    cmd = [sys.executable, "-m", "harness.cli", "run", "--suite", "fault", "--frameworks", "numpy,pytorch,jax",
+           "--param", "mode=hang", "--param", "target=pytorch", "--results-dir", str(results)]  # fmt: skip
+    proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    seen = []
+    deadline = time.monotonic() + 120
+    for line in proc.stdout:
+        seen.append(line)
+        if "hanging on purpose" in line or time.monotonic() > deadline:
+            break
+    started = time.monotonic()
+    proc.send_signal(sig)
+    out, err = proc.communicate(timeout=30)
+    elapsed = time.monotonic() - started
+    assert proc.returncode == 130, "".join(seen) + out + err
+    assert elapsed < 5
+    run = run_folder("".join(seen) + out)
+    summary = read(run / "summary.json")
+    assert summary["interrupted"] is True
+    assert [j["status"] for j in summary["jobs"]] == ["ok", "interrupted", "interrupted"]
+    assert load_result(run / "numpy.json")["status"] == "ok"
+    assert "Traceback" not in err
+    leftover = subprocess.run(["pgrep", "-f", f"--run-id {run.name}"], capture_output=True, text=True)
+    assert leftover.stdout.strip() == "", "a job process outlived the interrupt"
+    assert os.path.isdir(run)
