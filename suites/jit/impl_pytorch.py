@@ -46,7 +46,9 @@ def run(ctx: Context) -> None:
     with torch.no_grad():
         for index, (length, loops) in enumerate(lengths(ctx.params)):
             x = torch.from_numpy(inputs(length)).to(ctx.device)
-            ctx.progress(f"L={length}, K={loops}" + ("; torch.compile first (about 20 s on a CPU)" if index == 0 else ""))
+            ctx.progress(
+                f"L={length}, K={loops}" + ("; torch.compile first (about 20 s on a CPU)" if index == 0 else "")
+            )
             for variant, fn in (("eager", f), ("jit", f_jit)):
                 ctx.measure(
                     name(variant, length, loops),

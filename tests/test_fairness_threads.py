@@ -1,0 +1,47 @@
+"""Fairness settings: --threads reaches every framework, and differing settings are listed."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from harness.runs import load_run
+from harness.schema import load_result
+from harness.table import render
+from tests.conftest import harness, run_folder
+from tests.factories import metric, result, write_run
+
+
+def test_footer_lists_settings_that_differ(tmp_path: Path) -> None:
+    numpy = result("numpy", [metric("m", [1.0])])
+    jax = result("jax", [metric("m", [1.0])])
+    numpy["environment"] = {"precision": {"compute_threads": 1, "float32_matmul": "float32"}}
+    jax["environment"] = {"precision": {"compute_threads": 2, "float32_matmul": "float32"}}
+    text = render(load_run(write_run(tmp_path / "run", [numpy, jax])))
+    footer = text.split("settings that differ between frameworks", 1)[1]
+    assert "compute threads: numpy=1, jax=2" in footer
+    assert "float32 matmul" not in footer  # the same everywhere: not listed
+
+
+@pytest.mark.slow
+def test_threads_reach_every_framework(results: Path) -> None:
+    proc = harness("run", "--suite", "xla", "--frameworks", "numpy,jax,pytorch", "--param", "matrix_size=16",
+                   "--repeat", "1", "--threads", "1", "-q", "--results-dir", str(results))  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    run = run_folder(proc.stdout)
+    for fw in ("numpy", "jax", "pytorch"):
+        doc = load_result(run / f"{fw}.json")
+        env = doc["environment"]
+        assert doc["settings"]["threads"] == 1
+        assert env["precision"]["compute_threads"] == 1, fw
+        assert env["variables"]["OMP_NUM_THREADS"] == "1" and env["variables"]["OPENBLAS_NUM_THREADS"] == "1"
+        assert "--xla_cpu_multi_thread_eigen=false" in env["variables"]["XLA_FLAGS"]
+        if hasattr(os, "sched_setaffinity"):
+            assert env["machine"]["cpu"]["usable_cores"] == 1, fw  # pinned: what XLA obeys
+    numpy_env = load_result(run / "numpy.json")["environment"]["precision"]
+    assert numpy_env["blas_threads"] and all(p["threads"] == 1 for p in numpy_env["blas_threads"])
+    torch_env = load_result(run / "pytorch.json")["environment"]["precision"]
+    assert torch_env["torch_num_threads"] == 1
+    assert "settings that differ" not in proc.stdout  # the same for all three

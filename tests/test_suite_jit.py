@@ -1,0 +1,72 @@
+"""The jit suite at tiny sizes through the real CLI, and its helpers."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from harness.schema import load_result
+from suites.jit.common import SEED_F16, lengths, name, seed_points
+from suites.runtime.errors import JobError
+from tests.conftest import harness, run_folder
+
+# One length (L=1000, K=100 calls per loop) so torch.compile compiles once.
+TINY = ("--param", "min_length=1000", "--param", "max_length=1000", "--param", "total=100000")
+
+
+def test_lengths_are_the_seeds_decades_with_loop_counts() -> None:
+    params = {"min_length": 10_000, "max_length": 10_000_000, "total": 100_000_000}
+    assert lengths(params) == [(10_000, 10_000), (100_000, 1_000), (1_000_000, 100), (10_000_000, 10)]
+    assert lengths({"min_length": 1000, "max_length": 5000, "total": 10}) == [(1000, 1)]
+    assert name("jit", 1_000_000, 100) == "jit L=1e6 K=100"
+    with pytest.raises(JobError, match="lower min_length"):
+        lengths({"min_length": 10, "max_length": 1, "total": 10})
+
+
+def test_seed_sanity_values_are_float16_results() -> None:
+    """The seed's [1, 1.398, -0.76, ...] are f in float16 at float16 x, not float32."""
+    x16 = seed_points()
+    f16 = 0.2 * x16 + np.sin(x16) + np.cos(2 * x16)
+    assert max(abs(float(v) - s) for v, s in zip(f16, SEED_F16, strict=True)) < 1e-3
+    x32 = np.linspace(0, 4 * np.pi, 6, dtype=np.float32)
+    f32 = 0.2 * x32 + np.sin(x32) + np.cos(2 * x32)
+    assert max(abs(float(v) - s) for v, s in zip(f32, SEED_F16, strict=True)) > 1e-2
+
+
+@pytest.mark.slow
+def test_jit_on_three_frameworks(results: Path) -> None:
+    proc = harness("run", "--suite", "jit", *TINY, "--repeat", "3", "--warmup", "0", "-q",
+                   "--results-dir", str(results))  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    run = run_folder(proc.stdout)
+    docs = {fw: load_result(run / f"{fw}.json") for fw in ("numpy", "jax", "pytorch")}
+    assert all(d["status"] == "ok" for d in docs.values())
+
+    # Ground truth: the same float32 inputs, f evaluated in float64.
+    x = np.linspace(0, 4 * np.pi, 6, dtype=np.float32).astype(np.float64)
+    truth = 0.2 * x + np.sin(x) + np.cos(2 * x)
+    for fw, doc in docs.items():
+        checks = {c["name"]: c["value"] for c in doc["checks"]}
+        f6 = np.asarray(checks["f_at_6"])
+        assert np.allclose(f6, truth, rtol=2e-6, atol=1e-6), (fw, f6, truth)  # float32 tolerance
+        assert checks["seed_f16_error"] <= 2.5e-3
+        if fw != "numpy":
+            assert checks["jit_vs_eager"] <= 1e-5
+        names = [m["name"] for m in doc["metrics"]]
+        assert name("eager", 1000, 100) in names
+        assert doc["environment"]["precision"].get("jax_enable_x64", False) is False  # float32 suite
+
+    for fw in ("jax", "pytorch"):
+        metrics = {m["name"]: m for m in docs[fw]["metrics"]}
+        jit = metrics[name("jit", 1000, 100)]
+        # The first loop carries the compilation; steady loops do not.
+        assert jit["first_call"] > jit["stats"]["median"]
+        assert metrics["compile L=1e3"]["samples"][0] > 0
+        speedup = metrics["speed-up L=1e3"]["samples"][0]
+        eager = metrics[name("eager", 1000, 100)]["stats"]["median"]
+        assert math.isclose(speedup, eager / jit["stats"]["median"])
+    assert name("jit", 1000, 100) not in {m["name"] for m in docs["numpy"]["metrics"]}
+    assert "f_at_6" in proc.stdout and "FAIL" not in proc.stdout
