@@ -1,0 +1,46 @@
+from __future__ import annotations
+
+from typing import Any
+
+from suites.mlp.common import HIDDEN, LAYERS, TITLE, load
+from suites.runtime.context import Context
+
+
+def run(ctx: Context) -> None:
+    import jax
+    import optax
+    from flax import nnx
+
+    from suites.runtime import training_jax
+
+    class MLP(nnx.Module):
+        def __init__(self, rngs: nnx.Rngs) -> None:
+            self.hidden = nnx.Linear(2, HIDDEN, rngs=rngs)
+            self.out = nnx.Linear(HIDDEN, 2, rngs=rngs)
+
+        def __call__(self, x: jax.Array) -> jax.Array:
+            return self.out(nnx.relu(self.hidden(x)))  # logits; the loss applies log-softmax + NLL
+
+    def prepare(x: Any, aux: Any) -> Any:
+        return x
+
+    p = ctx.params
+    training_jax.jax_variant(p["variant"])
+    points, orders = load(ctx)
+    data = training_jax.to_device(ctx, points.train_x, points.train_y, points.test_x, points.test_y, orders, None)
+    training_jax.run(
+        ctx,
+        model=MLP(nnx.Rngs(params=p["seed"])),
+        tx=optax.adam(p["lr"]),
+        prepare=prepare,
+        data=data,
+        layers=LAYERS,
+        seed=p["seed"],
+        batch=p["batch_size"],
+        drop_last=p["drop_last"],
+        epochs=p["epochs"],
+        variant=p["variant"],
+        artifacts=p["artifacts"],
+        flops_per_sample=None,
+        title=TITLE,
+    )

@@ -1,0 +1,34 @@
+from __future__ import annotations
+
+from suites.mnist.common import LAYERS, MOMENTUM, TITLE, flops_per_sample, load
+from suites.runtime.context import Context
+
+
+def run(ctx: Context) -> None:
+    import optax
+    from flax import nnx
+
+    from suites.mnist.models_flax import CNN, prepare
+    from suites.runtime import training_jax
+
+    p = ctx.params
+    training_jax.jax_variant(p["variant"])
+    images, orders = load(ctx)
+    data = training_jax.to_device(ctx, images.train_x, images.train_y, images.test_x, images.test_y, orders, None)
+    model = CNN(nnx.Rngs(params=p["seed"], dropout=p["seed"] + 1))
+    training_jax.run(
+        ctx,
+        model=model,
+        tx=optax.sgd(p["lr"], momentum=MOMENTUM),
+        prepare=prepare,
+        data=data,
+        layers=LAYERS,
+        seed=p["seed"],
+        batch=p["batch_size"],
+        drop_last=p["drop_last"],
+        epochs=p["epochs"],
+        variant=p["variant"],
+        artifacts=p["artifacts"],
+        flops_per_sample=flops_per_sample(),
+        title=TITLE,
+    )

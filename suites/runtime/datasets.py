@@ -1,0 +1,290 @@
+"""Datasets as jobs see them: fetched array files in the read-only data folder, or synthetic data.
+
+Layout of the data folder (written by `harness data` on the host, read here):
+
+    <data>/<name>/manifest.json   what the array file holds, where it came from, its sha256
+    <data>/<name>/<name>.npz      uint8 images (N, H, W, C) and uint8 labels (N,), per split
+
+The manifest helpers are standard library only, because the host imports them too (to list
+datasets and to refuse a run whose dataset is missing before any job starts). Everything
+that builds arrays imports NumPy inside the function: every framework stack ships NumPy, and
+all frameworks receive the same NumPy arrays, so they train on identical data.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from suites.runtime.errors import JobError
+
+SYNTHETIC = "synthetic"
+MANIFEST = "manifest.json"
+FORMAT = "harness-dataset"
+FORMAT_VERSION = 1
+ARRAY_KEYS = ("train_images", "train_labels", "test_images", "test_labels")
+
+# How each named dataset gets into the data folder; the one command a missing-data error names.
+FETCH_COMMANDS = {
+    "mnist": "harness data fetch mnist",
+    "cifar10": "harness data fetch cifar10",
+    "catsdogs": "harness data import catsdogs PATH",
+}
+
+
+def fetch_command(name: str) -> str:
+    return FETCH_COMMANDS.get(name, f"harness data fetch {name}")
+
+
+def dataset_dir(data_dir: Path, name: str) -> Path:
+    return data_dir / name
+
+
+def missing_message(name: str, data_dir: Path | None) -> str:
+    where = str(data_dir) if data_dir is not None else "no data folder was given"
+    return (
+        f"dataset {name!r} is not in the data folder ({where}): run `{fetch_command(name)}` on the host "
+        f"(then pass --data-dir if it is not ./data), or use --param dataset={SYNTHETIC}"
+    )
+
+
+def read_manifest(data_dir: Path, name: str) -> dict[str, Any] | None:
+    """The manifest of a present dataset, or None when the dataset is absent or incomplete."""
+    folder = dataset_dir(data_dir, name)
+    try:
+        manifest = json.loads((folder / MANIFEST).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
+        return None
+    if not (folder / str(manifest.get("file", ""))).is_file():
+        return None
+    return manifest
+
+
+def sha256_file(path: Path, block: int = 1 << 20) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as stream:
+        while chunk := stream.read(block):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+# ---------------------------------------------------------------------------------------------
+# Array side (NumPy imported inside the functions).
+
+
+@dataclass
+class ImageData:
+    """uint8 images (N, H, W, C), int32 labels (N,), for one training run."""
+
+    train_x: Any
+    train_y: Any
+    test_x: Any
+    test_y: Any
+    classes: int
+    source: str  # one line for the result's notes: which data, from where
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return tuple(int(d) for d in self.train_x.shape[1:])
+
+
+def load_fetched(data_dir: Path | None, name: str, *, verify: bool = True) -> dict[str, Any]:
+    """The arrays of a fetched dataset; a JobError naming the fetch command when it is absent."""
+    import numpy as np
+
+    manifest = read_manifest(data_dir, name) if data_dir is not None else None
+    if manifest is None or data_dir is None:
+        raise JobError(missing_message(name, data_dir))
+    if manifest.get("version") != FORMAT_VERSION:
+        raise JobError(
+            f"dataset {name!r} was written in format version {manifest.get('version')}; this runtime reads "
+            f"version {FORMAT_VERSION}: run `{fetch_command(name)} --force` on the host"
+        )
+    path = dataset_dir(data_dir, name) / manifest["file"]
+    if verify and sha256_file(path) != manifest["sha256"]:
+        raise JobError(f"{path} does not match the sha256 in its manifest: run `{fetch_command(name)} --force`")
+    with np.load(path, allow_pickle=False) as archive:
+        arrays = {key: archive[key] for key in archive.files}
+    for key, declared in manifest["arrays"].items():
+        if key not in arrays or list(arrays[key].shape) != list(declared["shape"]):
+            raise JobError(f"{path}: array {key} does not match the manifest: run `{fetch_command(name)} --force`")
+    return arrays
+
+
+def fetched_images(data_dir: Path | None, name: str, classes: int) -> ImageData:
+    arrays = load_fetched(data_dir, name)
+    manifest = read_manifest(data_dir, name) if data_dir is not None else None
+    sha = (manifest or {}).get("sha256", "?")
+    return ImageData(
+        train_x=arrays["train_images"],
+        train_y=arrays["train_labels"].astype("int32"),
+        test_x=arrays["test_images"],
+        test_y=arrays["test_labels"].astype("int32"),
+        classes=classes,
+        source=f"{name} from the data folder (array file sha256 {sha[:16]})",
+    )
+
+
+def _prototypes(rng: Any, classes: int, height: int, width: int, channels: int) -> Any:
+    """One smooth, distinct float pattern in [0, 1] per class: a few Gaussian strokes with a colour."""
+    import numpy as np
+
+    yy, xx = np.meshgrid(np.arange(height), np.arange(width), indexing="ij")
+    protos = np.zeros((classes, height, width, channels), dtype=np.float32)
+    for c in range(classes):
+        canvas = np.zeros((height, width, channels), dtype=np.float32)
+        for _ in range(4):
+            cy, cx = rng.uniform(0.2, 0.8) * height, rng.uniform(0.2, 0.8) * width
+            sy, sx = rng.uniform(0.05, 0.25) * height, rng.uniform(0.05, 0.25) * width
+            blob = np.exp(-0.5 * (((yy - cy) / sy) ** 2 + ((xx - cx) / sx) ** 2)).astype(np.float32)
+            colour = rng.uniform(0.3, 1.0, size=channels).astype(np.float32)
+            canvas += blob[:, :, None] * colour
+        protos[c] = canvas / canvas.max()
+    return protos
+
+
+def _draw(rng: Any, protos: Any, n: int, chunk: int = 4096) -> tuple[Any, Any]:
+    """n samples: a shifted, dimmed class pattern, a fainter distractor pattern, and noise.
+
+    The distractor (another class at up to 0.6 of the main weight) and the noise make the task
+    learnable but not trivial: accuracy climbs over epochs instead of jumping to 100 %.
+    """
+    import numpy as np
+
+    classes, height, width, channels = protos.shape
+    labels = rng.integers(0, classes, size=n).astype(np.int32)
+    images = np.empty((n, height, width, channels), dtype=np.uint8)
+    for lo in range(0, n, chunk):
+        hi = min(lo + chunk, n)
+        m = hi - lo
+        y = labels[lo:hi]
+        other = (y + rng.integers(1, classes, size=m)) % classes
+        weight = rng.uniform(0.6, 1.0, size=(m, 1, 1, 1)).astype(np.float32)
+        faint = weight * rng.uniform(0.0, 0.6, size=(m, 1, 1, 1)).astype(np.float32)
+        batch = weight * protos[y] + faint * protos[other]
+        # Translate each sample by up to 2 pixels (grouped by shift so it stays vectorised).
+        shifts = rng.integers(-2, 3, size=(m, 2))
+        for dy in range(-2, 3):
+            for dx in range(-2, 3):
+                rows = np.nonzero((shifts[:, 0] == dy) & (shifts[:, 1] == dx))[0]
+                if rows.size and (dy or dx):
+                    batch[rows] = np.roll(batch[rows], (dy, dx), axis=(1, 2))
+        batch += rng.normal(0.0, 0.2, size=batch.shape).astype(np.float32)
+        images[lo:hi] = np.clip(batch * 255.0, 0, 255).astype(np.uint8)
+    return images, labels
+
+
+def synthetic_images(
+    shape: tuple[int, int, int], classes: int, n_train: int, n_test: int, seed: int, like: str
+) -> ImageData:
+    """Class-dependent images of the real dataset's shape, from one NumPy seed (same for every framework)."""
+    import numpy as np
+
+    height, width, channels = shape
+    root = np.random.SeedSequence([seed, 0x5EED])
+    proto_seed, train_seed, test_seed = root.spawn(3)
+    protos = _prototypes(np.random.default_rng(proto_seed), classes, height, width, channels)
+    train_x, train_y = _draw(np.random.default_rng(train_seed), protos, n_train)
+    test_x, test_y = _draw(np.random.default_rng(test_seed), protos, n_test)
+    return ImageData(
+        train_x, train_y, test_x, test_y, classes, f"synthetic {like}-shaped data ({classes} classes, seed {seed})"
+    )
+
+
+def subset(data: ImageData, train_samples: int, test_samples: int) -> ImageData:
+    """The first N samples of each split (0 keeps all): smaller runs on the same data."""
+    n_train = train_samples or len(data.train_y)
+    n_test = test_samples or len(data.test_y)
+    if n_train > len(data.train_y) or n_test > len(data.test_y):
+        raise JobError(
+            f"train_samples={train_samples}, test_samples={test_samples} exceed the dataset "
+            f"({len(data.train_y)} train, {len(data.test_y)} test samples)"
+        )
+    return ImageData(
+        data.train_x[:n_train],
+        data.train_y[:n_train],
+        data.test_x[:n_test],
+        data.test_y[:n_test],
+        data.classes,
+        data.source,
+    )
+
+
+def split_off(x: Any, y: Any, keep: int, seed: int) -> tuple[Any, Any]:
+    """A seeded random subset of `keep` rows (e.g. CIFAR-10's 45k of 50k training images)."""
+    import numpy as np
+
+    rows = np.random.default_rng(seed).permutation(len(y))[:keep]
+    rows.sort()  # keep the source order within the subset; the epoch orders shuffle anyway
+    return x[rows], y[rows]
+
+
+def epoch_orders(n: int, epochs: int, seed: int, shuffle: bool) -> Any:
+    """(epochs, n) int32 sample orders, made once on the host so every framework sees the same batches."""
+    import numpy as np
+
+    if not shuffle:
+        return np.tile(np.arange(n, dtype=np.int32), (epochs, 1))
+    rng = np.random.default_rng(np.random.SeedSequence([seed, 0x0BDE]))
+    return np.stack([rng.permutation(n).astype(np.int32) for _ in range(epochs)])
+
+
+def batch_starts(n: int, batch: int, drop_last: bool) -> tuple[list[int], int]:
+    """Start offsets of the full batches, and the size of the last partial batch (0: none)."""
+    full = n // batch
+    tail = 0 if drop_last else n - full * batch
+    return [i * batch for i in range(full)], tail
+
+
+# ---------------------------------------------------------------------------------------------
+# The toy set of seed 002 (two blobs plus two circles), following scikit-learn's definitions.
+
+
+def make_blobs(
+    n: int, centers: int, std: float, seed: int, box: tuple[float, float] = (-10.0, 10.0)
+) -> tuple[Any, Any]:
+    """sklearn.datasets.make_blobs(n, n_features=2, centers, cluster_std=std, random_state=seed), same steps."""
+    import numpy as np
+
+    rng = np.random.RandomState(seed)
+    means = rng.uniform(box[0], box[1], size=(centers, 2))
+    per = [n // centers + (1 if i < n % centers else 0) for i in range(centers)]
+    x = np.concatenate([rng.normal(loc=means[i], scale=std, size=(per[i], 2)) for i in range(centers)])
+    y = np.concatenate([np.full(per[i], i) for i in range(centers)])
+    order = np.arange(n)
+    rng.shuffle(order)
+    return x[order], y[order]
+
+
+def make_circles(n_out: int, n_in: int, noise: float, factor: float, seed: int) -> tuple[Any, Any]:
+    """sklearn.datasets.make_circles((n_out, n_in), noise, factor, random_state=seed), same steps."""
+    import numpy as np
+
+    rng = np.random.RandomState(seed)
+    t_out = np.linspace(0, 2 * math.pi, n_out, endpoint=False)
+    t_in = np.linspace(0, 2 * math.pi, n_in, endpoint=False)
+    x = np.vstack([np.append(np.cos(t_out), np.cos(t_in) * factor), np.append(np.sin(t_out), np.sin(t_in) * factor)]).T
+    y = np.hstack([np.zeros(n_out, dtype=np.intp), np.ones(n_in, dtype=np.intp)])
+    order = np.arange(n_out + n_in)
+    rng.shuffle(order)
+    x, y = x[order], y[order]
+    x += rng.normal(scale=noise, size=x.shape)
+    return x, y
+
+
+def toy_set(size: int, seed: int) -> tuple[Any, Any]:
+    """Seed 002's nested classes: blobs (20 %) plus circles (60 % outer, 20 % inner) scaled x3, shifted."""
+    import numpy as np
+
+    xb, yb = make_blobs(int(size * 0.2), centers=2, std=1.9, seed=seed)
+    xc, yc = make_circles(int(size * 0.6), int(size * 0.2), noise=0.05, factor=0.1, seed=seed)
+    xc = xc * 3.0
+    xc[:, 0] += 2.5
+    xc[:, 1] -= 7.0
+    return np.concatenate([xb, xc]).astype(np.float32), np.concatenate([yb, yc]).astype(np.int32)
