@@ -20,6 +20,8 @@ from harness.backends.local import LocalBackend
 from harness.catalog import get_suite, visible_suites
 from harness.compare import compare_runs
 from harness.compare_render import render_comparison
+from harness.data.cli import app as data_app
+from harness.data.store import require as require_dataset
 from harness.errors import HarnessError
 from harness.exports import Format, render_run
 from harness.limits import make_limits
@@ -37,6 +39,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     help="Compare ML frameworks fairly: synchronised, compile time separated, same data and precision.",
 )
+app.add_typer(data_app, name="data")
 
 
 class Device(str, Enum):
@@ -153,6 +156,10 @@ def run(
             timeout_s=timeout,
             data_dir=str((data_dir or default_data_dir()).resolve()),
         )
+    named = plan.jobs[0].params.get("dataset") if plan.jobs else None
+    if isinstance(named, str) and plan.jobs[0].data_dir is not None:
+        # A missing dataset is one line naming the fetch command, before any job starts.
+        require_dataset(Path(plan.jobs[0].data_dir), named)
     if rounds < 1:
         raise HarnessError(f"--rounds {rounds} must be at least 1")
     limits = make_limits(memory, cpus)

@@ -135,10 +135,12 @@ def _prototypes(rng: Any, classes: int, height: int, width: int, channels: int) 
     """One smooth, distinct float pattern in [0, 1] per class: a few Gaussian strokes with a colour."""
     import numpy as np
 
+    yy: Any
+    xx: Any
     yy, xx = np.meshgrid(np.arange(height), np.arange(width), indexing="ij")
-    protos = np.zeros((classes, height, width, channels), dtype=np.float32)
+    protos: Any = np.zeros((classes, height, width, channels), dtype=np.float32)
     for c in range(classes):
-        canvas = np.zeros((height, width, channels), dtype=np.float32)
+        canvas: Any = np.zeros((height, width, channels), dtype=np.float32)
         for _ in range(4):
             cy, cx = rng.uniform(0.2, 0.8) * height, rng.uniform(0.2, 0.8) * width
             sy, sx = rng.uniform(0.05, 0.25) * height, rng.uniform(0.05, 0.25) * width

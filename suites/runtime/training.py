@@ -105,7 +105,7 @@ PROBE_SAMPLES = 4
 
 def initial_logits_check(ctx: Context, logits: list[list[float]], loss: float) -> None:
     """Logits of the shared initial weights on the first samples: equal only if the models are."""
-    ctx.check("initial_logits", logits)
+    ctx.check("initial_logits", [v for row in logits for v in row])  # flat: sample-major
     ctx.progress(
         f"initial loss on the first batch {loss:.6f}; logits of sample 0: " + " ".join(f"{v:.5f}" for v in logits[0])
     )

@@ -1,0 +1,104 @@
+"""The `harness data` commands: fetch, import, list."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from tabulate import tabulate
+
+from harness.data import fetch as fetching
+from harness.data import imports, store
+from harness.data.sources import IMPORTED, SOURCES
+from harness.errors import HarnessError
+from suites.runtime.datasets import fetch_command
+
+app = typer.Typer(
+    no_args_is_help=True,
+    help="Datasets for the training suites: fetched once on the host, mounted read-only into jobs.",
+)
+
+DataDir = Annotated[
+    Optional[Path], typer.Option("--data-dir", help="dataset folder [default: ./data or $HARNESS_DATA_DIR]")
+]
+
+
+def _summary(written: store.Written) -> str:
+    m = written.manifest
+    shapes = ", ".join(f"{k} {tuple(v['shape'])}" for k, v in m["arrays"].items())
+    return f"{m['name']}: {shapes}; {store.human_bytes(m['bytes'])} in {written.folder} (sha256 {m['sha256'][:16]})"
+
+
+@app.command("fetch")
+def fetch_cmd(
+    name: Annotated[str, typer.Argument(help=f"dataset: {', '.join(SOURCES)}")],
+    data_dir: DataDir = None,
+    mirror: Annotated[
+        list[str], typer.Option("--mirror", help="base URL to fetch from instead of the canonical hosts; repeatable")
+    ] = [],  # noqa: B006
+    from_dir: Annotated[
+        Optional[Path],
+        typer.Option("--from", help="folder already holding the original archive files (offline machines)"),
+    ] = None,
+    force: Annotated[bool, typer.Option("--force", help="write the dataset again even if present")] = False,
+    keep_archives: Annotated[bool, typer.Option("--keep-archives", help="keep the downloaded archives")] = False,
+) -> None:
+    """Download a dataset's canonical archives, verify their checksums, store one array file + manifest."""
+    written = fetching.fetch(
+        name,
+        (data_dir or store.default_data_dir()).resolve(),
+        mirrors=mirror,
+        from_dir=from_dir,
+        force=force,
+        keep_archives=keep_archives,
+    )
+    typer.echo(_summary(written))
+
+
+@app.command("import")
+def import_cmd(
+    name: Annotated[str, typer.Argument(help=f"dataset: {', '.join(IMPORTED)}")],
+    path: Annotated[Path, typer.Argument(help="folder with 0/ (cats) and 1/ (dogs) image folders")],
+    data_dir: DataDir = None,
+    size: Annotated[int, typer.Option(help="images are centre-cropped and resized to SIZE x SIZE")] = 64,
+    test_fraction: Annotated[float, typer.Option(help="share of the images held out as the test split")] = 0.2,
+    seed: Annotated[int, typer.Option(help="seed of the train/test split")] = 42,
+    force: Annotated[bool, typer.Option("--force", help="write the dataset again even if present")] = False,
+) -> None:
+    """Store a folder of class-labelled images, resized (needs Pillow: the fw-harness data extra)."""
+    if name not in IMPORTED:
+        raise HarnessError(f"{name!r} is not importable; importable: {', '.join(IMPORTED)}")
+    written = imports.import_catsdogs(
+        path,
+        (data_dir or store.default_data_dir()).resolve(),
+        size=size,
+        test_fraction=test_fraction,
+        seed=seed,
+        force=force,
+        name=name,
+    )
+    skipped = written.manifest.get("skipped") or []
+    typer.echo(_summary(written) + (f"; skipped {len(skipped)} unreadable files" if skipped else ""))
+
+
+@app.command("list")
+def list_cmd(data_dir: DataDir = None) -> None:
+    """Known datasets and what the data folder holds."""
+    folder = (data_dir or store.default_data_dir()).resolve()
+    found = store.present(folder)
+    rows = []
+    for name in list(SOURCES) + list(IMPORTED) + [n for n in found if n not in SOURCES and n not in IMPORTED]:
+        m = found.get(name)
+        if m is None:
+            rows.append([name, "missing", "-", "-", "-", fetch_command(name)])
+            continue
+        arrays = m["arrays"]
+        train, test = arrays.get("train_images", {}).get("shape"), arrays.get("test_images", {}).get("shape")
+        shape = "x".join(str(d) for d in train[1:]) if train else "-"
+        rows.append(
+            [name, "present", f"{train[0] if train else '-'} / {test[0] if test else '-'}", shape,
+             store.human_bytes(m["bytes"]), m.get("created_at", "")]
+        )  # fmt: skip
+    typer.echo(f"data folder: {folder}")
+    typer.echo(tabulate(rows, headers=["dataset", "status", "train / test", "image", "size", "fetched / how"]))

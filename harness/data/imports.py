@@ -1,0 +1,122 @@
+"""`harness data import catsdogs PATH`: class folders of image files -> the same .npz + manifest.
+
+PATH holds `0/` (cats) and `1/` (dogs). Each image is converted to RGB, centre-cropped to a
+square and resized to SIZE x SIZE with a Lanczos filter (Pillow, an optional host extra). A
+seeded shuffle of the sorted file list decides the test split, so the same folder always gives
+the same arrays. Unreadable files (the public Kaggle set has a few) are skipped and listed.
+"""
+
+from __future__ import annotations
+
+import random
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+from harness.data import store
+from harness.data.npz import NpzWriter
+from harness.errors import HarnessError
+
+IMAGE_SUFFIXES = {".jpg", ".jpeg", ".png", ".bmp", ".gif", ".webp", ".tif", ".tiff"}
+FOLDER_CLASSES = (("0", "cat"), ("1", "dog"))
+
+
+def _pillow() -> Any:
+    try:
+        from PIL import Image
+    except ImportError:
+        raise HarnessError(
+            "importing images needs Pillow on the host: pip install 'fw-harness[data]' (or pip install Pillow)"
+        ) from None
+    return Image
+
+
+def _files(root: Path) -> list[tuple[Path, int]]:
+    if not root.is_dir():
+        raise HarnessError(f"{root} is not a folder; it must contain 0/ (cats) and 1/ (dogs) with image files")
+    found = []
+    for label, (folder, _) in enumerate(FOLDER_CLASSES):
+        sub = root / folder
+        if not sub.is_dir():
+            raise HarnessError(f"{root} has no {folder}/ folder; expected 0/ (cats) and 1/ (dogs)")
+        images = sorted(p for p in sub.iterdir() if p.suffix.lower() in IMAGE_SUFFIXES and p.is_file())
+        if not images:
+            raise HarnessError(f"{sub} holds no image files ({', '.join(sorted(IMAGE_SUFFIXES))})")
+        found += [(p, label) for p in images]
+    return found
+
+
+def _square(image: Any, size: int, lanczos: Any) -> bytes:
+    rgb = image.convert("RGB")
+    w, h = rgb.size
+    side = min(w, h)
+    left, top = (w - side) // 2, (h - side) // 2
+    return bytes(rgb.crop((left, top, left + side, top + side)).resize((size, size), lanczos).tobytes())
+
+
+def import_catsdogs(
+    root: Path, data_dir: Path, *, size: int, test_fraction: float, seed: int, force: bool, name: str = "catsdogs"
+) -> store.Written:
+    image_module = _pillow()
+    lanczos = image_module.Resampling.LANCZOS
+    if not 8 <= size <= 1024:
+        raise HarnessError(f"--size {size} must be between 8 and 1024 pixels")
+    if not 0.0 < test_fraction < 1.0:
+        raise HarnessError(f"--test-fraction {test_fraction} must be between 0 and 1")
+    files = _files(root)
+    order = list(range(len(files)))
+    random.Random(seed).shuffle(order)
+    n_test = max(1, round(len(files) * test_fraction))
+    split = {"test": sorted(order[:n_test]), "train": sorted(order[n_test:])}
+    store.prepare_folder(data_dir, name, force)
+    skipped: list[str] = []
+    counts: dict[str, int] = {}
+    with tempfile.TemporaryDirectory(dir=data_dir / name) as tmp:
+        raw = {part: Path(tmp) / f"{part}.u8" for part in split}
+        labels: dict[str, bytearray] = {part: bytearray() for part in split}
+        bar = Progress(
+            TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
+            console=Console(stderr=True),
+        )  # fmt: skip
+        with bar:
+            task = bar.add_task("resizing images", total=len(files))
+            for part, indices in split.items():
+                with raw[part].open("wb") as out:
+                    for i in indices:
+                        path, label = files[i]
+                        try:
+                            with image_module.open(path) as image:
+                                pixels = _square(image, size, lanczos)
+                        except (OSError, ValueError, SyntaxError):  # Pillow's ways of saying "not an image"
+                            skipped.append(str(path.relative_to(root)))
+                        else:
+                            out.write(pixels)
+                            labels[part].append(label)
+                        bar.update(task, advance=1)
+                counts[part] = len(labels[part])
+        if not counts["train"] or not counts["test"]:
+            raise HarnessError(f"{root}: no readable images left for the train or test split")
+
+        def chunks(path: Path) -> Iterator[bytes]:
+            with path.open("rb") as stream:
+                while block := stream.read(1 << 22):
+                    yield block
+
+        def fill(writer: NpzWriter) -> dict[str, Any]:
+            for part in ("train", "test"):
+                writer.add(f"{part}_images", (counts[part], size, size, 3), "uint8", chunks(raw[part]))
+                writer.add(f"{part}_labels", (counts[part],), "uint8", bytes(labels[part]))
+            return {"image_size": size, "test_fraction": test_fraction, "split_seed": seed, "skipped": skipped}
+
+        return store.write_dataset(
+            data_dir,
+            name,
+            fill,
+            classes=[cls for _, cls in FOLDER_CLASSES],
+            source={"kind": "folder", "path": str(root.resolve()), "files": len(files)},
+            command=f"harness data import {name} {root}",
+        )

@@ -1,0 +1,126 @@
+"""The data folder: one sub-folder per dataset, an .npz array file and the manifest describing it.
+
+The layout and manifest keys are defined once in suites/runtime/datasets.py, which jobs use to
+read what is written here. A dataset is present only once its manifest exists; the manifest
+is written last and atomically, so an interrupted fetch never looks like a dataset.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import shutil
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from harness import __version__
+from harness.data.npz import NpzWriter
+from harness.errors import HarnessError
+from suites.runtime.datasets import (
+    FORMAT,
+    FORMAT_VERSION,
+    MANIFEST,
+    SYNTHETIC,
+    dataset_dir,
+    missing_message,
+    read_manifest,
+    sha256_file,
+)
+
+
+def default_data_dir() -> Path:
+    return Path(os.environ.get("HARNESS_DATA_DIR", "data"))
+
+
+@dataclass
+class Written:
+    folder: Path
+    manifest: dict[str, Any]
+
+
+def prepare_folder(data_dir: Path, name: str, force: bool) -> Path:
+    """The dataset's folder, refusing to overwrite a present dataset unless `force`."""
+    folder = dataset_dir(data_dir, name)
+    if read_manifest(data_dir, name) is not None and not force:
+        raise HarnessError(f"dataset {name} is already in {folder}; add --force to fetch and write it again")
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / MANIFEST).unlink(missing_ok=True)  # absent until the new arrays are complete
+    except OSError as error:
+        raise HarnessError(f"cannot write the data folder {folder}: {error.strerror}") from None
+    return folder
+
+
+def write_dataset(
+    data_dir: Path,
+    name: str,
+    fill: Callable[[NpzWriter], dict[str, Any]],
+    *,
+    classes: list[str],
+    source: dict[str, Any],
+    command: str,
+) -> Written:
+    """`fill(writer)` adds the arrays and returns extra manifest fields; the manifest comes last."""
+    folder = dataset_dir(data_dir, name)
+    final = folder / f"{name}.npz"
+    partial = folder / f".{name}.npz.partial"
+    try:
+        with NpzWriter(partial) as writer:
+            extra = fill(writer)
+        partial.replace(final)
+    except BaseException:
+        partial.unlink(missing_ok=True)
+        raise
+    manifest: dict[str, Any] = {
+        "format": FORMAT,
+        "version": FORMAT_VERSION,
+        "name": name,
+        "file": final.name,
+        "sha256": sha256_file(final),
+        "bytes": final.stat().st_size,
+        "arrays": writer.arrays,
+        "layout": "images uint8 (N, H, W, C); labels uint8 (N,)",
+        "classes": classes,
+        "source": source,
+        "created_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        "created_by": f"{command} (fw-harness {__version__})",
+        **extra,
+    }
+    tmp = folder / f".{MANIFEST}.partial"
+    tmp.write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
+    tmp.replace(folder / MANIFEST)
+    return Written(folder, manifest)
+
+
+def remove_downloads(folder: Path) -> None:
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+def require(data_dir: Path, dataset: str) -> None:
+    """Before any job starts: a named dataset must be in the data folder (the job checks again)."""
+    if dataset != SYNTHETIC and read_manifest(data_dir, dataset) is None:
+        raise HarnessError(missing_message(dataset, data_dir))
+
+
+def human_bytes(n: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} GiB"
+
+
+def present(data_dir: Path) -> dict[str, dict[str, Any]]:
+    """Every dataset in the folder with a readable manifest, by name."""
+    found: dict[str, dict[str, Any]] = {}
+    if not data_dir.is_dir():
+        return found
+    for child in sorted(data_dir.iterdir()):
+        if child.is_dir():
+            manifest = read_manifest(data_dir, child.name)
+            if manifest is not None:
+                found[child.name] = manifest
+    return found

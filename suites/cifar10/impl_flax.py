@@ -1,0 +1,33 @@
+from __future__ import annotations
+
+from suites.cifar10.common import LAYERS, TITLE, flops_per_sample, load
+from suites.runtime.context import Context
+
+
+def run(ctx: Context) -> None:
+    import optax
+    from flax import nnx
+
+    from suites.cifar10.models_flax import CNN, prepare
+    from suites.runtime import training_jax
+
+    p = ctx.params
+    training_jax.jax_variant(p["variant"])
+    images, orders, aux = load(ctx)
+    data = training_jax.to_device(ctx, images.train_x, images.train_y, images.test_x, images.test_y, orders, aux)
+    training_jax.run(
+        ctx,
+        model=CNN(nnx.Rngs(params=p["seed"])),
+        tx=optax.adam(p["lr"]),
+        prepare=prepare,
+        data=data,
+        layers=LAYERS,
+        seed=p["seed"],
+        batch=p["batch_size"],
+        drop_last=p["drop_last"],
+        epochs=p["epochs"],
+        variant=p["variant"],
+        artifacts=p["artifacts"],
+        flops_per_sample=flops_per_sample(),
+        title=TITLE,
+    )
