@@ -1,0 +1,288 @@
+"""`harness data`: fetch from a local HTTP server (never the network), import, list, formats.
+
+The fake archives are tiny but in the canonical formats: gzip IDX files for MNIST and a
+tar.gz of Python-2-style pickles for CIFAR-10. Their checksums differ from the published ones,
+so tests that must succeed patch the catalogue in-process; the CLI test against the real
+catalogue proves a wrong checksum is refused.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import gzip
+import hashlib
+import http.server
+import io
+import json
+import pickle
+import struct
+import tarfile
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from harness.cli import app
+from harness.data import formats, sources
+from harness.data.npz import NpzWriter, npy_header
+from harness.errors import HarnessError
+from suites.runtime import datasets
+from suites.runtime.errors import JobError
+from tests.conftest import harness
+
+N_TRAIN, N_TEST = 30, 12  # MNIST-like counts; CIFAR batches of 6 images
+
+
+def _md5(path: Path) -> str:
+    return hashlib.md5(path.read_bytes(), usedforsecurity=False).hexdigest()
+
+
+def _idx(path: Path, array: np.ndarray) -> None:
+    header = bytes([0, 0, 0x08, array.ndim]) + struct.pack(f">{array.ndim}I", *array.shape)
+    with gzip.open(path, "wb") as out:
+        out.write(header + array.astype(np.uint8).tobytes())
+
+
+class _Py2Pickler(pickle._Pickler):  # type: ignore[name-defined,misc]
+    """Writes bytes as Python 2 `str` (BINSTRING), like the cPickle files inside the real archive."""
+
+    dispatch = dict(pickle._Pickler.dispatch)  # type: ignore[attr-defined]
+
+    def save_bytes(self, obj: bytes) -> None:
+        self.write(pickle.BINSTRING + struct.pack("<I", len(obj)) + obj)
+        self.memoize(obj)
+
+    dispatch[bytes] = save_bytes
+
+
+def _py2_pickle(obj: object) -> bytes:
+    stream = io.BytesIO()
+    _Py2Pickler(stream, protocol=2).dump(obj)
+    # NumPy 2 names its module numpy._core; the 2009 archive says numpy.core.
+    return stream.getvalue().replace(b"numpy._core.multiarray", b"numpy.core.multiarray")
+
+
+@dataclasses.dataclass
+class Fakes:
+    folder: Path
+    mnist: dict[str, np.ndarray]
+    cifar: dict[str, np.ndarray]
+
+    def md5s(self) -> dict[str, str]:
+        return {p.name: _md5(p) for p in self.folder.iterdir()}
+
+
+@pytest.fixture(scope="module")
+def fakes(tmp_path_factory: pytest.TempPathFactory) -> Fakes:
+    folder = tmp_path_factory.mktemp("archives")
+    rng = np.random.default_rng(0)
+    mnist = {
+        "train_images": rng.integers(0, 256, (N_TRAIN, 28, 28), dtype=np.uint8),
+        "train_labels": rng.integers(0, 10, N_TRAIN, dtype=np.uint8),
+        "test_images": rng.integers(0, 256, (N_TEST, 28, 28), dtype=np.uint8),
+        "test_labels": rng.integers(0, 10, N_TEST, dtype=np.uint8),
+    }
+    _idx(folder / "train-images-idx3-ubyte.gz", mnist["train_images"])
+    _idx(folder / "train-labels-idx1-ubyte.gz", mnist["train_labels"])
+    _idx(folder / "t10k-images-idx3-ubyte.gz", mnist["test_images"])
+    _idx(folder / "t10k-labels-idx1-ubyte.gz", mnist["test_labels"])
+    planar = rng.integers(0, 256, (36, 3072), dtype=np.uint8)  # 5 train batches + test, 6 images each
+    labels = rng.integers(0, 10, 36)
+    with tarfile.open(folder / "cifar-10-python.tar.gz", "w:gz") as tar:
+        for i, name in enumerate(formats.CIFAR_TRAIN + formats.CIFAR_TEST):
+            rows = slice(6 * i, 6 * i + 6)
+            blob = _py2_pickle({b"batch_label": b"x", b"labels": [int(v) for v in labels[rows]], b"data": planar[rows]})
+            info = tarfile.TarInfo(f"cifar-10-batches-py/{name}")
+            info.size = len(blob)
+            tar.addfile(info, io.BytesIO(blob))
+    hwc = planar.reshape(36, 3, 32, 32).transpose(0, 2, 3, 1)
+    cifar = {"train_images": hwc[:30], "train_labels": labels[:30], "test_images": hwc[30:], "test_labels": labels[30:]}
+    return Fakes(folder, mnist, cifar)
+
+
+class _Quiet(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+@pytest.fixture(scope="module")
+def server(fakes: Fakes) -> Iterator[str]:
+    """An HTTP server on 127.0.0.1 serving the fake archives: the only place tests download from."""
+    handler = functools.partial(_Quiet, directory=str(fakes.folder))
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{httpd.server_address[1]}/"
+    httpd.shutdown()
+    httpd.server_close()
+
+
+@pytest.fixture
+def fake_checksums(fakes: Fakes, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The catalogue with the fake archives' md5s (and nothing else changed)."""
+    md5s = fakes.md5s()
+    for name, source in list(sources.SOURCES.items()):
+        archives = tuple(dataclasses.replace(a, md5=md5s[a.name]) for a in source.archives)
+        monkeypatch.setitem(sources.SOURCES, name, dataclasses.replace(source, archives=archives))
+
+
+def _invoke(*args: str) -> tuple[int, str]:
+    result = CliRunner().invoke(app, list(args))
+    if isinstance(result.exception, HarnessError):
+        return 2, str(result.exception)
+    assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
+    return result.exit_code, result.output
+
+
+@pytest.mark.parametrize("name", ["mnist", "cifar10"])
+def test_fetch_from_a_mirror_stores_the_arrays(name: str, fakes: Fakes, server: str, fake_checksums: None,
+                                               tmp_path: Path) -> None:  # fmt: skip
+    code, out = _invoke("data", "fetch", name, "--mirror", server, "--data-dir", str(tmp_path))
+    assert code == 0, out
+    manifest = datasets.read_manifest(tmp_path, name)
+    assert manifest is not None and manifest["name"] == name
+    assert all(f["from"].startswith(server) for f in manifest["source"]["files"])
+    assert not (tmp_path / name / ".downloads").exists()  # archives removed after conversion
+    arrays = datasets.load_fetched(tmp_path, name)  # the job-side reader, sha256 verified
+    expected = fakes.mnist if name == "mnist" else fakes.cifar
+    for key, want in expected.items():
+        got = arrays[key]
+        if key.endswith("images") and name == "mnist":
+            assert got.shape == (*want.shape, 1)  # NHWC with one channel
+            got = got[..., 0]
+        np.testing.assert_array_equal(got, want)
+    assert arrays["train_images"].dtype == np.uint8
+    # Fetching again is refused unless forced.
+    code, out = _invoke("data", "fetch", name, "--mirror", server, "--data-dir", str(tmp_path))
+    assert code == 2 and "--force" in out
+    code, out = _invoke("data", "fetch", name, "--mirror", server, "--data-dir", str(tmp_path), "--force")
+    assert code == 0, out
+
+
+def test_fetch_from_a_local_folder(fakes: Fakes, fake_checksums: None, tmp_path: Path) -> None:
+    code, out = _invoke("data", "fetch", "mnist", "--from", str(fakes.folder), "--data-dir", str(tmp_path))
+    assert code == 0, out
+    assert (fakes.folder / "train-images-idx3-ubyte.gz").exists()  # the user's own files stay
+    assert datasets.load_fetched(tmp_path, "mnist")["test_labels"].shape == (N_TEST,)
+
+
+def test_wrong_checksum_is_refused_by_the_real_cli(server: str, tmp_path: Path) -> None:
+    """The published md5s, fake archives: one line, exit 2, no dataset written, no fallback to the internet."""
+    proc = harness("data", "fetch", "mnist", "--mirror", server, "--data-dir", str(tmp_path))
+    assert proc.returncode == 2, proc.stderr
+    assert "does not match the published f68b3c2dcbeaaa9fbdd348bbdeb94873" in proc.stderr
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and "Traceback" not in proc.stderr  # (above it: the progress bar)
+    assert datasets.read_manifest(tmp_path, "mnist") is None
+
+
+def test_unreachable_mirror_names_the_offline_route(tmp_path: Path) -> None:
+    code, out = _invoke("data", "fetch", "mnist", "--mirror", "http://127.0.0.1:9/", "--data-dir", str(tmp_path))
+    assert code == 2 and "--from FOLDER" in out
+
+
+def test_list_shows_present_and_missing(fakes: Fakes, fake_checksums: None, tmp_path: Path) -> None:
+    _invoke("data", "fetch", "mnist", "--from", str(fakes.folder), "--data-dir", str(tmp_path))
+    code, out = _invoke("data", "list", "--data-dir", str(tmp_path))
+    assert code == 0
+    lines = {line.split()[0]: line for line in out.splitlines() if line.split()}
+    assert "present" in lines["mnist"] and f"{N_TRAIN} / {N_TEST}" in lines["mnist"] and "28x28x1" in lines["mnist"]
+    assert "missing" in lines["cifar10"] and "harness data fetch cifar10" in lines["cifar10"]
+    assert "harness data import catsdogs PATH" in lines["catsdogs"]
+
+
+def test_import_catsdogs(tmp_path: Path) -> None:
+    from PIL import Image
+
+    root = tmp_path / "pets"
+    for label, colour in (("0", (200, 30, 30)), ("1", (30, 30, 200))):
+        (root / label).mkdir(parents=True)
+        for i in range(5):
+            Image.new("RGB", (40 + 7 * i, 30 + 5 * i), colour).save(root / label / f"{i}.jpg")
+    (root / "0" / "broken.jpg").write_bytes(b"not a jpeg")  # the Kaggle set has a few of these
+    data = tmp_path / "data"
+    code, out = _invoke("data", "import", "catsdogs", str(root), "--size", "16", "--data-dir", str(data))
+    assert code == 0, out
+    assert "skipped 1 unreadable" in out
+    arrays = datasets.load_fetched(data, "catsdogs")
+    assert arrays["train_images"].shape[1:] == (16, 16, 3)
+    assert len(arrays["train_labels"]) + len(arrays["test_labels"]) == 10
+    images = np.concatenate([arrays["train_images"], arrays["test_images"]])
+    labels = np.concatenate([arrays["train_labels"], arrays["test_labels"]])
+    assert (images[labels == 0][..., 0] > 150).all() and (images[labels == 1][..., 2] > 150).all()
+    manifest = datasets.read_manifest(data, "catsdogs")
+    assert manifest is not None and manifest["skipped"] == ["0/broken.jpg"] and manifest["image_size"] == 16
+    code, out = _invoke("data", "import", "catsdogs", str(tmp_path / "nowhere"), "--data-dir", str(data), "--force")
+    assert code == 2 and "0/ (cats) and 1/ (dogs)" in out
+
+
+# ---------------------------------------------------------------------------------------------
+# Formats and the job side.
+
+
+@pytest.mark.parametrize("shape", [(7,), (3, 5), (2, 28, 28, 1), (0, 4)])
+def test_stdlib_npz_reads_back_with_numpy(shape: tuple[int, ...], tmp_path: Path) -> None:
+    array = (np.arange(int(np.prod(shape))) % 251).astype(np.uint8).reshape(shape)
+    with NpzWriter(tmp_path / "a.npz") as writer:
+        writer.add("x", shape, "uint8", array.tobytes())
+        writer.add("y", (3,), "int32", np.array([1, -2, 3], np.int32).tobytes())
+    with np.load(tmp_path / "a.npz", allow_pickle=False) as loaded:
+        np.testing.assert_array_equal(loaded["x"], array)
+        np.testing.assert_array_equal(loaded["y"], [1, -2, 3])
+    assert len(npy_header(shape, "uint8")) % 64 == 0
+
+
+def test_npz_writer_refuses_a_short_array(tmp_path: Path) -> None:
+    with NpzWriter(tmp_path / "a.npz") as writer, pytest.raises(ValueError, match="needs 6"):
+        writer.add("x", (2, 3), "uint8", b"\x00" * 5)
+
+
+def test_dataset_pickles_cannot_run_code() -> None:
+    evil = pickle.dumps({b"data": print, b"labels": []}, protocol=2)
+    with pytest.raises(HarnessError, match="refusing to load .*print"):
+        formats.read_cifar_batch(evil, "evil")
+
+
+def test_idx_with_a_wrong_length_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "bad.gz"
+    with gzip.open(path, "wb") as out:
+        out.write(bytes([0, 0, 8, 1]) + struct.pack(">I", 10) + b"\x00" * 9)
+    with pytest.raises(HarnessError, match="10 bytes, file has 9"):
+        formats.read_idx(path)
+
+
+def test_job_side_missing_and_tampered_datasets(fakes: Fakes, fake_checksums: None, tmp_path: Path) -> None:
+    with pytest.raises(JobError, match="harness data fetch cifar10"):
+        datasets.load_fetched(tmp_path, "cifar10")
+    _invoke("data", "fetch", "mnist", "--from", str(fakes.folder), "--data-dir", str(tmp_path))
+    manifest_path = tmp_path / "mnist" / "manifest.json"
+    manifest = json.loads(manifest_path.read_text())
+    manifest["sha256"] = "0" * 64
+    manifest_path.write_text(json.dumps(manifest))
+    with pytest.raises(JobError, match="does not match the sha256"):
+        datasets.load_fetched(tmp_path, "mnist")
+
+
+def test_toy_set_follows_the_seed_definition() -> None:
+    x, y = datasets.toy_set(10_000, 42)
+    assert x.shape == (10_000, 2) and x.dtype == np.float32
+    assert np.bincount(y).tolist() == [1000 + 6000, 1000 + 2000]  # blobs 1000/1000, circles 6000 out / 2000 in
+    circles = x[2000:]
+    radius = np.hypot(circles[:, 0] - 2.5, circles[:, 1] + 7.0)
+    assert abs(np.median(radius[y[2000:] == 0]) - 3.0) < 0.1  # outer circle, scaled x3
+    assert abs(np.median(radius[y[2000:] == 1]) - 0.3) < 0.1  # inner circle, factor 0.1, x3
+
+
+def test_synthetic_images_are_seeded_and_class_dependent() -> None:
+    a = datasets.synthetic_images((28, 28, 1), 10, 500, 100, seed=3, like="MNIST")
+    b = datasets.synthetic_images((28, 28, 1), 10, 500, 100, seed=3, like="MNIST")
+    np.testing.assert_array_equal(a.train_x, b.train_x)
+    assert a.train_x.dtype == np.uint8 and a.train_x.shape == (500, 28, 28, 1)
+    # Nearest class mean on the raw pixels already beats chance by far: the data is learnable.
+    means = np.stack([a.train_x[a.train_y == c].reshape(-1, 784).mean(0) for c in range(10)])
+    guess = np.argmin(((a.test_x.reshape(-1, 784)[:, None, :] - means[None]) ** 2).sum(-1), axis=1)
+    assert (guess == a.test_y).mean() > 0.5
