@@ -16,7 +16,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from harness.backends.local import LocalBackend
+from harness.backends.docker_auto import make_backend, resolve_backend
 from harness.catalog import get_suite, visible_suites
 from harness.compare import compare_runs
 from harness.compare_render import render_comparison
@@ -24,6 +24,7 @@ from harness.data.cli import app as data_app
 from harness.data.store import require as require_dataset
 from harness.errors import HarnessError
 from harness.exports import Format, render_run
+from harness.images import DEFAULT_BASE_IMAGE, build_images, fill_images_wheelhouse, parse_stacks
 from harness.limits import make_limits
 from harness.plan import make_plan
 from harness.plausibility import implausible
@@ -48,6 +49,8 @@ class Device(str, Enum):
 
 
 class BackendName(str, Enum):
+    auto = "auto"
+    docker = "docker"
     local = "local"
 
 
@@ -57,6 +60,12 @@ def default_results_dir() -> Path:
 
 def default_data_dir() -> Path:
     return Path(os.environ.get("HARNESS_DATA_DIR", "data"))
+
+
+def default_wheelhouse() -> Optional[Path]:
+    """$HARNESS_WHEELHOUSE: the wheels every image build (also on demand in `run`) takes, no index."""
+    value = os.environ.get("HARNESS_WHEELHOUSE", "").strip()
+    return Path(value) if value else None
 
 
 FormatOption = Annotated[Format, typer.Option("--format", help="output format")]
@@ -105,7 +114,12 @@ def run(
     ] = None,
     warmup: Annotated[Optional[int], typer.Option(help="untimed calls after the first call [default: suite's]")] = None,
     device: Annotated[Device, typer.Option(help="where the frameworks compute")] = Device.cpu,
-    backend: Annotated[BackendName, typer.Option(help="how jobs are isolated")] = BackendName.local,
+    backend: Annotated[
+        BackendName,
+        typer.Option(
+            envvar="HARNESS_BACKEND", help="how jobs are isolated; auto: docker when an engine answers, else local"
+        ),
+    ] = BackendName.auto,
     baseline: Annotated[
         Optional[str], typer.Option(help="framework the ratios refer to [default: first listed]")
     ] = None,
@@ -125,6 +139,9 @@ def run(
         Optional[str], typer.Option("--memory", help="memory limit per job, e.g. 4g (docker: container limit)")
     ] = None,
     cpus: Annotated[Optional[float], typer.Option("--cpus", help="CPU limit per job (local: cores it may use)")] = None,
+    gpus: Annotated[
+        Optional[str], typer.Option("--gpus", help="docker, --device gpu: all (default), a count, or device=0,1")
+    ] = None,
     resume: Annotated[
         Optional[str], typer.Option("--resume", metavar="RUN", help="re-run only the jobs of RUN that are not ok")
     ] = None,
@@ -132,6 +149,7 @@ def run(
 ) -> None:
     """Run one suite on several frameworks, one isolated job each, and print the comparison."""
     target = results_dir or default_results_dir()
+    backend_name = resolve_backend(backend.value, pythons=_pythons(python), gpus=gpus, device=device.value)
     if resume is not None:
         if suite is not None or frameworks is not None or param:
             raise HarnessError("--resume RUN re-uses that run's plan; drop --suite, --frameworks and --param")
@@ -152,7 +170,7 @@ def run(
             device=device.value,
             threads=threads,
             baseline=baseline,
-            backend=backend.value,
+            backend=backend_name,
             timeout_s=timeout,
             data_dir=str((data_dir or default_data_dir()).resolve()),
         )
@@ -163,13 +181,15 @@ def run(
     if rounds < 1:
         raise HarnessError(f"--rounds {rounds} must be at least 1")
     limits = make_limits(memory, cpus)
-    chosen = LocalBackend(pythons=_pythons(python), echo=not quiet, limits=limits)
     argv = ["harness"] + sys.argv[1:]
     if rounds > 1 and resume_dir is not None:
         raise HarnessError("--rounds cannot be combined with --resume; resume re-runs single jobs")
     if dry_run:
         typer.echo(json.dumps(plan.as_record(), indent=2))
         return
+    chosen = make_backend(
+        backend_name, pythons=_pythons(python), echo=not quiet, limits=limits, gpus=gpus, wheelhouse=default_wheelhouse()
+    )
     if rounds == 1:
         run_dir = execute(plan, chosen, target, argv=argv, resume_dir=resume_dir)
     else:
@@ -240,6 +260,45 @@ def report(
     run_dir = resolve_run(run_ref, results_dir or default_results_dir())
     path = write_report(load_run(run_dir), out or run_dir / "report", figures=figures)
     typer.echo(f"report: {path}")
+
+
+class Variant(str, Enum):
+    cpu = "cpu"
+    cuda12 = "cuda12"
+
+
+StacksOption = Annotated[
+    Optional[str], typer.Option("--stacks", help="comma-separated stacks [default: all: jax, numpy, pytorch]")
+]
+VariantOption = Annotated[Variant, typer.Option(help="cpu, or cuda12 for --device gpu")]
+
+
+@app.command()
+def build(
+    stacks: StacksOption = None,
+    variant: VariantOption = Variant.cpu,
+    base_image: Annotated[str, typer.Option("--base-image", help="image the stacks are built on")] = DEFAULT_BASE_IMAGE,
+    wheelhouse: Annotated[
+        Optional[Path],
+        typer.Option(help="install only wheels from DIR, no index (air-gapped) [default: $HARNESS_WHEELHOUSE]"),
+    ] = None,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="do not echo the build output")] = False,
+) -> None:
+    """Build the stack images (tags name stack, variant and lock hash; an unchanged lock is reused)."""
+    build_images(parse_stacks(stacks), variant.value, base_image, wheelhouse or default_wheelhouse(), echo=not quiet)
+
+
+@app.command()
+def wheelhouse(
+    folder: Annotated[Path, typer.Argument(metavar="DIR", help="folder to fill with wheels")],
+    stacks: StacksOption = None,
+    variant: VariantOption = Variant.cpu,
+    find_links: Annotated[
+        list[Path], typer.Option("--find-links", help="also look for wheels in this folder; repeatable")
+    ] = [],  # noqa: B006
+) -> None:
+    """Download every wheel the stacks' locks pin into DIR, for `harness build --wheelhouse DIR` offline."""
+    fill_images_wheelhouse(folder, parse_stacks(stacks), variant.value, find_links)
 
 
 @app.command()

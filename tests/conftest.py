@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -9,6 +10,10 @@ from typing import Any
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
+
+# `harness run` defaults to --backend auto (docker when an engine answers). Tests run jobs
+# locally unless they say otherwise; the Docker tests (tests/integration) pass --backend docker.
+os.environ.setdefault("HARNESS_BACKEND", "local")
 
 
 def harness(*args: str, cwd: Path | None = None, timeout: float = 900) -> subprocess.CompletedProcess[str]:

@@ -1,0 +1,325 @@
+"""Docker backend: one container per job, one at a time, in the job's pinned stack image.
+
+Each container gets no network, `suites/` read-only, the run folder (for the result file) and
+the data folder (read-only) mounted, a read-only root filesystem with a tmpfs /tmp, no
+capabilities, no-new-privileges and a pids limit; it runs as the invoking user's uid:gid so the
+result files belong to that user (as the image's `bench` user when the harness runs as root).
+Containers carry labels (run id, suite, framework) so leftovers can be found and removed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import secrets
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any
+
+from harness.backends.base import JobOutcome, job_command
+from harness.backends.streams import stdout_echo
+from harness.errors import HarnessError
+from harness.images import DEFAULT_BASE_IMAGE, IMAGE_USER, LABEL, Engine, Ensured, ensure, stack_image
+from harness.limits import Limits
+from harness.plan import Job
+from suites.runtime.registry import SUITES_DIR
+
+WORKDIR = "/opt/harness"
+SUITES_MOUNT = f"{WORKDIR}/suites"
+RESULTS_MOUNT = "/results"
+DATA_MOUNT = "/data"
+PIDS_LIMIT = 4096  # threads count too: OpenMP pools on many-core GPU hosts plus compile workers
+# exec: torch.compile and Triton load the shared objects they compile into /tmp.
+TMPFS = {"/tmp": "rw,exec,nosuid,nodev,mode=1777"}
+NVIDIA_HINT = "GPU jobs need the NVIDIA driver and the NVIDIA Container Toolkit on the Docker host"
+
+
+def variant_for(device: str) -> str:
+    return "cuda12" if device == "gpu" else "cpu"
+
+
+@dataclass(frozen=True)
+class GpuRequest:
+    """`--gpus all`, `--gpus 2` or `--gpus device=0,2`, as `docker run --gpus` reads them."""
+
+    count: int = -1  # -1: all GPUs
+    device_ids: tuple[str, ...] = ()
+
+    @staticmethod
+    def parse(text: str) -> GpuRequest:
+        value = text.strip()
+        if value == "all":
+            return GpuRequest()
+        if re.fullmatch(r"[1-9]\d*", value):
+            return GpuRequest(count=int(value))
+        match = re.fullmatch(r"device=([\w-]+(?:,[\w-]+)*)", value)
+        if match:
+            return GpuRequest(count=0, device_ids=tuple(match.group(1).split(",")))
+        raise HarnessError(f"--gpus {text!r} is not understood; use all, a count (e.g. 2) or device=0,1")
+
+    def device_request(self) -> Any:
+        from docker.types import DeviceRequest
+
+        if self.device_ids:
+            return DeviceRequest(driver="nvidia", device_ids=list(self.device_ids), capabilities=[["gpu"]])
+        return DeviceRequest(driver="nvidia", count=self.count, capabilities=[["gpu"]])
+
+
+class JobContainer:
+    """A created container that is always removed on the way out, whatever happened inside."""
+
+    def __init__(self, client: Any, create_kwargs: dict[str, Any]) -> None:
+        self.client = client
+        self.create_kwargs = create_kwargs
+        self.container: Any = None
+
+    def __enter__(self) -> JobContainer:
+        self.container = self.client.containers.create(**self.create_kwargs)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        import docker.errors
+
+        if self.container is None:
+            return
+        try:
+            self.container.remove(force=True)  # kills it first if still running (timeout, Ctrl-C)
+        except docker.errors.NotFound:
+            pass
+        except docker.errors.APIError as error:
+            if "already in progress" not in str(error):
+                raise
+
+
+def _pump(chunks: Iterator[bytes], log: Path, echo: IO[str] | None) -> threading.Thread:
+    def copy() -> None:
+        pending = b""
+        with log.open("wb") as sink:
+            for chunk in chunks:
+                sink.write(chunk)
+                sink.flush()
+                if echo is not None:
+                    pending += chunk
+                    *lines, pending = pending.split(b"\n")
+                    for line in lines:
+                        echo.write("  " + line.decode("utf-8", "replace") + "\n")
+                    echo.flush()
+            if echo is not None and pending:
+                echo.write("  " + pending.decode("utf-8", "replace") + "\n")
+                echo.flush()
+
+    thread = threading.Thread(target=copy, daemon=True)
+    thread.start()
+    return thread
+
+
+class DockerBackend:
+    name = "docker"
+
+    def __init__(
+        self,
+        engine: Engine,
+        echo: bool = True,
+        limits: Limits | None = None,
+        gpus: GpuRequest | None = None,
+        wheelhouse: Path | None = None,
+        base_image: str = DEFAULT_BASE_IMAGE,
+    ) -> None:
+        self.engine = engine
+        self.echo = echo
+        self.limits = limits or Limits()
+        self.gpus = gpus
+        self.wheelhouse = wheelhouse
+        self.base_image = base_image
+        self._images: dict[tuple[str, str], Ensured] = {}
+        if self.limits.cpus is not None:
+            available = int(engine.client.info().get("NCPU") or 0)
+            if available and self.limits.cpus > available:
+                raise HarnessError(f"--cpus {self.limits.cpus:g} is more than the Docker host's {available} CPUs")
+
+    # -- images -------------------------------------------------------------------------------
+
+    def image_for(self, job: Job, build_log: Path | None = None) -> Ensured:
+        """The job's stack image, built now (output streamed and kept) if it is missing."""
+        key = (job.stack, variant_for(job.device))
+        if key not in self._images:
+            image = stack_image(job.stack, key[1], self.base_image)
+            sink: IO[str] | None = None
+
+            def echo(line: str) -> None:
+                nonlocal sink
+                if sink is None and build_log is not None:  # only a build that happens leaves a log
+                    sink = build_log.open("w")
+                    if self.echo:
+                        print(f"   building {image.tag} (first use; later runs reuse it)", flush=True)
+                if sink is not None:
+                    sink.write(line + "\n")
+                    sink.flush()
+                if self.echo:
+                    print(f"   [{image.stack} image] {line}", flush=True)
+
+            try:
+                self._images[key] = ensure(self.engine, image, self.wheelhouse, echo)
+            finally:
+                if sink is not None:
+                    sink.close()
+        return self._images[key]
+
+    # -- containers ---------------------------------------------------------------------------
+
+    @staticmethod
+    def container_user() -> tuple[int, int]:
+        """The invoking user, so results are theirs; root on the host maps to the image's user."""
+        uid, gid = os.getuid(), os.getgid()
+        return IMAGE_USER if uid == 0 else (uid, gid)
+
+    def create_kwargs(self, job: Job, run_id: str, run_dir: Path, image: Ensured) -> dict[str, Any]:
+        """Everything the container is created with: pure, so tests can read the isolation."""
+        from docker.types import Mount
+
+        uid, gid = self.container_user()
+        mounts = [
+            Mount(SUITES_MOUNT, str(SUITES_DIR), type="bind", read_only=True),
+            Mount(RESULTS_MOUNT, str(run_dir.resolve()), type="bind", read_only=False),
+        ]
+        data_dir = None
+        if job.data_dir is not None:
+            data_dir = DATA_MOUNT
+            if Path(job.data_dir).is_dir():
+                mounts.append(Mount(DATA_MOUNT, str(Path(job.data_dir).resolve()), type="bind", read_only=True))
+        command = job_command(
+            job, run_id, self.name, f"{RESULTS_MOUNT}/{job.result_file()}", python="python", data_dir=data_dir
+        )
+        kwargs: dict[str, Any] = {
+            "image": image.image_id,
+            "command": command,
+            "name": f"fw-harness-{run_id}-{job.framework}-{secrets.token_hex(2)}",
+            "labels": {
+                f"{LABEL}.run-id": run_id,
+                f"{LABEL}.suite": job.suite,
+                f"{LABEL}.framework": job.framework,
+                f"{LABEL}.stack": job.stack,
+            },
+            "user": f"{uid}:{gid}",
+            "working_dir": WORKDIR,
+            "environment": {"HOME": "/tmp", "PYTHONPATH": WORKDIR, "PYTHONUNBUFFERED": "1"},
+            "network_mode": "none",
+            "mounts": mounts,
+            "read_only": True,
+            "tmpfs": dict(TMPFS),
+            "cap_drop": ["ALL"],
+            "security_opt": ["no-new-privileges"],
+            "pids_limit": PIDS_LIMIT,
+            "shm_size": "1g",  # PyTorch DataLoader workers pass batches through /dev/shm
+            # tini as PID 1: signals reach the job (abort gives 134, not a PID-1 SIGSEGV) and
+            # compile workers are reaped.
+            "init": True,
+            "detach": True,
+        }
+        if self.limits.cpus is not None:
+            kwargs["nano_cpus"] = int(self.limits.cpus * 1e9)
+        if self.limits.memory_bytes is not None:
+            kwargs["mem_limit"] = self.limits.memory_bytes
+            kwargs["memswap_limit"] = self.limits.memory_bytes  # no swap: a swapping job times nothing real
+        if job.device == "gpu":
+            kwargs["device_requests"] = [(self.gpus or GpuRequest()).device_request()]
+        return kwargs
+
+    def run_job(self, job: Job, run_id: str, run_dir: Path) -> JobOutcome:
+        import docker.errors
+        import requests.exceptions
+
+        logs = run_dir / "logs"
+        logs.mkdir(parents=True, exist_ok=True)
+        stdout_log, stderr_log = logs / f"{job.framework}.stdout.log", logs / f"{job.framework}.stderr.log"
+        started = time.perf_counter()
+
+        def not_started(message: str, annotations: dict[str, Any] | None = None) -> JobOutcome:
+            stdout_log.touch()
+            stderr_log.write_text(message.rstrip() + "\n")
+            return JobOutcome(None, False, stdout_log, stderr_log, time.perf_counter() - started, annotations or {})
+
+        try:
+            image = self.image_for(job, logs / f"{job.stack}-{variant_for(job.device)}.build.log")
+        except HarnessError as error:
+            return not_started(f"image for the {job.stack} stack: {error}")
+        record = image.image.record(image.image_id)
+        annotations: dict[str, Any] = {"image": record}
+        kwargs = self.create_kwargs(job, run_id, run_dir, image)
+        annotations["container"] = {
+            "name": kwargs["name"],
+            "user": kwargs["user"],
+            "network_mode": kwargs["network_mode"],
+            "read_only_rootfs": kwargs["read_only"],
+            "nano_cpus": kwargs.get("nano_cpus"),
+            "mem_limit": kwargs.get("mem_limit"),
+            "gpus": bool(kwargs.get("device_requests")),
+            "mounts": [{"target": m["Target"], "read_only": bool(m.get("ReadOnly"))} for m in kwargs["mounts"]],
+        }
+        handed_over = self._hand_over(run_dir)
+        timed_out, exit_code, oom = False, None, False
+        try:
+            with JobContainer(self.engine.client, kwargs) as job_container:
+                container = job_container.container
+                annotations["container"]["id"] = container.id
+                try:
+                    container.start()
+                except docker.errors.APIError as error:
+                    hint = f" ({NVIDIA_HINT})" if job.device == "gpu" else ""
+                    return not_started(f"container did not start: {error.explanation or error}{hint}", annotations)
+                pumps = [
+                    _pump(
+                        container.logs(stdout=True, stderr=False, stream=True, follow=True),
+                        stdout_log,
+                        stdout_echo(self.echo),
+                    ),
+                    _pump(container.logs(stdout=False, stderr=True, stream=True, follow=True), stderr_log, None),
+                ]
+                try:
+                    exit_code = int(container.wait(timeout=job.timeout_s)["StatusCode"])
+                except (requests.exceptions.ReadTimeout, requests.exceptions.ConnectionError):
+                    timed_out = True
+                    with contextlib.suppress(docker.errors.APIError):  # it may have exited meanwhile
+                        container.kill()
+                for thread in pumps:
+                    thread.join(timeout=10)
+                container.reload()
+                state = container.attrs.get("State", {})
+                oom = bool(state.get("OOMKilled"))
+                if exit_code is None and not timed_out:
+                    exit_code = state.get("ExitCode")
+        finally:
+            if handed_over:
+                self._take_back(run_dir)
+        return JobOutcome(
+            exit_code=exit_code,
+            timed_out=timed_out,
+            stdout_log=stdout_log,
+            stderr_log=stderr_log,
+            wall_s=time.perf_counter() - started,
+            annotations=annotations,
+            oom=oom,
+        )
+
+    # -- ownership when the harness runs as root ----------------------------------------------
+
+    def _hand_over(self, run_dir: Path) -> bool:
+        """Root on the host: let the image's user write the result file into the run folder."""
+        if os.getuid() != 0:
+            return False
+        os.chown(run_dir, *IMAGE_USER)
+        return True
+
+    @staticmethod
+    def _take_back(run_dir: Path) -> None:
+        """Give everything the job wrote back to root, so the run folder looks like a local run's."""
+        for path in [run_dir, *run_dir.rglob("*")]:
+            try:
+                if path.lstat().st_uid == IMAGE_USER[0] or path == run_dir:
+                    os.lchown(path, 0, 0)
+            except OSError:
+                pass
