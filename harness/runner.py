@@ -48,7 +48,7 @@ def prepare_results_dir(results_dir: Path) -> None:
         )
 
 
-def _placeholder(run_id: str, job: Job, backend: str, status: str, reason: str) -> dict[str, Any]:
+def placeholder_result(run_id: str, job: Job, backend: str, status: str, reason: str) -> dict[str, Any]:
     result = new_result(
         run_id=run_id,
         suite=job.suite,
@@ -91,7 +91,7 @@ def _classify(job: Job, out: Path, outcome: JobOutcome) -> tuple[dict[str, Any] 
 def _finalize(run_id: str, job: Job, backend: str, out: Path, outcome: JobOutcome) -> dict[str, Any]:
     result, status, reason = _classify(job, out, outcome)
     if result is None:
-        result = _placeholder(run_id, job, backend, status, reason)
+        result = placeholder_result(run_id, job, backend, status, reason)
         result["duration_s"] = outcome.wall_s
     if result["status"] not in ("ok", "skipped") and not result.get("stderr_tail"):
         result["stderr_tail"] = tail(outcome.stderr_log) or None
@@ -169,10 +169,10 @@ def execute(
             if kept is not None and kept["status"] == "ok":
                 result = kept
             elif interrupted:
-                result = _placeholder(plan.run_id, job, backend.name, "interrupted", "the run was interrupted first")
+                result = placeholder_result(plan.run_id, job, backend.name, "interrupted", "the run was interrupted first")
                 write_json_atomic(out, result)
             elif job.skip_reason is not None:
-                result = _placeholder(plan.run_id, job, backend.name, "skipped", job.skip_reason)
+                result = placeholder_result(plan.run_id, job, backend.name, "skipped", job.skip_reason)
                 write_json_atomic(out, result)
             else:
                 if kept is not None:
@@ -184,7 +184,7 @@ def execute(
                     # The backend has already stopped its process or container on the way out.
                     interrupted = True
                     print("\ninterrupted: stopping; finished jobs are kept", file=sys.stderr, flush=True)
-                    result = _placeholder(plan.run_id, job, backend.name, "interrupted", "interrupted while running")
+                    result = placeholder_result(plan.run_id, job, backend.name, "interrupted", "interrupted while running")
                     write_json_atomic(out, result)
             summary["jobs"].append(_entry(job, result))
             write_json_atomic(run_dir / "summary.json", summary)

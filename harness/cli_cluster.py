@@ -1,0 +1,73 @@
+"""`harness export k8s` and `harness collect`: Kubernetes Jobs out, a normal run folder back."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from harness.k8s import collect, export
+from harness.plan import make_plan
+
+export_app = typer.Typer(no_args_is_help=True, help="Write the jobs of a run for another scheduler.")
+
+
+@export_app.command("k8s")
+def export_k8s(
+    suite: Annotated[str, typer.Option("--suite", "-s", help="suite name (see `harness list`)")],
+    out: Annotated[Path, typer.Option("--out", help="folder for the manifests")],
+    frameworks: Annotated[Optional[str], typer.Option("--frameworks", "-f", help="comma-separated")] = None,
+    param: Annotated[list[str], typer.Option("--param", "-p", help="suite parameter key=value")] = [],  # noqa: B006
+    repeat: Annotated[Optional[int], typer.Option(help="timed steady-state calls per metric")] = None,
+    warmup: Annotated[Optional[int], typer.Option(help="untimed calls after the first call")] = None,
+    device: Annotated[str, typer.Option(help="cpu or gpu (gpu requests nvidia.com/gpu: 1)")] = "cpu",
+    variant: Annotated[str, typer.Option(help="image variant: cpu or cuda12")] = "cpu",
+    registry: Annotated[Optional[str], typer.Option(help="registry prefix the images were pushed to")] = None,
+    namespace: Annotated[str, typer.Option(help="Kubernetes namespace")] = "default",
+    data_claim: Annotated[
+        Optional[str], typer.Option("--data-claim", help="PersistentVolumeClaim holding `harness data` (read-only)")
+    ] = None,
+    baseline: Annotated[Optional[str], typer.Option(help="framework the ratios refer to")] = None,
+    timeout: Annotated[Optional[float], typer.Option(help="per-job deadline in seconds")] = None,
+) -> None:
+    """One Kubernetes Job per framework job, the suites in a ConfigMap; apply with kubectl."""
+    if device not in ("cpu", "gpu"):
+        from harness.errors import HarnessError
+
+        raise HarnessError(f"--device {device!r} is not cpu or gpu")
+    plan = make_plan(
+        suite=suite,
+        frameworks=frameworks,
+        params=param,
+        repeat=repeat,
+        warmup=warmup,
+        device=device,
+        threads=None,
+        baseline=baseline,
+        backend="kubernetes",
+        timeout_s=timeout,
+        data_dir=data_claim,
+    )
+    paths = export(plan, out, variant=variant, registry=registry, namespace=namespace, data_claim=data_claim)
+    for path in paths:
+        typer.echo(f"wrote {path}")
+    typer.echo(f"run id: {plan.run_id}")
+    typer.echo(
+        f"next: kubectl apply -f {out} && kubectl wait --for=condition=complete --timeout=1h job -l fw-harness/run-id"
+    )
+    typer.echo(f"then: harness collect {out}")
+
+
+def collect_command(
+    manifests: Annotated[Path, typer.Argument(metavar="DIR", help="the folder `harness export k8s` wrote")],
+    logs: Annotated[
+        Optional[Path], typer.Option("--logs", help="folder of saved pod logs (<job-name>.log); default: kubectl logs")
+    ] = None,
+    results_dir: Annotated[Optional[Path], typer.Option("--results-dir", help="where the run folder goes")] = None,
+) -> None:
+    """Turn what the Kubernetes Jobs printed into a run folder for show, report and compare."""
+    from harness.cli import default_results_dir
+
+    run_dir = collect(manifests, results_dir or default_results_dir(), logs)
+    typer.echo(f"run folder: {run_dir}")
