@@ -27,7 +27,7 @@ def test_footer_lists_settings_that_differ(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_threads_reach_every_framework(results: Path) -> None:
-    proc = harness("run", "--suite", "xla", "--frameworks", "numpy,jax,pytorch", "--param", "matrix_size=16",
+    proc = harness("run", "--backend", "local", "--suite", "xla", "--frameworks", "numpy,jax,pytorch", "--param", "matrix_size=16",
                    "--repeat", "1", "--threads", "1", "-q", "--results-dir", str(results))  # fmt: skip
     assert proc.returncode == 0, proc.stdout + proc.stderr
     run = run_folder(proc.stdout)

@@ -75,7 +75,7 @@ def test_perturbation_touches_only_the_named_framework() -> None:
 @pytest.mark.slow
 def test_a_perturbed_framework_fails_the_gate_and_keeps_its_timings(results: Path) -> None:
     proc = harness(
-        "run", "--suite", "jit", "--frameworks", "numpy,jax", "--param", "min_length=1000",
+        "run", "--backend", "local", "--suite", "jit", "--frameworks", "numpy,jax", "--param", "min_length=1000",
         "--param", "max_length=1000", "--param", "total=10000", "--param", "perturb=1e-3",
         "--param", "perturb_framework=jax", "--repeat", "2", "--warmup", "0", "-q", "--results-dir", str(results),
     )  # fmt: skip

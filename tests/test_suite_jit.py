@@ -38,7 +38,7 @@ def test_seed_sanity_values_are_float16_results() -> None:
 
 @pytest.mark.slow
 def test_jit_on_three_frameworks(results: Path) -> None:
-    proc = harness("run", "--suite", "jit", *TINY, "--repeat", "3", "--warmup", "0", "-q",
+    proc = harness("run", "--backend", "local", "--suite", "jit", *TINY, "--repeat", "3", "--warmup", "0", "-q",
                    "--results-dir", str(results))  # fmt: skip
     assert proc.returncode == 0, proc.stdout + proc.stderr
     run = run_folder(proc.stdout)
