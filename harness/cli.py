@@ -18,6 +18,7 @@ import typer
 
 from harness.backends.docker_auto import make_backend, resolve_backend
 from harness.catalog import get_suite, visible_suites
+from harness.cli_cloud import doctor, reproduce
 from harness.cli_cluster import collect_command, export_app
 from harness.compare import compare_runs
 from harness.compare_render import render_comparison
@@ -44,6 +45,8 @@ app = typer.Typer(
 app.add_typer(data_app, name="data")
 app.add_typer(export_app, name="export")
 app.command("collect")(collect_command)
+app.command("doctor")(doctor)
+app.command("reproduce")(reproduce)
 
 
 class Device(str, Enum):

@@ -23,7 +23,16 @@ from typing import IO, Any
 from harness.backends.base import JobOutcome, job_command
 from harness.backends.streams import stdout_echo
 from harness.errors import HarnessError
-from harness.images import DEFAULT_BASE_IMAGE, IMAGE_USER, LABEL, Engine, Ensured, ensure, stack_image
+from harness.images import (
+    DEFAULT_BASE_IMAGE,
+    IMAGE_USER,
+    LABEL,
+    Engine,
+    Ensured,
+    StackImage,
+    ensure,
+    stack_image,
+)
 from harness.limits import Limits
 from harness.plan import Job
 from suites.runtime.registry import SUITES_DIR
@@ -128,8 +137,10 @@ class DockerBackend:
         gpus: GpuRequest | None = None,
         wheelhouse: Path | None = None,
         base_image: str = DEFAULT_BASE_IMAGE,
+        pinned: dict[str, dict[str, Any]] | None = None,
     ) -> None:
         self.engine = engine
+        self.pinned = pinned or {}  # stack -> a result's recorded image, used as is (harness reproduce)
         self.echo = echo
         self.limits = limits or Limits()
         self.gpus = gpus
@@ -146,6 +157,13 @@ class DockerBackend:
     def image_for(self, job: Job, build_log: Path | None = None) -> Ensured:
         """The job's stack image, built now (output streamed and kept) if it is missing."""
         key = (job.stack, variant_for(job.device))
+        if key not in self._images and job.stack in self.pinned:
+            record = self.pinned[job.stack]
+            image = StackImage(
+                job.stack, record["variant"], record.get("base_image") or self.base_image, record["lock_hash"], ""
+            )
+            found = self.engine.client.images.get(record["tag"])
+            self._images[key] = Ensured(image, str(found.id), False, 0.0)
         if key not in self._images:
             image = stack_image(job.stack, key[1], self.base_image)
             sink: IO[str] | None = None

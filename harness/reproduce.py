@@ -1,0 +1,114 @@
+"""`harness reproduce RESULT.json|RUN`: run exactly what a result file describes, then compare.
+
+Suite, framework, parameters, repeat/warmup/threads, device and image come from the file.
+The image is found by its recorded tag; when the tag is gone it is rebuilt from the lock with
+the recorded hash, which is only possible while the checked-in lock still has that hash --
+otherwise the current lock is used and the user is warned that the stacks differ.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from harness.catalog import get_framework, get_suite
+from harness.errors import HarnessError
+from harness.plan import Job, Plan, new_run_id
+from harness.runs import Run, load_run, resolve_run
+from harness.schema import InvalidResult, load_result
+from suites.runtime.spec import SpecError
+
+
+@dataclass
+class Reproduction:
+    old: Run
+    plan: Plan
+    backend: str
+    # stack -> recorded image record, for images the docker backend should use as they are
+    pinned: dict[str, dict[str, Any]] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+
+
+def _source(ref: str, results_dir: Path) -> tuple[Run, list[dict[str, Any]]]:
+    path = Path(ref)
+    if path.is_file():
+        try:
+            doc = load_result(path)
+        except InvalidResult as error:
+            raise HarnessError(str(error)) from None
+        run = load_run(path.parent) if (path.parent / "summary.json").is_file() else Run(path.parent, {}, {})
+        run.results = {doc["framework"]: doc}
+        run.summary = dict(run.summary or {}, suite=doc["suite"], run_id=doc["run_id"], baseline=doc["framework"])
+        return run, [doc]
+    run = load_run(resolve_run(ref, results_dir))
+    docs = [d for d in run.results.values() if d["status"] == "ok"]
+    if not docs:
+        raise HarnessError(f"{ref}: no ok result to reproduce")
+    return run, docs
+
+
+def _job(doc: dict[str, Any], data_dir: str | None) -> Job:
+    spec = get_suite(doc["suite"])
+    framework = get_framework(spec, doc["framework"])
+    try:
+        params = spec.resolve(doc["params"])
+    except SpecError as error:
+        raise HarnessError(f"the recorded parameters no longer fit suite {spec.name}: {error}") from None
+    settings = doc["settings"]
+    return Job(
+        suite=spec.name,
+        framework=framework.name,
+        stack=framework.stack,
+        params=params,
+        repeat=int(settings.get("repeat") or spec.repeat),
+        warmup=int(settings.get("warmup") if settings.get("warmup") is not None else spec.warmup),
+        device=doc["device"],
+        threads=settings.get("threads"),
+        timeout_s=spec.timeout_s,
+        data_dir=data_dir,
+    )
+
+
+def plan_reproduction(ref: str, results_dir: Path, backend: str | None, data_dir: str | None) -> Reproduction:
+    old, docs = _source(ref, results_dir)
+    recorded = {d["backend"] for d in docs}
+    chosen = backend or ("docker" if recorded & {"docker", "kubernetes"} else "local")
+    jobs = tuple(_job(doc, data_dir) for doc in docs)
+    suite = jobs[0].suite
+    if any(job.suite != suite for job in jobs):
+        raise HarnessError(f"{ref} mixes suites; reproduce one run or one result file at a time")
+    baseline = old.baseline if old.baseline in {j.framework for j in jobs} else jobs[0].framework
+    plan = Plan(run_id=new_run_id(suite), suite=suite, baseline=baseline, jobs=jobs, backend=chosen)
+    repro = Reproduction(old=old, plan=plan, backend=chosen)
+    if chosen == "docker":
+        _match_images(repro, docs)
+    elif recorded & {"docker", "kubernetes"}:
+        repro.warnings.append("the result came from a container; this re-run uses local interpreters (stacks differ)")
+    return repro
+
+
+def _match_images(repro: Reproduction, docs: list[dict[str, Any]]) -> None:
+    from harness.backends.docker_backend import variant_for
+    from harness.images import connect, stack_image
+
+    with connect(timeout=30) as engine:
+        for doc in docs:
+            record = doc.get("image")
+            if not record:
+                repro.warnings.append(f"{doc['framework']}: the result records no image; using the current lock")
+                continue
+            current = stack_image(doc["stack"], record.get("variant") or variant_for(doc["device"]))
+            if current.lock_hash == record.get("lock_hash"):
+                continue  # the same lock: the backend reuses the tag or rebuilds it identically
+            tags = {t for image in engine.client.images.list() for t in image.tags}
+            if record.get("tag") in tags:
+                repro.pinned[doc["stack"]] = record
+                repro.warnings.append(
+                    f"{doc['framework']}: the lock changed since; reusing the recorded image {record['tag']}"
+                )
+            else:
+                repro.warnings.append(
+                    f"{doc['framework']}: recorded image {record.get('tag')} is gone and its lock "
+                    f"({str(record.get('lock_hash'))[:12]}) is not the checked-in one; using {current.tag} instead"
+                )
