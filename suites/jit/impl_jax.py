@@ -8,6 +8,8 @@ from typing import Any
 
 from suites.jit.common import (
     IN_FLIGHT,
+    LOOP_NOTE,
+    FirstCallThenLoops,
     check_points,
     describe_loop,
     inputs,
@@ -43,13 +45,14 @@ def run(ctx: Context) -> None:
                 pending.popleft().block_until_ready()
         return list(pending)
 
+    ctx.note(LOOP_NOTE)
     for length, loops in lengths(ctx.params):
         x = jax.device_put(inputs(length), ctx.device)
         ctx.progress(f"L={length}, K={loops}")
         for variant, fn in (("eager", f), ("jit", f_jit)):
             ctx.measure(
                 name(variant, length, loops),
-                lambda fn=fn, x=x, loops=loops: loop(fn, x, loops),
+                FirstCallThenLoops(lambda fn=fn, x=x: fn(x), lambda fn=fn, x=x, loops=loops: loop(fn, x, loops)),
                 description=describe_loop(f"jax {variant}", length, loops),
                 dtype="float32",
             )

@@ -4,7 +4,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from suites.jit.common import check_points, describe_loop, inputs, lengths, name, seed_error, seed_points
+from suites.jit.common import (
+    LOOP_NOTE,
+    FirstCallThenLoops,
+    check_points,
+    describe_loop,
+    inputs,
+    lengths,
+    name,
+    seed_error,
+    seed_points,
+)
 from suites.runtime import perturb
 from suites.runtime.context import Context
 
@@ -20,12 +30,13 @@ def run(ctx: Context) -> None:
             y = f(x)
         return y
 
+    ctx.note(LOOP_NOTE)
     for length, loops in lengths(ctx.params):
         x = inputs(length)
         ctx.progress(f"L={length}, K={loops}")
         ctx.measure(
             name("eager", length, loops),
-            lambda x=x, loops=loops: loop(x, loops),
+            FirstCallThenLoops(lambda x=x: f(x), lambda x=x, loops=loops: loop(x, loops)),
             description=describe_loop("numpy", length, loops),
             dtype="float32",
         )

@@ -7,6 +7,8 @@ import shutil
 from typing import Any
 
 from suites.jit.common import (
+    LOOP_NOTE,
+    FirstCallThenLoops,
     check_points,
     describe_loop,
     inputs,
@@ -43,6 +45,7 @@ def run(ctx: Context) -> None:
             y = fn(x)
         return y
 
+    ctx.note(LOOP_NOTE)
     with torch.no_grad():
         for index, (length, loops) in enumerate(lengths(ctx.params)):
             x = torch.from_numpy(inputs(length)).to(ctx.device)
@@ -52,7 +55,7 @@ def run(ctx: Context) -> None:
             for variant, fn in (("eager", f), ("jit", f_jit)):
                 ctx.measure(
                     name(variant, length, loops),
-                    lambda fn=fn, x=x, loops=loops: loop(fn, x, loops),
+                    FirstCallThenLoops(lambda fn=fn, x=x: fn(x), lambda fn=fn, x=x, loops=loops: loop(fn, x, loops)),
                     description=describe_loop(f"pytorch {variant}", length, loops),
                     dtype="float32",
                 )
