@@ -7,7 +7,7 @@ SPEC = SuiteSpec(
     name="scipy",
     description="BFGS (tol 1e-4, x0 = [1, 0]) on rmse_with_calibration over n float64 points (seed 000)",
     frameworks=("numpy", "jax"),
-    unsupported={"pytorch": "PyTorch has no BFGS minimiser (torch.optim.LBFGS is a different algorithm)"},
+    unsupported={"pytorch": "PyTorch has no BFGS minimiser; torch.optim.LBFGS is a different algorithm"},
     params=(
         Param("n", "int", 10_000, "number of points t = linspace(0, 100, n)", min=10, max=10**8),
         Param("seed", "int", 0, "NumPy seed of the noisy data every framework shares", min=0, max=2**31 - 1),
