@@ -152,6 +152,13 @@ def run(
         Optional[str], typer.Option("--resume", metavar="RUN", help="re-run only the jobs of RUN that are not ok")
     ] = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="validate and print the plan; start nothing")] = False,
+    transfer: Annotated[
+        str,
+        typer.Option(
+            envvar="HARNESS_TRANSFER",
+            help="docker: bind (mount host folders), copy (through the API, for remote engines) or auto",
+        ),
+    ] = "auto",
 ) -> None:
     """Run one suite on several frameworks, one isolated job each, and print the comparison."""
     target = results_dir or default_results_dir()
@@ -194,7 +201,13 @@ def run(
         typer.echo(json.dumps(plan.as_record(), indent=2))
         return
     chosen = make_backend(
-        backend_name, pythons=_pythons(python), echo=not quiet, limits=limits, gpus=gpus, wheelhouse=default_wheelhouse()
+        backend_name,
+        pythons=_pythons(python),
+        echo=not quiet,
+        limits=limits,
+        gpus=gpus,
+        wheelhouse=default_wheelhouse(),
+        transfer=transfer,
     )
     if rounds == 1:
         run_dir = execute(plan, chosen, target, argv=argv, resume_dir=resume_dir)

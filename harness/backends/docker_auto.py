@@ -6,6 +6,7 @@ import sys
 from pathlib import Path
 
 from harness.backends.base import Backend
+from harness.backends.docker_transfer import transfer_mode
 from harness.backends.local import LocalBackend
 from harness.errors import HarnessError
 from harness.images import connect, engine_problem
@@ -45,10 +46,12 @@ def make_backend(
     limits: Limits,
     gpus: str | None,
     wheelhouse: Path | None,
+    transfer: str = "auto",
 ) -> Backend:
     if name == "local":
         return LocalBackend(pythons=pythons, echo=echo, limits=limits)
     from harness.backends.docker_backend import DockerBackend, GpuRequest
 
     request = GpuRequest.parse(gpus) if gpus is not None else None  # bad input fails before connecting
-    return DockerBackend(connect(), echo=echo, limits=limits, gpus=request, wheelhouse=wheelhouse)
+    mode = transfer_mode(transfer)
+    return DockerBackend(connect(), echo=echo, limits=limits, gpus=request, wheelhouse=wheelhouse, transfer=mode)

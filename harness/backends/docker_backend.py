@@ -15,12 +15,13 @@ import re
 import secrets
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
 from harness.backends.base import JobOutcome, job_command
+from harness.backends.docker_transfer import OUT_SUBDIR, fetch_results, job_volumes, tar_folder, tar_writable_dir
 from harness.backends.streams import stdout_echo
 from harness.errors import HarnessError
 from harness.images import (
@@ -138,9 +139,11 @@ class DockerBackend:
         wheelhouse: Path | None = None,
         base_image: str = DEFAULT_BASE_IMAGE,
         pinned: dict[str, dict[str, Any]] | None = None,
+        transfer: str = "bind",
     ) -> None:
         self.engine = engine
         self.pinned = pinned or {}  # stack -> a result's recorded image, used as is (harness reproduce)
+        self.transfer = transfer  # bind: host folders mounted; copy: named volumes via the API (remote)
         self.echo = echo
         self.limits = limits or Limits()
         self.gpus = gpus
@@ -195,22 +198,33 @@ class DockerBackend:
         uid, gid = os.getuid(), os.getgid()
         return IMAGE_USER if uid == 0 else (uid, gid)
 
-    def create_kwargs(self, job: Job, run_id: str, run_dir: Path, image: Ensured) -> dict[str, Any]:
-        """Everything the container is created with: pure, so tests can read the isolation."""
+    def create_kwargs(
+        self, job: Job, run_id: str, run_dir: Path, image: Ensured, volumes: dict[str, str] | None = None
+    ) -> dict[str, Any]:
+        """Everything the container is created with: pure, so tests can read the isolation.
+
+        `volumes` (mount point -> named volume) replaces the bind mounts in copy mode.
+        """
         from docker.types import Mount
 
         uid, gid = self.container_user()
-        mounts = [
-            Mount(SUITES_MOUNT, str(SUITES_DIR), type="bind", read_only=True),
-            Mount(RESULTS_MOUNT, str(run_dir.resolve()), type="bind", read_only=False),
-        ]
-        data_dir = None
-        if job.data_dir is not None:
-            data_dir = DATA_MOUNT
-            if Path(job.data_dir).is_dir():
+        data_dir = DATA_MOUNT if job.data_dir is not None else None
+        if volumes is None:
+            out_dir = RESULTS_MOUNT
+            mounts = [
+                Mount(SUITES_MOUNT, str(SUITES_DIR), type="bind", read_only=True),
+                Mount(RESULTS_MOUNT, str(run_dir.resolve()), type="bind", read_only=False),
+            ]
+            if job.data_dir is not None and Path(job.data_dir).is_dir():
                 mounts.append(Mount(DATA_MOUNT, str(Path(job.data_dir).resolve()), type="bind", read_only=True))
+        else:
+            out_dir = f"{RESULTS_MOUNT}/{OUT_SUBDIR}"
+            mounts = [
+                Mount(target, volume, type="volume", read_only=target != RESULTS_MOUNT)
+                for target, volume in volumes.items()
+            ]
         command = job_command(
-            job, run_id, self.name, f"{RESULTS_MOUNT}/{job.result_file()}", python="python", data_dir=data_dir
+            job, run_id, self.name, f"{out_dir}/{job.result_file()}", python="python", data_dir=data_dir
         )
         kwargs: dict[str, Any] = {
             "image": image.image_id,
@@ -248,8 +262,6 @@ class DockerBackend:
         return kwargs
 
     def run_job(self, job: Job, run_id: str, run_dir: Path) -> JobOutcome:
-        import docker.errors
-        import requests.exceptions
 
         logs = run_dir / "logs"
         logs.mkdir(parents=True, exist_ok=True)
@@ -267,7 +279,38 @@ class DockerBackend:
             return not_started(f"image for the {job.stack} stack: {error}")
         record = image.image.record(image.image_id)
         annotations: dict[str, Any] = {"image": record}
-        kwargs = self.create_kwargs(job, run_id, run_dir, image)
+        with contextlib.ExitStack() as stack:
+            volumes = None
+            if self.transfer == "copy":
+                volumes = stack.enter_context(self._volumes(job, run_id, image))
+            return self._run_container(job, run_id, run_dir, image, volumes, annotations, not_started, started)
+
+    def _volumes(self, job: Job, run_id: str, image: Ensured) -> Any:
+        uid, gid = self.container_user()
+        fills = {SUITES_MOUNT: tar_folder(SUITES_DIR), RESULTS_MOUNT: tar_writable_dir(OUT_SUBDIR, uid, gid)}
+        if job.data_dir is not None and Path(job.data_dir).is_dir():
+            fills[DATA_MOUNT] = tar_folder(Path(job.data_dir), skip_caches=False)
+        labels = {f"{LABEL}.run-id": run_id, f"{LABEL}.suite": job.suite, f"{LABEL}.framework": job.framework}
+        name = f"fw-harness-{run_id}-{job.framework}-{secrets.token_hex(2)}"
+        return job_volumes(self.engine.client, name, labels, image.image_id, fills)
+
+    def _run_container(
+        self,
+        job: Job,
+        run_id: str,
+        run_dir: Path,
+        image: Ensured,
+        volumes: dict[str, str] | None,
+        annotations: dict[str, Any],
+        not_started: Callable[[str, dict[str, Any] | None], JobOutcome],
+        started: float,
+    ) -> JobOutcome:
+        import docker.errors
+        import requests.exceptions
+
+        logs = run_dir / "logs"
+        stdout_log, stderr_log = logs / f"{job.framework}.stdout.log", logs / f"{job.framework}.stderr.log"
+        kwargs = self.create_kwargs(job, run_id, run_dir, image, volumes)
         annotations["container"] = {
             "name": kwargs["name"],
             "user": kwargs["user"],
@@ -276,6 +319,7 @@ class DockerBackend:
             "nano_cpus": kwargs.get("nano_cpus"),
             "mem_limit": kwargs.get("mem_limit"),
             "gpus": bool(kwargs.get("device_requests")),
+            "transfer": self.transfer,
             "mounts": [{"target": m["Target"], "read_only": bool(m.get("ReadOnly"))} for m in kwargs["mounts"]],
         }
         handed_over = self._hand_over(run_dir)
@@ -305,6 +349,8 @@ class DockerBackend:
                         container.kill()
                 for thread in pumps:
                     thread.join(timeout=10)
+                if volumes is not None:
+                    fetch_results(container, f"{RESULTS_MOUNT}/{OUT_SUBDIR}", run_dir)
                 container.reload()
                 state = container.attrs.get("State", {})
                 oom = bool(state.get("OOMKilled"))
