@@ -107,7 +107,11 @@ def _gpu_request_check(engine: Engine) -> Check:
 
     driver = shutil.which("nvidia-smi")
     tags = [t for i in engine.client.images.list() for t in i.tags]
-    image = DEFAULT_BASE_IMAGE if DEFAULT_BASE_IMAGE in tags else next((t for t in tags if t.startswith("fw-harness/")), None)
+    image = (
+        DEFAULT_BASE_IMAGE
+        if DEFAULT_BASE_IMAGE in tags
+        else next((t for t in tags if t.startswith("fw-harness/")), None)
+    )
     if image is None:
         return Check("gpu device request", False, "no local image to test with", "harness build --variant cuda12")
     try:

@@ -57,9 +57,7 @@ def run_document(run: Run) -> dict[str, Any]:
         "run_id": run.summary.get("run_id"),
         "suite": run.summary.get("suite"),
         "baseline": run.baseline,
-        "jobs": [
-            {"framework": fw, "status": r["status"], "reason": r["reason"]} for fw, r in run.results.items()
-        ],
+        "jobs": [{"framework": fw, "status": r["status"], "reason": r["reason"]} for fw, r in run.results.items()],
         "metrics": metric_records(run),
         "checks": [
             {

@@ -169,7 +169,9 @@ def execute(
             if kept is not None and kept["status"] == "ok":
                 result = kept
             elif interrupted:
-                result = placeholder_result(plan.run_id, job, backend.name, "interrupted", "the run was interrupted first")
+                result = placeholder_result(
+                    plan.run_id, job, backend.name, "interrupted", "the run was interrupted first"
+                )
                 write_json_atomic(out, result)
             elif job.skip_reason is not None:
                 result = placeholder_result(plan.run_id, job, backend.name, "skipped", job.skip_reason)
@@ -184,7 +186,9 @@ def execute(
                     # The backend has already stopped its process or container on the way out.
                     interrupted = True
                     print("\ninterrupted: stopping; finished jobs are kept", file=sys.stderr, flush=True)
-                    result = placeholder_result(plan.run_id, job, backend.name, "interrupted", "interrupted while running")
+                    result = placeholder_result(
+                        plan.run_id, job, backend.name, "interrupted", "interrupted while running"
+                    )
                     write_json_atomic(out, result)
             summary["jobs"].append(_entry(job, result))
             write_json_atomic(run_dir / "summary.json", summary)
