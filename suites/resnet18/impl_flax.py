@@ -1,0 +1,199 @@
+"""ResNet18 in Flax NNX: one jitted train step (split/merge, donated state) called per batch.
+
+The step follows runtime/training_jax.py's fast path (data on the device, the step gathers
+its own batch) with a one-logit head and BatchNorm statistics carried in the state. Around it,
+the measurements that answer seed 004: what the cold first epoch spends on compilation versus
+compute, how long moving the data to the device takes, and the allocator's peak memory next to
+what JAX's preallocation would have reserved.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from suites.resnet18 import common
+from suites.runtime.context import Context
+
+# JAX's own trace / lower / compile timers (jax._src.dispatch); durations arrive when each ends.
+COMPILE_EVENTS = (
+    "/jax/core/compile/jaxpr_trace_duration",
+    "/jax/core/compile/jaxpr_to_mlir_module_duration",
+    "/jax/core/compile/backend_compile_duration",
+)
+
+
+class CompileClock:
+    """Intervals JAX spent tracing, lowering and compiling; nested ones are counted once."""
+
+    def __init__(self) -> None:
+        import jax
+
+        self.intervals: list[tuple[float, float]] = []
+        self.compiles = 0
+
+        def listen(event: str, duration: float, **kwargs: Any) -> None:
+            if event in COMPILE_EVENTS:
+                end = time.perf_counter()
+                self.intervals.append((end - duration, end))
+                if event == COMPILE_EVENTS[-1]:
+                    self.compiles += 1
+
+        jax.monitoring.register_event_duration_secs_listener(listen)
+
+    def __call__(self) -> int:
+        return self.compiles
+
+    def seconds(self, start: int, stop: int | None = None) -> float:
+        """Length of the union of intervals[start:stop]."""
+        total, reach = 0.0, float("-inf")
+        for lo, hi in sorted(self.intervals[start:stop]):
+            if hi <= reach:
+                continue
+            total += hi - max(lo, reach)
+            reach = hi
+        return total
+
+
+def run(ctx: Context) -> None:
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+    import optax
+    from flax import nnx
+
+    from suites.resnet18.models_flax import ResNet18, load_weights, prepare
+    from suites.runtime import training
+    from suites.runtime.datasets import batch_starts
+    from suites.runtime.training_jax import summary_rows
+
+    p = ctx.params
+    clock = CompileClock()
+    images, orders = common.load(ctx)
+    batch, epochs = int(p["batch_size"]), int(p["epochs"])
+    dev = ctx.device
+
+    # Moving the data: the cold first copy, then repeated copies of the same arrays.
+    host = (images.train_x, images.train_y, images.test_x, images.test_y, orders)
+    nbytes = sum(int(a.nbytes) for a in host)
+    transfers, arrays = [], None
+    for _ in range(3):
+        start = time.perf_counter()
+        arrays = jax.device_put(host, dev)
+        jax.block_until_ready(arrays)
+        transfers.append(time.perf_counter() - start)
+    assert arrays is not None
+    train_x, train_y, test_x, test_y, orders_dev = arrays
+
+    weights = common.init_weights(int(p["seed"]))
+    model = ResNet18(nnx.Rngs(p["seed"]))
+    load_weights(model, weights)
+    n_params = int(sum(x.size for x in jax.tree.leaves(nnx.state(model, nnx.Param))))
+    sgd = optax.sgd(p["lr"], momentum=common.SGD_MOMENTUM)
+    tx = optax.adam(p["lr"]) if p["optimizer"] == "adam" else sgd
+    optimizer = nnx.Optimizer(model, tx, wrt=nnx.Param)
+    model.train()
+    graphdef, state = nnx.split((model, optimizer))
+    leaves, treedef = jax.tree.flatten(jax.device_put(state, dev))
+    n = len(images.train_y)
+    starts, tail = batch_starts(n, batch, bool(p["drop_last"]))
+    if not starts:
+        raise ValueError(f"batch_size {batch} is larger than the {n} training samples")
+
+    def make_step(size: int) -> Any:
+        def step(leaves: list[Any], totals: Any, xs: Any, ys: Any, order: Any, e: Any, start: Any) -> Any:
+            idx = jax.lax.dynamic_slice(order, (e, start), (1, size))[0]
+            xb, yb = prepare(xs[idx]), ys[idx].astype(jnp.float32)
+            model, optimizer = nnx.merge(graphdef, jax.tree.unflatten(treedef, leaves))
+
+            def loss_fn(m: Any) -> tuple[Any, Any]:
+                logits = m(xb)
+                return jnp.mean(optax.sigmoid_binary_cross_entropy(logits, yb)), logits
+
+            (loss, logits), grads = nnx.value_and_grad(loss_fn, has_aux=True)(model)
+            optimizer.update(model, grads)
+            correct = jnp.sum((logits > 0).astype(jnp.float32) == yb).astype(jnp.float32)
+            totals = totals + jnp.stack([loss * size, correct])
+            return jax.tree.leaves(nnx.state((model, optimizer))), totals
+
+        return jax.jit(step, donate_argnums=(0,))
+
+    step_fn = make_step(batch)
+    tail_fn = make_step(tail) if tail else None
+    zeros = jax.device_put(jnp.zeros(2, jnp.float32), dev)
+    used = n if tail else len(starts) * batch
+    marks: list[int] = []  # index into the compile intervals at the start of each epoch
+
+    def run_epoch(e: int) -> Any:
+        nonlocal leaves
+        marks.append(len(clock.intervals))
+        totals = zeros
+        for start in starts:
+            leaves, totals = step_fn(leaves, totals, train_x, train_y, orders_dev, e, start)
+        if tail_fn is not None:
+            leaves, totals = tail_fn(leaves, totals, train_x, train_y, orders_dev, e, len(starts) * batch)
+        return leaves, totals
+
+    def read(out: Any) -> tuple[float, float]:
+        loss_sum, correct = (float(v) for v in jax.device_get(out[1]))
+        return loss_sum / used, 100.0 * correct / used
+
+    host_reset = training.reset_host_peak()
+    with jax.default_device(dev):
+        history = training.train(
+            ctx, epochs=epochs, run_epoch=run_epoch, read=read, samples_per_epoch=used, compilations=clock
+        )
+    marks.append(len(clock.intervals))
+    training.record(ctx, history, flops_per_sample=common.flops_per_sample(int(p["image_size"])))
+    common.record_transfer(ctx, transfers, nbytes)
+    common.record_cold_split(
+        ctx, history.first.seconds, clock.seconds(marks[0], marks[1]), [e.seconds for e in history.steady], transfers[0]
+    )
+
+    stats = dev.memory_stats() if ctx.device_kind == "gpu" else None
+    training.record_peak_memory(
+        ctx,
+        device_bytes=int(stats["peak_bytes_in_use"]) if stats else None,
+        host_reset=host_reset,
+        how="jax Device.memory_stats() peak_bytes_in_use, XLA_PYTHON_CLIENT_PREALLOCATE=false",
+    )
+    if stats:
+        # bytes_limit is the BFC allocator's ceiling, MEM_FRACTION (default .75) x the card's
+        # memory: exactly what preallocation would grab at the first operation, and what
+        # nvidia-smi would then show whatever the model needs.
+        common.record_memory_extras(
+            ctx,
+            reserve_bytes=int(stats.get("bytes_limit", 0)) or None,
+            label="preallocation would reserve",
+            description="memory_stats()['bytes_limit']: what XLA_PYTHON_CLIENT_PREALLOCATE=true reserves up front",
+        )
+
+    model, optimizer = nnx.merge(graphdef, jax.tree.unflatten(treedef, leaves))
+    model.eval()  # BatchNorm from its running statistics
+    eval_graph, eval_state = nnx.split(model)
+
+    @jax.jit
+    def count_correct(state: Any, x: Any, y: Any) -> Any:
+        logits = nnx.merge(eval_graph, state)(prepare(x))
+        return jnp.sum((logits > 0) == (y > 0))
+
+    m_test = len(images.test_y)
+    eval_batch = max(batch, 1)
+    correct = sum(
+        int(count_correct(eval_state, test_x[lo : lo + eval_batch], test_y[lo : lo + eval_batch]))
+        for lo in range(0, m_test, eval_batch)
+    )
+    training.record_accuracy(ctx, 100.0 * correct / m_test)
+    ctx.check("param_count", n_params)
+
+    # The same model, numerically: logits of the untrained network (shared initial weights, batch
+    # statistics as in training) on the first test images, compared with the other framework.
+    fresh = ResNet18(nnx.Rngs(p["seed"]))
+    load_weights(fresh, weights)
+    fresh.train()
+    probe = jax.device_put(common.probe_batch(images), dev)
+    logits = nnx.jit(lambda m, x: m(prepare(x)))(fresh, probe)  # nnx.jit: BatchNorm updates its statistics
+    ctx.check("initial_logits", [float(v) for v in np.asarray(logits)])
+
+    if p["artifacts"]:
+        training.write_artifact(ctx, "model_summary.txt", training.model_summary(common.TITLE, summary_rows(model)))

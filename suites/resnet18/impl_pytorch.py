@@ -1,0 +1,137 @@
+"""ResNet18 in PyTorch, eager (the idiomatic default), with the seed-004 measurements.
+
+Data lives on the device as uint8 NCHW before the clock starts; a batch is an index into it.
+Eager PyTorch compiles nothing, so its cold epoch has no compilation share: whatever epoch 1
+costs beyond a warm epoch is first-run work (allocator growth, oneDNN/cuDNN kernel selection,
+lazy CUDA module loading).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from suites.resnet18 import common
+from suites.runtime.context import Context
+
+
+def run(ctx: Context) -> None:
+    import torch
+    import torch.nn.functional as F
+
+    from suites.resnet18.models_torch import ResNet18, load_weights, prepare
+    from suites.runtime import training
+    from suites.runtime.datasets import batch_starts
+    from suites.runtime.training_torch import CompileCounter
+
+    p = ctx.params
+    images, orders = common.load(ctx)
+    batch, epochs = int(p["batch_size"]), int(p["epochs"])
+    dev = ctx.device
+    on_gpu = ctx.device_kind == "gpu"
+    if on_gpu:
+        torch.cuda.init()  # CUDA context creation is start-up, not data movement
+
+    def nchw(a: Any) -> Any:
+        return torch.from_numpy(a).permute(0, 3, 1, 2).contiguous()
+
+    # NHWC -> NCHW and the dtype casts happen on the host, outside the transfer clock.
+    host = (
+        nchw(images.train_x),
+        torch.from_numpy(images.train_y).long(),
+        nchw(images.test_x),
+        torch.from_numpy(images.test_y).long(),
+        torch.from_numpy(orders).long(),
+    )
+    nbytes = sum(int(t.numel() * t.element_size()) for t in host)
+    transfers, arrays = [], host
+    for _ in range(3):
+        start = time.perf_counter()
+        arrays = tuple(t.to(dev, copy=True) for t in host)  # copy=True: on the CPU a real copy too
+        ctx.sync(None)
+        transfers.append(time.perf_counter() - start)
+    train_x, train_y, test_x, test_y, orders_dev = arrays
+
+    weights = common.init_weights(int(p["seed"]))
+    model = ResNet18()
+    load_weights(model, weights)
+    model = model.to(dev)
+    n_params = int(sum(t.numel() for t in model.parameters()))
+    if p["optimizer"] == "adam":
+        optimizer: Any = torch.optim.Adam(model.parameters(), lr=p["lr"])
+    else:
+        optimizer = torch.optim.SGD(model.parameters(), lr=p["lr"], momentum=common.SGD_MOMENTUM)
+
+    n = len(images.train_y)
+    starts, tail = batch_starts(n, batch, bool(p["drop_last"]))
+    if not starts:
+        raise ValueError(f"batch_size {batch} is larger than the {n} training samples")
+    spans = [(s, batch) for s in starts] + ([(len(starts) * batch, tail)] if tail else [])
+    used = n if tail else len(starts) * batch
+
+    def run_epoch(e: int) -> Any:
+        order = orders_dev[e]
+        totals = torch.zeros(2, device=dev)
+        for start, size in spans:
+            idx = order[start : start + size]
+            yb = train_y[idx].float()
+            logits = model(prepare(train_x[idx], dev))
+            loss = F.binary_cross_entropy_with_logits(logits, yb)
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            optimizer.step()
+            with torch.no_grad():
+                totals[0] += loss.detach() * size
+                totals[1] += ((logits > 0).float() == yb).sum()
+        return totals
+
+    def read(out: Any) -> tuple[float, float]:
+        loss_sum, correct = out.tolist()
+        return loss_sum / used, 100.0 * correct / used
+
+    if on_gpu:
+        torch.cuda.reset_peak_memory_stats()
+    host_reset = training.reset_host_peak()
+    model.train()
+    history = training.train(
+        ctx, epochs=epochs, run_epoch=run_epoch, read=read, samples_per_epoch=used, compilations=CompileCounter()
+    )
+    training.record(ctx, history, flops_per_sample=common.flops_per_sample(int(p["image_size"])))
+    common.record_transfer(ctx, transfers, nbytes)
+    common.record_cold_split(ctx, history.first.seconds, 0.0, [e.seconds for e in history.steady], transfers[0])
+    training.record_peak_memory(
+        ctx,
+        device_bytes=int(torch.cuda.max_memory_allocated()) if on_gpu else None,
+        host_reset=host_reset,
+        how="torch.cuda.max_memory_allocated()",
+    )
+    if on_gpu:
+        # The caching allocator keeps freed blocks: reserved >= allocated is PyTorch's analogue
+        # of JAX's pool, and what nvidia-smi shows (plus the CUDA context).
+        common.record_memory_extras(
+            ctx,
+            reserve_bytes=int(torch.cuda.max_memory_reserved()),
+            label="allocator reserved (peak)",
+            description="torch.cuda.max_memory_reserved(): the caching allocator's peak pool",
+        )
+
+    model.eval()  # BatchNorm from its running statistics
+    correct = 0
+    m_test = len(images.test_y)
+    with torch.inference_mode():
+        for lo in range(0, m_test, batch):
+            logits = model(prepare(test_x[lo : lo + batch], dev))
+            correct += int(((logits > 0).long() == test_y[lo : lo + batch]).sum())
+    training.record_accuracy(ctx, 100.0 * correct / m_test)
+    ctx.check("param_count", n_params)
+
+    fresh = ResNet18()
+    load_weights(fresh, weights)
+    fresh = fresh.to(dev).train()
+    with torch.no_grad():
+        logits = fresh(prepare(nchw(common.probe_batch(images)).to(dev), dev))
+    ctx.check("initial_logits", [float(v) for v in logits.cpu().tolist()])
+
+    if p["artifacts"]:
+        rows = [(name, tuple(int(d) for d in t.shape)) for name, t in model.named_parameters()]
+        training.write_artifact(ctx, "model_summary.txt", training.model_summary(common.TITLE, rows))

@@ -1,0 +1,117 @@
+"""ResNet18 in Flax NNX (NHWC) with PyTorch's padding, BatchNorm convention and initial weights.
+
+Explicit paddings: Flax's "SAME" pads a stride-2 7x7 convolution (2, 3) on even inputs where
+PyTorch pads (3, 3) -- a different model under the same name, the very mistake seed 000's two
+MNIST models made. BatchNorm momentum 0.9 here is PyTorch's 0.1 (Flax weighs the old value).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import nnx
+
+from suites.resnet18.common import BLOCKS, BN_EPS, BN_MOMENTUM, MEAN, STAGES, STD
+
+
+def _bn(channels: int, rngs: nnx.Rngs) -> nnx.BatchNorm:
+    # use_fast_variance=False: the two-pass variance PyTorch computes, not E[x^2] - E[x]^2
+    return nnx.BatchNorm(channels, momentum=1.0 - BN_MOMENTUM, epsilon=BN_EPS, use_fast_variance=False, rngs=rngs)
+
+
+def _conv(cin: int, cout: int, k: int, stride: int, pad: int, rngs: nnx.Rngs) -> nnx.Conv:
+    return nnx.Conv(
+        cin,
+        cout,
+        kernel_size=(k, k),
+        strides=(stride, stride),
+        padding=((pad, pad), (pad, pad)),
+        use_bias=False,
+        rngs=rngs,
+    )
+
+
+class BasicBlock(nnx.Module):
+    def __init__(self, cin: int, cout: int, stride: int, rngs: nnx.Rngs) -> None:
+        self.conv1 = _conv(cin, cout, 3, stride, 1, rngs)
+        self.bn1 = _bn(cout, rngs)
+        self.conv2 = _conv(cout, cout, 3, 1, 1, rngs)
+        self.bn2 = _bn(cout, rngs)
+        # An empty list, not None, when the shapes match: NNX fixes an attribute's kind (data or
+        # static) at its first assignment.
+        needed = stride != 1 or cin != cout
+        self.downsample = nnx.List([_conv(cin, cout, 1, stride, 0, rngs), _bn(cout, rngs)] if needed else [])
+
+    def __call__(self, x: jax.Array) -> jax.Array:
+        out = nnx.relu(self.bn1(self.conv1(x)))
+        out = self.bn2(self.conv2(out))
+        identity = self.downsample[1](self.downsample[0](x)) if len(self.downsample) else x
+        return nnx.relu(out + identity)
+
+
+class ResNet18(nnx.Module):
+    def __init__(self, rngs: nnx.Rngs) -> None:
+        self.conv1 = _conv(3, 64, 7, 2, 3, rngs)
+        self.bn1 = _bn(64, rngs)
+        cin = 64
+        for s, (cout, stride) in enumerate(STAGES, start=1):
+            blocks = [BasicBlock(cin if b == 0 else cout, cout, stride if b == 0 else 1, rngs) for b in range(BLOCKS)]
+            setattr(self, f"layer{s}", nnx.List(blocks))
+            cin = cout
+        self.fc = nnx.Linear(512, 1, rngs=rngs)
+
+    def __call__(self, x: jax.Array) -> jax.Array:
+        x = nnx.relu(self.bn1(self.conv1(x)))
+        x = nnx.max_pool(x, window_shape=(3, 3), strides=(2, 2), padding=((1, 1), (1, 1)))  # pads with -inf
+        for s in range(1, len(STAGES) + 1):
+            for block in getattr(self, f"layer{s}"):
+                x = block(x)
+        x = jnp.mean(x, axis=(1, 2))
+        return self.fc(x)[:, 0]  # one logit per image
+
+
+def torch_name(path: tuple[Any, ...]) -> str:
+    """('layer1', 0, 'conv1', 'kernel') -> 'layer1.0.conv1.weight' (PyTorch's state-dict name)."""
+    parts = [str(getattr(k, "key", getattr(k, "idx", getattr(k, "name", k)))) for k in path]
+    if parts[-1] == "value":  # the Variable's own attribute, below the parameter's name
+        parts.pop()
+    leaf = parts[-1]
+    parts[-1] = {"kernel": "weight", "scale": "weight", "bias": "bias"}[leaf]
+    return ".".join(parts)
+
+
+def to_flax_layout(name: str, value: Any) -> Any:
+    if value.ndim == 4:  # conv (out, in, kh, kw) -> (kh, kw, in, out)
+        return np.transpose(value, (2, 3, 1, 0))
+    if value.ndim == 2:  # linear (out, in) -> (in, out)
+        return value.T
+    return value
+
+
+def load_weights(model: ResNet18, weights: dict[str, Any]) -> None:
+    """Overwrite every nnx.Param with the shared NumPy initial weights (names mapped, layouts converted)."""
+    state = nnx.state(model, nnx.Param)
+    seen: set[str] = set()
+
+    def replace(path: tuple[Any, ...], leaf: Any) -> Any:
+        name = torch_name(path)
+        seen.add(name)
+        value = to_flax_layout(name, weights[name])
+        if tuple(value.shape) != tuple(leaf.shape):
+            raise ValueError(f"{name}: shape {value.shape} does not fit {leaf.shape}")
+        return jnp.asarray(value)
+
+    new_state = jax.tree_util.tree_map_with_path(replace, state)
+    if seen != set(weights):
+        raise ValueError(f"parameter names differ: {sorted(seen ^ set(weights))[:6]}")
+    nnx.update(model, new_state)
+
+
+def prepare(x: jax.Array) -> jax.Array:
+    """uint8 NHWC batch -> normalised float32, inside the compiled step (data stays uint8 on the device)."""
+    mean = jnp.asarray(MEAN, jnp.float32)
+    std = jnp.asarray(STD, jnp.float32)
+    return (x.astype(jnp.float32) / 255.0 - mean) / std

@@ -1,0 +1,75 @@
+"""Seed 004 "Jax&Flax ResNet18": cats vs dogs, cold vs warm epochs, and where GPU memory goes."""
+
+from suites.runtime.spec import CheckSpec, Param, SuiteSpec
+from suites.runtime.training import common_params
+
+# The seed recorded none of image size, batch size, optimiser or epochs. Chosen: 64x64 images
+# (the default of `harness data import catsdogs`, and small enough for a CPU run), batch 64,
+# Adam 1e-3 (no schedule, no weight decay), 5 epochs (the seed's later run: epoch 1 cold, 4 warm).
+_SHARED = {
+    p.name: p
+    for p in common_params(
+        datasets=("synthetic", "catsdogs"),
+        dataset_help="synthetic: learnable two-class images from the seed; catsdogs: `harness data import catsdogs "
+        "PATH` (folders 0/ cats, 1/ dogs)",
+        epochs=5,
+        batch_size=64,
+        lr=1e-3,
+        drop_last=True,
+        seed=0,
+    )
+}
+_SHARED["train_samples"] = Param(
+    "train_samples", "int", 0, "use the first N training images (0: all; synthetic: 2000)", min=0, max=10_000_000
+)
+_SHARED["test_samples"] = Param(
+    "test_samples", "int", 0, "use the first N test images (0: all; synthetic: 500)", min=0, max=10_000_000
+)
+
+SPEC = SuiteSpec(
+    name="resnet18",
+    description=(
+        "ResNet18 (BasicBlock [2,2,2,2], BatchNorm, one-logit head) on cats vs dogs or synthetic images (seed 004): "
+        "cold first epoch split into compilation and compute, data to device, peak memory via the allocator"
+    ),
+    frameworks=("flax", "pytorch"),
+    params=(
+        *(p for name, p in _SHARED.items() if name != "variant"),
+        Param(
+            "image_size",
+            "int",
+            64,
+            "square image side in pixels (catsdogs: the size it was imported at)",
+            min=16,
+            max=1024,
+        ),
+        Param(
+            "optimizer",
+            "str",
+            "adam",
+            "adam, or sgd with momentum 0.9 (both without weight decay)",
+            choices=("adam", "sgd"),
+        ),
+    ),
+    checks=(
+        # Both models are built from the same list of tensors (PyTorch names and layouts);
+        # equal counts rule out the seed-000 kind of mistake (another padding, a bias too many).
+        CheckSpec("param_count", "trainable parameters: 11 177 025 for ResNet18 with one output", rtol=0.0),
+        # Shared initial weights and the same 8 images in training mode (BatchNorm on batch
+        # statistics): float32 convolutions summed in another order differ by ~1e-5 absolute
+        # (measured 3e-6..1e-5 on logits of size ~0.5-1.7; relative up to 1.4e-4 at 16x16, where
+        # the last stage's BatchNorm normalises over 8 values). A different padding, pooling or
+        # BatchNorm convention moves them by 1e-2 or more.
+        CheckSpec("initial_logits", "logits of the untrained network on the first 8 test images", rtol=1e-3, atol=1e-4),
+        # Same initial weights, data and order, but float32 drift over thousands of steps
+        # (and BatchNorm) lets the trained networks differ: accuracies agree within a band.
+        CheckSpec("test_accuracy", "test accuracy after the last epoch, %", rtol=0.0, atol=10.0),
+    ),
+    unsupported={
+        "numpy": "NumPy has no automatic differentiation to train a CNN with",
+        "jax": "the ResNet18 is written with Flax NNX modules: use --frameworks flax",
+    },
+    repeat=1,  # not used: training suites time epochs
+    warmup=0,
+    timeout_s=6 * 3600.0,
+)
