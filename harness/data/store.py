@@ -67,6 +67,7 @@ def write_dataset(
     folder = dataset_dir(data_dir, name)
     final = folder / f"{name}.npz"
     partial = folder / f".{name}.npz.partial"
+    folder.mkdir(parents=True, exist_ok=True)
     try:
         with NpzWriter(partial) as writer:
             extra = fill(writer)

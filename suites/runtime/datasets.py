@@ -154,7 +154,7 @@ def _prototypes(rng: Any, classes: int, height: int, width: int, channels: int) 
 def _draw(rng: Any, protos: Any, n: int, chunk: int = 4096) -> tuple[Any, Any]:
     """n samples: a shifted, dimmed class pattern, a fainter distractor pattern, and noise.
 
-    The distractor (another class at up to 0.6 of the main weight) and the noise make the task
+    The distractor (another class at up to 0.4 of the main weight) and the noise make the task
     learnable but not trivial: accuracy climbs over epochs instead of jumping to 100 %.
     """
     import numpy as np
@@ -168,7 +168,7 @@ def _draw(rng: Any, protos: Any, n: int, chunk: int = 4096) -> tuple[Any, Any]:
         y = labels[lo:hi]
         other = (y + rng.integers(1, classes, size=m)) % classes
         weight = rng.uniform(0.6, 1.0, size=(m, 1, 1, 1)).astype(np.float32)
-        faint = weight * rng.uniform(0.0, 0.6, size=(m, 1, 1, 1)).astype(np.float32)
+        faint = weight * rng.uniform(0.0, 0.4, size=(m, 1, 1, 1)).astype(np.float32)
         batch = weight * protos[y] + faint * protos[other]
         # Translate each sample by up to 2 pixels (grouped by shift so it stays vectorised).
         shifts = rng.integers(-2, 3, size=(m, 2))

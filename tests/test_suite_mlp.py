@@ -1,0 +1,74 @@
+"""mlp (seed 002's toy set): compilations per epoch for jit, scan, eager and torch.compile."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from harness.schema import load_result
+from tests.conftest import harness, read, run_folder
+
+pytestmark = pytest.mark.slow
+
+
+def metric(doc: dict[str, Any], name: str) -> list[float]:
+    return next(m for m in doc["metrics"] if m["name"] == name)["samples"]  # type: ignore[no-any-return]
+
+
+def check(doc: dict[str, Any], name: str) -> Any:
+    return next(c for c in doc["checks"] if c["name"] == name)["value"]
+
+
+def run_mlp(results: Path, *params: str, frameworks: str = "flax,pytorch") -> tuple[Path, str]:
+    args = [a for p in params for a in ("--param", p)]
+    proc = harness("run", "--suite", "mlp", "--frameworks", frameworks, "--backend", "local",
+                   "--results-dir", str(results), *args)  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return run_folder(proc.stdout), proc.stdout
+
+
+def test_default_variant_learns_and_the_partial_batch_compiles_twice(results: Path) -> None:
+    run, table = run_mlp(results, "epochs=3")
+    docs = {fw: load_result(run / f"{fw}.json") for fw in ("flax", "pytorch")}
+    for doc in docs.values():
+        loss_first, loss_last = metric(doc, "train loss (first epoch)")[0], metric(doc, "train loss (last epoch)")[0]
+        assert loss_last < loss_first
+        assert metric(doc, "test accuracy")[0] > 80.0  # chance is 50 %
+        assert check(doc, "param_count") == 52
+        assert any(n.startswith("train loss per epoch: ") for n in doc["notes"])
+    # 8000 training points = 62 batches of 128 + one of 64: the seed's "cache size 2".
+    assert metric(docs["flax"], "compilations (first epoch)") == [2]
+    assert metric(docs["flax"], "compilations (later epochs)") == [0]
+    assert metric(docs["pytorch"], "compilations (first epoch)") == [0]  # eager: nothing compiled
+    # Same data, same initial weights, no dropout, no shuffle: the two trainings track each other.
+    assert (
+        abs(metric(docs["flax"], "train loss (last epoch)")[0] - metric(docs["pytorch"], "train loss (last epoch)")[0])
+        < 1e-3
+    )
+    assert "compilations (first epoch)" in table and "FAIL" not in table
+
+
+def test_compiled_variant_with_drop_last_compiles_once(results: Path) -> None:
+    """The one torch.compile in the test set (inductor compiles C++ on the CPU: tens of seconds)."""
+    run, _ = run_mlp(results, "epochs=2", "variant=compiled", "drop_last=true", "train_samples=2048")
+    for fw in ("flax", "pytorch"):
+        doc = read(run / f"{fw}.json")
+        assert metric(doc, "compilations (first epoch)") == [1], fw
+        assert metric(doc, "compilations (later epochs)") == [0], fw
+        assert any(f"{fw} variant {'compiled' if fw == 'pytorch' else 'jit'}" in n for n in doc["notes"])
+
+
+def test_eager_jax_compiles_every_primitive_and_scan_skips_pytorch(results: Path) -> None:
+    run, _ = run_mlp(results, "epochs=2", "variant=eager", "train_samples=512", frameworks="flax")
+    eager = read(run / "flax.json")
+    assert metric(eager, "compilations (first epoch)")[0] > 10  # one per primitive and shape
+    assert metric(eager, "compilations (later epochs)") == [0]
+    run, table = run_mlp(results, "epochs=2", "variant=scan", "train_samples=512")
+    scan = read(run / "flax.json")
+    assert metric(scan, "compilations (first epoch)") == [1]  # 512 = 4 x 128: one scanned epoch
+    skipped = read(run / "pytorch.json")
+    assert skipped["status"] == "skipped" and "lax.scan" in skipped["reason"]
+    # Same data, same weights, same updates: scan and per-step jit learn the same model.
+    assert abs(metric(eager, "train loss (last epoch)")[0] - metric(scan, "train loss (last epoch)")[0]) < 1e-4
