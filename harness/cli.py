@@ -18,7 +18,7 @@ import typer
 
 from harness.backends.docker_auto import make_backend, resolve_backend
 from harness.catalog import get_suite, visible_suites
-from harness.cli_cloud import doctor, reproduce
+from harness.cli_cloud import clean, doctor, reproduce
 from harness.cli_cluster import collect_command, export_app
 from harness.compare import compare_runs
 from harness.compare_render import render_comparison
@@ -47,6 +47,7 @@ app.add_typer(export_app, name="export")
 app.command("collect")(collect_command)
 app.command("doctor")(doctor)
 app.command("reproduce")(reproduce)
+app.command("clean")(clean)
 
 
 class Device(str, Enum):

@@ -32,6 +32,23 @@ def doctor(
     raise typer.Exit(0 if ok else 1)
 
 
+def clean(
+    run_id: Annotated[
+        Optional[str], typer.Option("--run", help="only this run id [default: every harness run]")
+    ] = None,
+) -> None:
+    """Remove job containers and volumes a killed harness left behind (found by their labels)."""
+    from harness.clean import clean as remove_leftovers
+
+    cleaned = remove_leftovers(run_id)
+    for name in cleaned.containers:
+        typer.echo(f"removed container {name}")
+    for name in cleaned.volumes:
+        typer.echo(f"removed volume {name}")
+    if not cleaned.containers and not cleaned.volumes:
+        typer.echo("nothing to clean")
+
+
 def reproduce(
     ref: Annotated[str, typer.Argument(metavar="RESULT.json|RUN", help="a result file, or a run folder / id")],
     backend: Annotated[Optional[str], typer.Option(help="docker or local [default: what the result recorded]")] = None,
