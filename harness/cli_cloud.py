@@ -54,6 +54,9 @@ def reproduce(
     backend: Annotated[Optional[str], typer.Option(help="docker or local [default: what the result recorded]")] = None,
     results_dir: Annotated[Optional[Path], typer.Option("--results-dir", help="where the new run goes")] = None,
     data_dir: Annotated[Optional[Path], typer.Option("--data-dir", help="dataset folder")] = None,
+    device: Annotated[
+        Optional[str], typer.Option(help="cpu or gpu instead of the recorded device (e.g. a CPU result on a GPU box)")
+    ] = None,
     wheelhouse: Annotated[Optional[Path], typer.Option(help="build missing images from these wheels")] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="do not echo job output")] = False,
     fmt: Annotated[Format, typer.Option("--format", help="output format")] = Format.table,
@@ -66,7 +69,9 @@ def reproduce(
         raise HarnessError(f"--backend {backend!r} is not docker or local")
     target = results_dir or default_results_dir()
     data = str((data_dir or default_data_dir()).resolve())
-    repro = plan_reproduction(ref, target, backend, data)
+    if device not in (None, "cpu", "gpu"):
+        raise HarnessError(f"--device {device!r} is not cpu or gpu")
+    repro = plan_reproduction(ref, target, backend, data, device)
     for warning in repro.warnings:
         typer.echo(f"warning: {warning}", err=True)
     if repro.backend == "docker":

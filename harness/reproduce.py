@@ -70,8 +70,13 @@ def _job(doc: dict[str, Any], data_dir: str | None) -> Job:
     )
 
 
-def plan_reproduction(ref: str, results_dir: Path, backend: str | None, data_dir: str | None) -> Reproduction:
+def plan_reproduction(
+    ref: str, results_dir: Path, backend: str | None, data_dir: str | None, device: str | None = None
+) -> Reproduction:
     old, docs = _source(ref, results_dir)
+    moved = [d["framework"] for d in docs if device is not None and d["device"] != device]
+    if moved:
+        docs = [dict(d, device=device, image=None) for d in docs]
     recorded = {d["backend"] for d in docs}
     chosen = backend or ("docker" if recorded & {"docker", "kubernetes"} else "local")
     jobs = tuple(_job(doc, data_dir) for doc in docs)
@@ -81,6 +86,8 @@ def plan_reproduction(ref: str, results_dir: Path, backend: str | None, data_dir
     baseline = old.baseline if old.baseline in {j.framework for j in jobs} else jobs[0].framework
     plan = Plan(run_id=new_run_id(suite), suite=suite, baseline=baseline, jobs=jobs, backend=chosen)
     repro = Reproduction(old=old, plan=plan, backend=chosen)
+    if moved:
+        repro.warnings.append(f"--device {device} differs from the recorded device of {', '.join(moved)}: a new stack")
     if chosen == "docker":
         _match_images(repro, docs)
     elif recorded & {"docker", "kubernetes"}:
