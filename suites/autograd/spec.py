@@ -24,13 +24,14 @@ SPEC = SuiteSpec(
         # one sin, one cos and two adds: a few ulp (1.2e-7 each) at most between libraries.
         CheckSpec("f_at_3", "f(3.0) in float32", rtol=1e-6),
         CheckSpec("grad_at_3", "f'(3.0) = 0.2 + cos 3 - 2 sin 6, by autodiff in float32", rtol=1e-5, atol=1e-6),
-        # f' has terms up to |2 sin 2x| with 2x up to 8 pi; float32 sin/cos of such arguments
-        # differ by a few 1e-6 absolute between XLA and PyTorch (measured 3e-6), hence atol.
+        # f' = 0.2 + cos x - 2 sin 2x, |terms| <= 2, 2x up to 8 pi: a few float32 ulp of 2
+        # (2.4e-7 each) apart between libraries (measured: 3e-7 between XLA and PyTorch on CPU);
+        # atol keeps the test meaningful at the points where f' is near 0 (-0.083 at x = 6.6).
         CheckSpec(
             "grad_at_20",
             "f'(x) at x = linspace(0, 4 pi, 20) in float32 (NumPy-made points), through vmap(grad)",
             rtol=1e-5,
-            atol=1e-5,
+            atol=2e-6,
         ),
         CheckSpec(
             "seed_error",
@@ -39,7 +40,7 @@ SPEC = SuiteSpec(
         ),
         # The seed's 20 points came from jnp.linspace, which differs from NumPy's float32
         # linspace by up to 1 ulp (9.5e-7 at x = 12); |f''| <= 4.2 turns that into <= 4e-6,
-        # plus the libraries' few-1e-6 differences above: 2e-5 bounds both with margin.
+        # plus the libraries' differences above: 2e-5 bounds both with margin.
         CheckSpec(
             "seed_grad_20_error",
             "max |f'(x) - the seed's JAX printout| at the 20 points",
