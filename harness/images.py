@@ -265,24 +265,24 @@ def engine_problem() -> str | None:
 
 
 class _NoEngine(HarnessError):
-    def __init__(self, reason: str) -> None:
-        super().__init__(f"no Docker engine answers ({reason}); start Docker or use --backend local")
+    def __init__(self, reason: str, hint: str) -> None:
+        super().__init__(f"no Docker engine answers ({reason}); {hint}")
         self.reason = reason
 
 
-def connect(timeout: float = 600) -> Engine:
+def connect(timeout: float = 600, hint: str = "start Docker (`docker info` must work)") -> Engine:
     import docker
     import docker.errors
 
     try:
         client = docker.from_env(timeout=int(timeout))
     except docker.errors.DockerException as error:
-        raise _NoEngine(_first_line(error)) from None
+        raise _NoEngine(_first_line(error), hint) from None
     try:
         client.ping()
     except Exception as error:  # requests/urllib3 errors of every kind mean the same thing here
         client.close()
-        raise _NoEngine(_first_line(error)) from None
+        raise _NoEngine(_first_line(error), hint) from None
     return Engine(client)
 
 

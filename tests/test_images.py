@@ -16,7 +16,7 @@ from harness.errors import HarnessError
 from harness.images import Ensured, locked_packages, select_wheels, stack_image, wheel_fits, wheels_for
 from harness.limits import Limits
 from harness.plan import Job
-from tests.conftest import REPO, harness
+from tests.conftest import REPO, harness, read, run_folder
 
 STACKS = ("numpy", "jax", "pytorch")
 
@@ -231,3 +231,25 @@ def test_build_with_an_empty_wheelhouse_is_one_line_exit_2(tmp_path: Path) -> No
         f"error: --wheelhouse {tmp_path} holds no wheels (*.whl); fill it where PyPI is reachable with "
         f"`harness wheelhouse {tmp_path}`"
     )
+
+
+def test_auto_without_an_engine_runs_locally_with_a_notice(results: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DOCKER_HOST", "unix:///nonexistent/docker.sock")
+    proc = harness(
+        "run", "--suite", "xla", "--frameworks", "numpy", "--backend", "auto", "--param", "matrix_size=16",
+        "--repeat", "1", "--results-dir", str(results),
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    notes = [line for line in proc.stderr.splitlines() if line.startswith("note:")]
+    assert len(notes) == 1 and "no Docker engine answers" in notes[0] and "local backend" in notes[0]
+    run = run_folder(proc.stdout)
+    assert read(run / "summary.json")["backend"] == "local" and read(run / "numpy.json")["backend"] == "local"
+
+
+@pytest.mark.parametrize("args", [("build", "--stacks", "numpy"), ("run", "--suite", "xla", "--backend", "docker")])
+def test_no_engine_is_one_line_exit_2(args: tuple[str, ...], monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DOCKER_HOST", "unix:///nonexistent/docker.sock")
+    proc = harness(*args)
+    assert proc.returncode == 2
+    (line,) = proc.stderr.strip().splitlines()
+    assert line.startswith("error: no Docker engine answers (") and "start Docker" in line

@@ -54,4 +54,5 @@ def make_backend(
 
     request = GpuRequest.parse(gpus) if gpus is not None else None  # bad input fails before connecting
     mode = transfer_mode(transfer)
-    return DockerBackend(connect(), echo=echo, limits=limits, gpus=request, wheelhouse=wheelhouse, transfer=mode)
+    engine = connect(hint="start Docker, or run with --backend local")
+    return DockerBackend(engine, echo=echo, limits=limits, gpus=request, wheelhouse=wheelhouse, transfer=mode)
