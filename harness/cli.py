@@ -288,7 +288,7 @@ class Variant(str, Enum):
 
 
 StacksOption = Annotated[
-    Optional[str], typer.Option("--stacks", help="comma-separated stacks [default: all: jax, numpy, pytorch]")
+    Optional[str], typer.Option("--stacks", help="comma-separated stacks (default: all of jax, numpy, pytorch)")
 ]
 VariantOption = Annotated[Variant, typer.Option(help="cpu, or cuda12 for --device gpu")]
 
@@ -300,7 +300,7 @@ def build(
     base_image: Annotated[str, typer.Option("--base-image", help="image the stacks are built on")] = DEFAULT_BASE_IMAGE,
     wheelhouse: Annotated[
         Optional[Path],
-        typer.Option(help="install only wheels from DIR, no index (air-gapped) [default: $HARNESS_WHEELHOUSE]"),
+        typer.Option(help="install only wheels from DIR, no index (air-gapped); default $HARNESS_WHEELHOUSE"),
     ] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="do not echo the build output")] = False,
 ) -> None:
