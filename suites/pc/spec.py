@@ -62,7 +62,7 @@ SPEC = SuiteSpec(
             "str",
             "manual",
             "pytorch's low-overhead variant: manual (closed-form gradients, "
-            "in-place updates, fused Adam; on a GPU the step is captured in a CUDA graph), manual-compile (the "
+            "in-place updates, fused Adam), manual-compile (the "
             "same step under torch.compile), compile (the autograd step as one torch.compile graph via "
             "torch.func)",
             choices=PYTORCH_FAST,
