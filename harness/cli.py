@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
+from typer.exceptions import TyperException
 
 from harness.backends.docker_auto import make_backend, resolve_backend
 from harness.catalog import get_suite, visible_suites
@@ -331,11 +332,26 @@ def describe(suite: Annotated[str, typer.Argument(help="suite name")]) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
+    args = sys.argv[1:] if argv is None else argv
     try:
-        app(args=argv, prog_name="harness")
+        code = app(args=args, prog_name="harness", standalone_mode=False)
     except HarnessError as error:
         typer.echo(f"error: {error}", err=True)
         sys.exit(2)
+    except TyperException as error:
+        # Usage errors (unknown option, bad choice, missing argument) in the same one-line form.
+        commands = typer.main.get_command(app).commands  # type: ignore[attr-defined]
+        command = next((a for a in args if a in commands), None)
+        message = error.format_message() if hasattr(error, "format_message") else str(error)
+        if not message.strip():  # no arguments at all: the help was shown, which is the answer
+            sys.exit(0)
+        hint = f"harness {command} --help" if command else "harness --help"
+        typer.echo(f"error: {message} (see `{hint}`)", err=True)
+        sys.exit(2)
+    except (typer.Abort, KeyboardInterrupt):
+        typer.echo("aborted", err=True)
+        sys.exit(INTERRUPTED_EXIT)
+    sys.exit(code if isinstance(code, int) else 0)
 
 
 if __name__ == "__main__":

@@ -114,18 +114,18 @@ def _gpu_request_check(engine: Engine) -> Check:
     )
     if image is None:
         return Check("gpu device request", False, "no local image to test with", "harness build --variant cuda12")
+    probe = engine.client.containers.create(
+        image, ["true"], device_requests=[GpuRequest().device_request()], network_mode="none"
+    )
     try:
-        engine.client.containers.run(
-            image,
-            ["true"],
-            device_requests=[GpuRequest().device_request()],
-            network_mode="none",
-            remove=True,
-        )
+        probe.start()  # the device request is honoured (or refused) here, not at create
+        probe.wait(timeout=60)
     except docker.errors.APIError as error:
         reason = (error.explanation or str(error)).strip().splitlines()[0]
         host = "driver present (nvidia-smi found)" if driver else "no NVIDIA driver on this host (nvidia-smi not found)"
         return Check("gpu device request", False, f"refused: {reason}; {host}", NVIDIA_HINT)
+    finally:
+        probe.remove(force=True)
     return Check("gpu device request", True, "a container with --gpus all starts")
 
 

@@ -50,9 +50,20 @@ def test_results_dir_that_is_a_file(tmp_path: Path) -> None:
     assert "is a file; give a directory" in proc.stderr and "Traceback" not in proc.stderr
 
 
-def test_unknown_device_is_a_usage_error() -> None:
-    proc = harness("run", "--suite", "xla", "--device", "tpu")
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["run", "--suite", "xla", "--device", "tpu"], "'tpu' is not one of 'cpu', 'gpu'. (see `harness run --help`)"),
+        (["run", "--frobnicate"], "No such option: --frobnicate"),
+        (["show"], "Missing argument 'RUN'. (see `harness show --help`)"),
+        (["bogus"], "No such command 'bogus'. (see `harness --help`)"),
+        (["build", "--variant", "rocm"], "--variant"),
+    ],
+)
+def test_usage_errors_are_one_line_too(args: list[str], message: str) -> None:
+    proc = harness(*args)
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert message in proc.stderr and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
 
 
 def test_show_of_a_missing_run(tmp_path: Path) -> None:
