@@ -15,7 +15,7 @@ pytestmark = pytest.mark.slow
 
 def test_bfgs_agrees_and_pytorch_is_skipped(results: Path) -> None:
     proc = harness("run", "--backend", "local", "--suite", "scipy", "--frameworks", "numpy,jax,pytorch", "--param", "n=1000",
-                   "--repeat", "2", "--warmup", "0", "-q", "--results-dir", str(results))  # fmt: skip
+                   "--repeat", "1", "--warmup", "0", "-q", "--results-dir", str(results))  # fmt: skip
     assert proc.returncode == 0, proc.stdout + proc.stderr
     run = run_folder(proc.stdout)
     torch_doc = load_result(run / "pytorch.json")
