@@ -115,7 +115,7 @@ def test_weight_summary_ignores_adams_ill_conditioned_entries() -> None:
 @pytest.mark.slow
 def test_pc_agrees_across_frameworks_and_with_the_reference(results: Path) -> None:
     args = [f"{k}={v}" for k, v in TINY.items()]
-    proc = harness("run", "--suite", "pc", "--frameworks", "jax,pytorch", "--backend", "local",
+    proc = harness("run", "--suite", "pc", "--frameworks", "jax,pytorch", "--backend", "local", "--threads", "1",
                    *[a for kv in args for a in ("--param", kv)], "--results-dir", str(results))  # fmt: skip
     assert proc.returncode == 0, proc.stdout + proc.stderr  # includes the agreement gate
     run = run_folder(proc.stdout)
@@ -148,7 +148,7 @@ def test_pc_agrees_across_frameworks_and_with_the_reference(results: Path) -> No
 def test_pytorch_compiled_variants_match_the_eager_step(results: Path, fast: str) -> None:
     tiny = {**TINY, "train_samples": 256, "test_samples": 128, "pytorch_fast": fast}
     args = [a for k, v in tiny.items() for a in ("--param", f"{k}={v}")]
-    proc = harness("run", "--suite", "pc", "--frameworks", "pytorch", "--backend", "local", *args,
+    proc = harness("run", "--suite", "pc", "--frameworks", "pytorch", "--backend", "local", "--threads", "1", *args,
                    "--results-dir", str(results))  # fmt: skip
     assert proc.returncode == 0, proc.stdout + proc.stderr
     doc = load_result(run_folder(proc.stdout) / "pytorch.json")

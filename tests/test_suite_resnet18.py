@@ -15,8 +15,11 @@ from suites.resnet18 import common
 from tests.conftest import harness, run_folder
 
 PARAMS = 11_177_025  # torchvision's resnet18 (11 689 512) with a 512 -> 1 head instead of 512 -> 1000
-TINY = ("--param", "train_samples=256", "--param", "test_samples=128", "--param", "epochs=2",
-        "--param", "image_size=16", "--param", "batch_size=32")  # fmt: skip
+# One thread: PyTorch's OpenMP pool slows down 5-10x when a shared 2-core machine is busy.
+# 64 steps: BatchNorm's running statistics (momentum 0.1) must settle before eval-mode accuracy
+# means anything; after ~20 steps it still sits near chance while batch-statistics accuracy is 95 %.
+TINY = ("--threads", "1", "--param", "train_samples=512", "--param", "test_samples=128", "--param", "epochs=2",
+        "--param", "image_size=16", "--param", "batch_size=16")  # fmt: skip
 
 
 def metrics(doc: dict[str, Any]) -> dict[str, dict[str, Any]]:
@@ -47,7 +50,7 @@ def test_resnet18_flax_and_pytorch_cold_warm_split_and_agreement(results: Path) 
         assert doc["status"] == "ok"
         m, c = metrics(doc), checks(doc)
         assert c["param_count"] == PARAMS
-        assert m["test accuracy"]["samples"][0] > 55.0, fw  # two classes: chance is 50 %
+        assert m["test accuracy"]["samples"][0] > 75.0, fw  # two classes: chance is 50 %
         epoch = m["epoch"]
         cold, compile_s = epoch["first_call"], m["cold epoch: compilation"]["samples"][0]
         compute = m["cold epoch: compute"]["samples"][0]
@@ -90,7 +93,7 @@ def test_imported_catsdogs_feeds_the_suite(results: Path, tmp_path: Path) -> Non
     imported = harness("data", "import", "catsdogs", str(_image_folders(tmp_path / "images")), "--size", "16",
                        "--data-dir", str(data))  # fmt: skip
     assert imported.returncode == 0, imported.stdout + imported.stderr
-    proc = harness("run", "--suite", "resnet18", "--frameworks", "pytorch", "--backend", "local",
+    proc = harness("run", "--suite", "resnet18", "--frameworks", "pytorch", "--backend", "local", "--threads", "1",
                    "--param", "dataset=catsdogs", "--param", "image_size=16", "--param", "epochs=2",
                    "--param", "batch_size=16", "--data-dir", str(data), "--results-dir", str(results))  # fmt: skip
     assert proc.returncode == 0, proc.stdout + proc.stderr
