@@ -45,13 +45,11 @@ def tolerance_text(check: dict[str, Any], reference: str = "baseline") -> str:
 def reference_framework(run: Run) -> str | None:
     """Whose check values the others are compared with.
 
-    The baseline when it ran; otherwise (say numpy, skipped in a suite it cannot run) the
-    first framework that did, so a skipped baseline never switches the comparison off.
+    `Run.baseline` already falls back from a skipped or failed baseline (say numpy in a suite
+    it cannot run) to the first framework that ran, so a skipped baseline never switches the
+    comparison off; None when nothing ran.
     """
-    ok = [fw for fw, r in run.results.items() if r["status"] == "ok"]
-    if run.baseline in ok:
-        return run.baseline
-    return ok[0] if ok else None
+    return run.baseline if run.results.get(run.baseline, {}).get("status") == "ok" else None
 
 
 def max_rel_diff(value: Any, base: Any) -> float:
@@ -66,7 +64,7 @@ def evaluate(run: Run) -> list[CheckRow]:
     ok = {fw: r for fw, r in run.results.items() if r["status"] == "ok"}
     reference = reference_framework(run)
     ref_checks = {c["name"]: c for c in ok[reference]["checks"]} if reference else {}
-    label = "baseline" if reference == run.baseline else str(reference)
+    label = "baseline" if reference == run.summary.get("baseline") else str(reference)
     rows: dict[str, CheckRow] = {}
 
     def row_for(check: dict[str, Any]) -> CheckRow:

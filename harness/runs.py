@@ -20,10 +20,12 @@ class Run:
 
     @property
     def baseline(self) -> str:
+        """The requested baseline if it produced numbers, else the first framework that did."""
         base = self.summary.get("baseline")
-        if base in self.results:
+        ok = [fw for fw, r in self.results.items() if r["status"] == "ok"]
+        if base in ok:
             return str(base)
-        return next(iter(self.results), "")
+        return ok[0] if ok else str(base or next(iter(self.results), ""))
 
 
 def resolve_run(ref: str, results_dir: Path) -> Path:

@@ -48,7 +48,9 @@ def _sample_ratio(metric: dict[str, Any], base: dict[str, Any] | None) -> str:
 def _steady_cell(metric: dict[str, Any], base: dict[str, Any] | None, implausible: bool) -> str:
     stats = metric["stats"]
     median, iqr = stats["median"], stats["iqr"]
-    if metric["unit"] == "s":
+    if stats["n"] == 1:  # one sample has no spread to show
+        text = fmt_time(median) if metric["unit"] == "s" else fmt_value(median, metric["unit"])
+    elif metric["unit"] == "s":
         text = f"{fmt_time(median)} ±{fmt_time(iqr, scale_from=median).split()[0]}"
     else:
         text = f"{fmt_value(median, metric['unit'])} ±{iqr:.2g}"
