@@ -20,14 +20,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from harness import __version__
-from harness.backends.base import job_command
-from harness.backends.streams import tail
+from harness.backends.base import JobOutcome, job_command
 from harness.errors import HarnessError
-from harness.plan import make_plan
-from harness.schema import InvalidResult, load_result
+from harness.plan import Job, make_plan
+from harness.runner import finalize, new_summary, placeholder_result, summary_entry
 from suites.runtime.files import write_json_atomic
-from suites.runtime.result import new_result, utc_now
+from suites.runtime.result import utc_now
 
 BACKEND = "compose"
 
@@ -60,17 +58,7 @@ def plan_step(args: argparse.Namespace) -> int:
     (run_dir / "logs").mkdir(parents=True)
     (run_dir / ".compose").mkdir()
     write_json_atomic(run_dir / "plan.json", plan.as_record())
-    summary = {
-        "run_id": plan.run_id,
-        "suite": plan.suite,
-        "baseline": plan.baseline,
-        "backend": BACKEND,
-        "harness_version": __version__,
-        "command": ["docker", "compose", "up"],
-        "started_at": utc_now(),
-        "finished_at": None,
-        "jobs": [],
-    }
+    summary = new_summary(plan, BACKEND, ["docker", "compose", "up"])
     write_json_atomic(run_dir / "summary.json", summary)
     for job in plan.jobs:
         out = f"/results/{plan.run_id}/{job.result_file()}"
@@ -85,50 +73,25 @@ def plan_step(args: argparse.Namespace) -> int:
     return 0
 
 
-def _placeholder(run_id: str, job: dict[str, Any], status: str, reason: str) -> dict[str, Any]:
-    result = new_result(
-        run_id=run_id,
-        suite=job["suite"],
-        framework=job["framework"],
-        stack=job["stack"],
-        backend=BACKEND,
-        device=job["device"],
-        params=job["params"],
-        settings={"repeat": job["repeat"], "warmup": job["warmup"], "threads": job["threads"]},
-        status=status,
-        reason=reason,
-    )
-    result["finished_at"] = utc_now()
-    return result
-
-
-def _collect(run_dir: Path, run_id: str, job: dict[str, Any]) -> dict[str, Any]:
-    name = job["framework"]
-    out = run_dir / f"{name}.json"
-    if job.get("skip_reason"):
-        result = _placeholder(run_id, job, "skipped", job["skip_reason"])
+def _collect(run_dir: Path, run_id: str, job: Job) -> dict[str, Any]:
+    """What the runner makes of a job, from what compose left: the result file and the exit code."""
+    out = run_dir / job.result_file()
+    if job.skip_reason:
+        result = placeholder_result(run_id, job, BACKEND, "skipped", job.skip_reason)
         write_json_atomic(out, result)
         return result
-    try:
-        result = load_result(out)
-        if (result["suite"], result["framework"]) == (job["suite"], name):
-            return result
-        reason = f"result file names {result['suite']}/{result['framework']}, not this job"
-        out.replace(out.with_suffix(".invalid.json"))
-    except InvalidResult as error:
-        exit_file = run_dir / ".compose" / f"{name}.exit"
-        code = exit_file.read_text().strip() if exit_file.is_file() else ""
-        if out.exists():
-            out.replace(out.with_suffix(".invalid.json"))  # kept for inspection
-            reason = str(error)
-        elif code:
-            reason = f"exited with code {code} without writing a result"
-        else:
-            reason = "never started (an earlier service failed, or the job's container could not start)"
-    result = _placeholder(run_id, job, "failed", reason)
-    result["stderr_tail"] = tail(run_dir / "logs" / f"{name}.stderr.log") or None
-    write_json_atomic(out, result)
-    return result
+    exit_file = run_dir / ".compose" / f"{job.framework}.exit"
+    code = exit_file.read_text().strip() if exit_file.is_file() else ""
+    logs = run_dir / "logs"
+    outcome = JobOutcome(
+        exit_code=int(code) if code.lstrip("-").isdigit() else None,
+        timed_out=False,
+        stdout_log=logs / f"{job.framework}.stdout.log",
+        stderr_log=logs / f"{job.framework}.stderr.log",
+        wall_s=0.0,
+        annotations={"compose_service": job.stack},
+    )
+    return finalize(run_id, job, BACKEND, out, outcome)
 
 
 def finish_step(args: argparse.Namespace) -> int:
@@ -142,16 +105,9 @@ def finish_step(args: argparse.Namespace) -> int:
         raise HarnessError(f"no compose run to finish ({error}); the plan service must run first") from None
     summary = json.loads((run_dir / "summary.json").read_text())
     summary["jobs"] = []
-    for job in plan["jobs"]:
-        result = _collect(run_dir, run_id, job)
-        summary["jobs"].append(
-            {
-                "framework": job["framework"],
-                "status": result["status"],
-                "reason": result["reason"],
-                "file": f"{job['framework']}.json",
-            }
-        )
+    for record in plan["jobs"]:
+        job = Job(**record)
+        summary["jobs"].append(summary_entry(job, _collect(run_dir, run_id, job)))
     summary["finished_at"] = utc_now()
     write_json_atomic(run_dir / "summary.json", summary)
     owner = results.stat()

@@ -25,7 +25,7 @@ from harness.backends.base import job_command
 from harness.errors import HarnessError
 from harness.images import IMAGE_USER, stack_image
 from harness.plan import Job, Plan
-from harness.runner import load_plan, placeholder_result, prepare_results_dir
+from harness.runner import load_plan, new_summary, placeholder_result, prepare_results_dir, summary_entry
 from harness.schema import InvalidResult, validate
 from suites.runtime.files import write_json_atomic, write_text_atomic
 from suites.runtime.registry import SUITES_DIR
@@ -232,14 +232,7 @@ def collect(manifests: Path, results_dir: Path, logs: Path | None) -> Path:
     run_dir = results_dir / plan.run_id
     run_dir.mkdir(parents=True, exist_ok=True)
     write_json_atomic(run_dir / "plan.json", plan.as_record())
-    summary: dict[str, Any] = {
-        "run_id": plan.run_id,
-        "suite": plan.suite,
-        "baseline": plan.baseline,
-        "backend": "kubernetes",
-        "collected_at": utc_now(),
-        "jobs": [],
-    }
+    summary = new_summary(plan, "kubernetes", ["harness", "collect", str(manifests)])
     for job in plan.jobs:
         name = job_name(plan, job)
         if job.skip_reason is not None:
@@ -265,13 +258,7 @@ def collect(manifests: Path, results_dir: Path, logs: Path | None) -> Path:
                 except InvalidResult as error:
                     result = placeholder_result(plan.run_id, job, "kubernetes", "invalid-output", str(error))
         write_json_atomic(run_dir / job.result_file(), result)
-        summary["jobs"].append(
-            {
-                "framework": job.framework,
-                "status": result["status"],
-                "reason": result["reason"],
-                "file": job.result_file(),
-            }
-        )
+        summary["jobs"].append(summary_entry(job, result))
+    summary["finished_at"] = utc_now()
     write_json_atomic(run_dir / "summary.json", summary)
     return run_dir

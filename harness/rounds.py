@@ -14,10 +14,9 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from harness import __version__
 from harness.backends.base import Backend
 from harness.plan import Plan
-from harness.runner import execute, prepare_results_dir
+from harness.runner import execute, new_summary, prepare_results_dir, summary_entry
 from harness.schema import InvalidResult, load_result
 from suites.runtime.files import write_json_atomic
 from suites.runtime.result import utc_now
@@ -61,19 +60,8 @@ def execute_rounds(plan: Plan, backend: Backend, results_dir: Path, rounds: int,
         if json.loads((round_dir / "summary.json").read_text()).get("interrupted"):
             interrupted = True
             break
-    summary: dict[str, Any] = {
-        "run_id": plan.run_id,
-        "suite": plan.suite,
-        "baseline": plan.baseline,
-        "backend": backend.name,
-        "harness_version": __version__,
-        "command": argv if argv is not None else sys.argv,
-        "rounds": len(round_dirs),
-        "interrupted": interrupted,
-        "started_at": None,
-        "finished_at": utc_now(),
-        "jobs": [],
-    }
+    summary = new_summary(plan, backend.name, argv)
+    summary.update(rounds=len(round_dirs), interrupted=interrupted, finished_at=utc_now())
     for job in plan.jobs:
         docs = []
         for folder in round_dirs:
@@ -85,13 +73,6 @@ def execute_rounds(plan: Plan, backend: Backend, results_dir: Path, rounds: int,
             continue
         merged = pool(docs, plan.run_id)
         write_json_atomic(run_dir / job.result_file(), merged)
-        summary["jobs"].append(
-            {
-                "framework": job.framework,
-                "status": merged["status"],
-                "reason": merged["reason"],
-                "file": job.result_file(),
-            }
-        )
+        summary["jobs"].append(summary_entry(job, merged))
     write_json_atomic(run_dir / "summary.json", summary)
     return run_dir

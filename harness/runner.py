@@ -88,7 +88,8 @@ def _classify(job: Job, out: Path, outcome: JobOutcome) -> tuple[dict[str, Any] 
     return result, result["status"], result["reason"] or ""
 
 
-def _finalize(run_id: str, job: Job, backend: str, out: Path, outcome: JobOutcome) -> dict[str, Any]:
+def finalize(run_id: str, job: Job, backend: str, out: Path, outcome: JobOutcome) -> dict[str, Any]:
+    """The job's result as written: its own valid file, or a placeholder saying what went wrong."""
     result, status, reason = _classify(job, out, outcome)
     if result is None:
         result = placeholder_result(run_id, job, backend, status, reason)
@@ -122,12 +123,27 @@ def sigterm_as_interrupt() -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous)
 
 
-def _entry(job: Job, result: dict[str, Any]) -> dict[str, Any]:
+def summary_entry(job: Job, result: dict[str, Any]) -> dict[str, Any]:
     return {
         "framework": job.framework,
         "status": result["status"],
         "reason": result["reason"],
         "file": job.result_file(),
+    }
+
+
+def new_summary(plan: Plan, backend: str, command: list[str] | None) -> dict[str, Any]:
+    """summary.json of a run: rewritten after every job, so it always indexes what finished."""
+    return {
+        "run_id": plan.run_id,
+        "suite": plan.suite,
+        "baseline": plan.baseline,
+        "backend": backend,
+        "harness_version": __version__,
+        "command": command if command is not None else sys.argv,
+        "started_at": utc_now(),
+        "finished_at": None,
+        "jobs": [],
     }
 
 
@@ -150,17 +166,7 @@ def execute(
         prepare_results_dir(resume_dir.parent)
         run_dir = resume_dir
         previous = _previous_results(run_dir)
-    summary: dict[str, Any] = {
-        "run_id": plan.run_id,
-        "suite": plan.suite,
-        "baseline": plan.baseline,
-        "backend": backend.name,
-        "harness_version": __version__,
-        "command": argv if argv is not None else sys.argv,
-        "started_at": utc_now(),
-        "finished_at": None,
-        "jobs": [],
-    }
+    summary = new_summary(plan, backend.name, argv)
     interrupted = False
     with sigterm_as_interrupt():
         for job in plan.jobs:
@@ -181,7 +187,7 @@ def execute(
                     out.replace(out.with_suffix(".previous.json"))  # the attempt being retried
                 print(f"-> {job.suite}/{job.framework} ({job.stack} stack, {backend.name})", flush=True)
                 try:
-                    result = _finalize(plan.run_id, job, backend.name, out, backend.run_job(job, plan.run_id, run_dir))
+                    result = finalize(plan.run_id, job, backend.name, out, backend.run_job(job, plan.run_id, run_dir))
                 except KeyboardInterrupt:
                     # The backend has already stopped its process or container on the way out.
                     interrupted = True
@@ -190,7 +196,7 @@ def execute(
                         plan.run_id, job, backend.name, "interrupted", "interrupted while running"
                     )
                     write_json_atomic(out, result)
-            summary["jobs"].append(_entry(job, result))
+            summary["jobs"].append(summary_entry(job, result))
             write_json_atomic(run_dir / "summary.json", summary)
     summary["finished_at"] = utc_now()
     summary["interrupted"] = interrupted
