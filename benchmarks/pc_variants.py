@@ -6,7 +6,7 @@ prints, per framework and execution variant, the median steady epoch and the fir
 per-batch one (the tutorial reported 1.14 -> 0.72 s/epoch, 1.58x, on a GPU with pcax).
 
     python benchmarks/pc_variants.py [--epochs 5] [--rounds 2] [--batch-sizes 256]
-                                     [--pytorch-fast manual,manual-compile,compile] [--threads N]
+                                     [--pytorch-fast manual-compile,manual,compile] [--threads N]
                                      [--frameworks jax,pytorch] [--train-samples N]
 
 Rounds run the jobs interleaved (jax, pytorch, jax, ...) and keep the best median per cell, so
@@ -63,7 +63,7 @@ def main() -> None:
     parser.add_argument("--epochs", type=int, default=5, help="per variant; epoch 1 compiles, the rest are timed")
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--batch-sizes", default="256")
-    parser.add_argument("--pytorch-fast", default="manual,manual-compile,compile")
+    parser.add_argument("--pytorch-fast", default="manual-compile,manual,compile")
     parser.add_argument("--threads", type=int, default=None)
     parser.add_argument("--train-samples", type=int, default=0, help="0: the full 60 000")
     parser.add_argument("--frameworks", default="jax,pytorch")

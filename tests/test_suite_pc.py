@@ -144,8 +144,8 @@ def test_pc_agrees_across_frameworks_and_with_the_reference(results: Path) -> No
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("fast", ["manual-compile", "compile"])
-def test_pytorch_compiled_variants_match_the_eager_step(results: Path, fast: str) -> None:
+@pytest.mark.parametrize("fast", ["manual", "compile"])
+def test_pytorch_other_low_overhead_variants_match_the_eager_step(results: Path, fast: str) -> None:
     tiny = {**TINY, "train_samples": 256, "test_samples": 128, "pytorch_fast": fast}
     args = [a for k, v in tiny.items() for a in ("--param", f"{k}={v}")]
     proc = harness("run", "--suite", "pc", "--frameworks", "pytorch", "--backend", "local", "--threads", "1", *args,
@@ -155,5 +155,6 @@ def test_pytorch_compiled_variants_match_the_eager_step(results: Path, fast: str
     checks = {c["name"]: c["value"] for c in doc["checks"]}
     assert checks["variants_agree"] < 1e-4
     assert any(f"pytorch_fast={fast}" in note for note in doc["notes"])
-    compiled = {m["name"]: m for m in doc["metrics"]}["epoch [low-overhead]"]
-    assert compiled["first_call"] > compiled["stats"]["median"]  # torch.compile's compilation is in epoch 1
+    if fast == "compile":
+        compiled = {m["name"]: m for m in doc["metrics"]}["epoch [low-overhead]"]
+        assert compiled["first_call"] > compiled["stats"]["median"]  # torch.compile's compilation is in epoch 1
