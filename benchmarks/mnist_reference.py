@@ -188,9 +188,11 @@ def main() -> None:
             for v in variants:
                 r, o = min(ref), min(ours[v])
                 label = framework + ("" if v == "default" else f" ({v})")
-                verdict = "ok" if o <= r * 1.02 else "SLOWER"
+                verdict = "ok" if o <= r else "SLOWER"
                 print(f"{label:18} {r:18.3f} {o:14.3f} {args.samples / r:16.1f} {args.samples / o:12.1f} "
                       f"{o / r:15.3f}  {verdict}")  # fmt: skip
+                rounds = ", ".join(f"{a:.2f}/{b:.2f}" for a, b in zip(ref, ours[v], strict=True))
+                print(f"{'':18} per round, reference/suite s/epoch: {rounds}")
 
 
 if __name__ == "__main__":
