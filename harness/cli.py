@@ -18,6 +18,10 @@ import typer
 from typer.exceptions import TyperException
 
 from harness.backends.docker_auto import make_backend, resolve_backend
+from harness.calibrate_jobs import attach as attach_calibration
+from harness.calibrate_jobs import calibrate
+from harness.calibrate_jobs import describe as describe_calibration
+from harness.calibration import check_mode as check_calibrate_mode
 from harness.catalog import get_suite, visible_suites
 from harness.cli_cloud import clean, doctor, reproduce
 from harness.cli_cluster import collect_command, export_app
@@ -29,11 +33,11 @@ from harness.errors import HarnessError
 from harness.exports import Format, render_run
 from harness.images import DEFAULT_BASE_IMAGE, build_images, fill_images_wheelhouse, parse_stacks
 from harness.limits import make_limits
-from harness.plan import make_plan
+from harness.plan import make_plan, parse_frameworks
 from harness.plausibility import implausible
 from harness.report import write_report
 from harness.rounds import execute_rounds
-from harness.runner import execute, load_plan
+from harness.runner import execute, load_plan, prepare_results_dir
 from harness.runs import Run, load_run, resolve_run
 from harness.table import gate_passed
 
@@ -161,9 +165,22 @@ def run(
             help="docker: bind (mount host folders), copy (through the API, for remote engines) or auto",
         ),
     ] = "auto",
+    smoke: Annotated[
+        bool, typer.Option("--smoke", help="the suite's smallest real size (its declared smoke parameters), 3 samples")
+    ] = False,
+    calibrate_mode: Annotated[
+        str,
+        typer.Option(
+            "--calibrate",
+            envvar="HARNESS_CALIBRATE",
+            help="auto: measure this machine's achievable FLOP/s and bandwidth once per fingerprint "
+            "(for '% of achievable'); always: re-measure; never: skip",
+        ),
+    ] = "auto",
 ) -> None:
     """Run one suite on several frameworks, one isolated job each, and print the comparison."""
     target = results_dir or default_results_dir()
+    check_calibrate_mode(calibrate_mode)
     backend_name = resolve_backend(backend.value, pythons=_pythons(python), gpus=gpus, device=device.value)
     if resume is not None:
         if suite is not None or frameworks is not None or param:
@@ -188,6 +205,7 @@ def run(
             backend=backend_name,
             timeout_s=timeout,
             data_dir=str((data_dir or default_data_dir()).resolve()),
+            smoke=smoke,
         )
     named = plan.jobs[0].params.get("dataset") if plan.jobs else None
     if isinstance(named, str) and plan.jobs[0].data_dir is not None:
@@ -211,10 +229,23 @@ def run(
         wheelhouse=default_wheelhouse(),
         transfer=transfer,
     )
+    ceilings = None
+    if calibrate_mode != "never" and resume_dir is None:
+        prepare_results_dir(target)
+        ceilings = calibrate(
+            [job.framework for job in plan.jobs if job.skip_reason is None],
+            device=plan.jobs[0].device,
+            threads=plan.jobs[0].threads,
+            cpus=cpus,
+            backend=chosen,
+            results_dir=target,
+            force=calibrate_mode == "always",
+        )
     if rounds == 1:
         run_dir = execute(plan, chosen, target, argv=argv, resume_dir=resume_dir)
     else:
         run_dir = execute_rounds(plan, chosen, target, rounds, argv=argv)
+    attach_calibration(run_dir, ceilings)
     loaded = load_run(run_dir)
     typer.echo("")
     typer.echo(render_run(loaded, fmt))
@@ -231,6 +262,47 @@ def run_exit_code(loaded: Run) -> int:
         return INTERRUPTED_EXIT
     all_ok = all(r["status"] in ("ok", "skipped") for r in loaded.results.values()) and not loaded.problems
     return 0 if all_ok and gate_passed(loaded) and not implausible(loaded) else 1
+
+
+@app.command("calibrate")
+def calibrate_command(
+    frameworks: Annotated[
+        Optional[str], typer.Option("--frameworks", "-f", help="comma-separated; default: numpy,jax,pytorch")
+    ] = None,
+    device: Annotated[Device, typer.Option(help="where the frameworks compute")] = Device.cpu,
+    backend: Annotated[BackendName, typer.Option(envvar="HARNESS_BACKEND", help="how jobs are isolated")] = (
+        BackendName.auto
+    ),
+    threads: Annotated[Optional[int], typer.Option(help="thread count, as for `harness run`")] = None,
+    cpus: Annotated[Optional[float], typer.Option("--cpus", help="CPU limit per job, as for `harness run`")] = None,
+    results_dir: ResultsDir = None,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="do not echo job output")] = False,
+) -> None:
+    """Measure this machine's achievable matmul FLOP/s and bandwidth with each stack (cached per machine)."""
+    from suites.calibrate.spec import SPEC
+
+    names = parse_frameworks(SPEC, frameworks)
+    if threads is not None and threads < 1:
+        raise HarnessError(f"--threads {threads} must be at least 1")
+    target = results_dir or default_results_dir()
+    prepare_results_dir(target)
+    backend_name = resolve_backend(backend.value, pythons={}, gpus=None, device=device.value)
+    chosen = make_backend(
+        backend_name,
+        pythons={},
+        echo=not quiet,
+        limits=make_limits(None, cpus),
+        gpus=None,
+        wheelhouse=default_wheelhouse(),
+        transfer="auto",
+    )
+    doc = calibrate(
+        names, device=device.value, threads=threads, cpus=cpus, backend=chosen, results_dir=target, force=True
+    )
+    if doc is None:
+        raise HarnessError("no calibration job produced a usable figure; see the job output above")
+    for line in describe_calibration(doc):
+        typer.echo(line)
 
 
 @app.command()

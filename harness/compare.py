@@ -7,7 +7,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from harness.errors import HarnessError
-from harness.plausibility import implausible
+from harness.fairness import not_comparable
+from harness.plausibility import exclusions
 from harness.runs import Run
 from harness.statistics import ALPHA, bootstrap_ratio_ci, geometric_mean, mann_whitney_u
 
@@ -108,7 +109,10 @@ def compare_runs(a: Run, b: Run) -> Comparison:
     suite_a, suite_b = a.summary.get("suite"), b.summary.get("suite")
     if suite_a != suite_b:
         raise HarnessError(f"cannot compare suite {suite_a} with suite {suite_b}; compare two runs of one suite")
-    bad_a, bad_b = implausible(a), implausible(b)
+    bad_a, bad_b = exclusions(a), exclusions(b)
+    # A framework whose checks disagree (or whose arithmetic differs) in either run computed
+    # something else: its speed is not a comparison (issue: "50 % faster" from a wrong answer).
+    off_a, off_b = not_comparable(a), not_comparable(b)
     changes = []
     for fw, result_a in a.results.items():
         result_b = b.results.get(fw)
@@ -121,7 +125,10 @@ def compare_runs(a: Run, b: Run) -> Comparison:
                 continue
             low, high = bootstrap_ratio_ci(ma["samples"], mb["samples"])
             _, p = mann_whitney_u(ma["samples"], mb["samples"])
-            excluded = "implausible (above device peak)" if (fw, ma["name"]) in bad_a | bad_b else None
+            key = (fw, ma["name"])
+            excluded = bad_a.get(key) or bad_b.get(key)
+            if fw in off_a or fw in off_b:
+                excluded = f"not comparable in run {'A' if fw in off_a else 'B'} ({(off_a.get(fw) or off_b.get(fw))})"
             changes.append(
                 Change(
                     framework=fw,

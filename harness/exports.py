@@ -11,7 +11,9 @@ from typing import Any
 
 from tabulate import tabulate
 
+from harness.fairness import not_comparable
 from harness.gate import evaluate, failing_frameworks
+from harness.plausibility import exclusions
 from harness.records import RECORD_FIELDS, metric_records
 from harness.runs import Run
 from harness.table import check_rows, render, timing_rows
@@ -70,6 +72,8 @@ def run_document(run: Run) -> dict[str, Any]:
             for row in checks
         ],
         "gate_failed": sorted(failing_frameworks(checks)),
+        "not_comparable": not_comparable(run),
+        "excluded_metrics": [{"framework": fw, "metric": m, "why": why} for (fw, m), why in sorted(exclusions(run).items())],
         "rejected_files": run.problems,
     }
 
@@ -83,7 +87,7 @@ def render_run(run: Run, fmt: Format) -> str:
         return to_csv(metric_records(run), RECORD_FIELDS)
     if fmt is Format.json:
         return json.dumps(run_document(run), indent=2)
-    flagged = failing_frameworks(evaluate(run))
+    flagged = set(not_comparable(run))
     headers, rows = timing_rows(run, flagged)
     body = tabulate(rows, headers=headers, tablefmt="html", disable_numparse=True)
     check_headers, checks = check_rows(run, evaluate(run))

@@ -9,7 +9,7 @@ from typing import Any
 
 from harness.catalog import get_framework, get_suite
 from harness.errors import HarnessError
-from suites.runtime.spec import ParamValue, SpecError, SuiteSpec
+from suites.runtime.spec import SMOKE_REPEAT, SMOKE_WARMUP, ParamValue, SpecError, SuiteSpec
 
 
 @dataclass(frozen=True)
@@ -59,8 +59,9 @@ def new_run_id(suite: str) -> str:
     return f"{stamp}-{suite}-{secrets.token_hex(2)}"
 
 
-def parse_params(spec: SuiteSpec, pairs: list[str]) -> dict[str, ParamValue]:
-    given: dict[str, ParamValue] = {}
+def parse_params(spec: SuiteSpec, pairs: list[str], base: dict[str, ParamValue] | None = None) -> dict[str, ParamValue]:
+    """Defaults, then `base` (e.g. the suite's smoke size), then the user's key=value pairs."""
+    given: dict[str, ParamValue] = dict(base or {})
     for pair in pairs:
         if "=" not in pair:
             raise HarnessError(f"--param {pair!r} is not of the form key=value (e.g. --param matrix_size=512)")
@@ -94,10 +95,15 @@ def make_plan(
     backend: str,
     timeout_s: float | None = None,
     data_dir: str | None = None,
+    smoke: bool = False,
 ) -> Plan:
+    """`smoke`: the suite's declared smoke size and SMOKE_REPEAT samples (explicit options still win)."""
     spec = get_suite(suite)
     names = parse_frameworks(spec, frameworks)
-    values = parse_params(spec, params)
+    values = parse_params(spec, params, spec.smoke if smoke else None)
+    if smoke:
+        repeat = SMOKE_REPEAT if repeat is None else repeat
+        warmup = SMOKE_WARMUP if warmup is None else warmup
     if repeat is not None and repeat < 1:
         raise HarnessError(f"--repeat {repeat} must be at least 1")
     if warmup is not None and warmup < 0:

@@ -4,34 +4,40 @@ from __future__ import annotations
 
 from typing import Any
 
-from harness.gate import evaluate, failing_frameworks
-from harness.plausibility import lint
+from harness.fairness import not_comparable
+from harness.plausibility import exclusions, lint, sync_state
 from harness.runs import Run
 from harness.statistics import bootstrap_ratio_ci, describe
 
 RECORD_FIELDS = (
     "run_id", "suite", "framework", "stack", "backend", "device", "status", "metric", "kind", "unit", "better",
     "n", "median", "q1", "q3", "iqr", "min", "max", "mean", "stdev", "ci_low", "ci_high", "outliers", "unstable",
-    "first_call", "flops", "flops_per_s", "peak_fraction", "plausible", "comparable",
+    "first_call", "flops", "flops_per_s", "peak_fraction", "achievable_fraction",
+    "bytes", "bytes_per_s", "bandwidth_peak_fraction", "bandwidth_achievable_fraction",
+    "sync", "plausible", "excluded", "comparable", "not_comparable_reason",
     "ratio_to_baseline", "ratio_ci_low", "ratio_ci_high",
 )  # fmt: skip
 
 
 def metric_records(run: Run) -> list[dict[str, Any]]:
-    flagged = failing_frameworks(evaluate(run))
-    findings = {(f.framework, f.metric): f for f in lint(run)}
+    flagged = not_comparable(run)
+    findings = {(f.framework, f.metric, f.quantity): f for f in lint(run)}
+    excluded = exclusions(run)
     base_result = run.results.get(run.baseline)
-    base_metrics = {m["name"]: m for m in base_result["metrics"]} if base_result else {}
+    base_ok = base_result is not None and base_result["status"] == "ok" and run.baseline not in flagged
+    base_metrics = {m["name"]: m for m in base_result["metrics"]} if base_result and base_ok else {}
     records = []
     for fw, result in run.results.items():
         for metric in result["metrics"] if result["status"] == "ok" else []:
             summary = describe(metric["samples"])
-            finding = findings.get((fw, metric["name"]))
-            plausible = finding.plausible if finding else True
+            finding = findings.get((fw, metric["name"], "flops"))
+            traffic = findings.get((fw, metric["name"], "bytes"))
+            why = excluded.get((fw, metric["name"]))
+            plausible = not (why or "").startswith("implausible")
             base = base_metrics.get(metric["name"])
-            base_finding = findings.get((run.baseline, metric["name"]))
             ratio = low = high = None
-            if base and base["stats"]["median"] and plausible and (base_finding is None or base_finding.plausible):
+            usable = why is None and (run.baseline, metric["name"]) not in excluded and fw not in flagged
+            if base and base["stats"]["median"] and usable:
                 ratio = metric["stats"]["median"] / base["stats"]["median"]
                 if fw != run.baseline and min(len(base["samples"]), len(metric["samples"])) >= 3:
                     low, high = bootstrap_ratio_ci(base["samples"], metric["samples"])
@@ -65,8 +71,16 @@ def metric_records(run: Run) -> list[dict[str, Any]]:
                     "flops": metric.get("flops"),
                     "flops_per_s": finding.achieved if finding else None,
                     "peak_fraction": finding.fraction if finding else None,
+                    "achievable_fraction": finding.achievable_fraction if finding else None,
+                    "bytes": metric.get("bytes"),
+                    "bytes_per_s": traffic.achieved if traffic else None,
+                    "bandwidth_peak_fraction": traffic.fraction if traffic else None,
+                    "bandwidth_achievable_fraction": traffic.achievable_fraction if traffic else None,
+                    "sync": sync_state(metric) if metric["kind"] == "time" else None,
                     "plausible": plausible,
-                    "comparable": fw not in flagged and plausible,
+                    "excluded": why,
+                    "comparable": fw not in flagged and why is None,
+                    "not_comparable_reason": flagged.get(fw),
                     "ratio_to_baseline": ratio,
                     "ratio_ci_low": low,
                     "ratio_ci_high": high,

@@ -13,6 +13,7 @@ from typing import Any
 
 from harness.errors import HarnessError
 from suites.runtime.result import RESULT_KEYS, SCHEMA_VERSION, STATUSES
+from suites.runtime.syncguard import SYNC_STATES
 
 MAX_RESULT_BYTES = 64 * 1024 * 1024  # a result is metadata and samples, never bulk data
 STAT_KEYS = ("n", "median", "q1", "q3", "iqr", "min", "max", "mean", "stdev")
@@ -76,8 +77,17 @@ def _problem(doc: dict[str, Any]) -> str | None:
             return f"{where}.samples: expected a non-empty list of finite numbers"
         if metric.get("first_call") is not None and not _number(metric["first_call"]):
             return f"{where}.first_call: expected a finite number or null"
-        if metric.get("flops") is not None and not _number(metric["flops"]):
-            return f"{where}.flops: expected a finite number or null"
+        for key in ("flops", "bytes"):
+            if metric.get(key) is not None and not _number(metric[key]):
+                return f"{where}.{key}: expected a finite number or null"
+        if metric.get("dtype") is not None and not isinstance(metric["dtype"], str):
+            return f"{where}.dtype: expected a string or null"
+        sync = metric.get("sync")
+        if sync is not None and (not isinstance(sync, dict) or sync.get("state") not in SYNC_STATES):
+            return f"{where}.sync: expected an object whose state is one of {', '.join(SYNC_STATES)}"
+        warnings = metric.get("warnings")
+        if warnings is not None and (not isinstance(warnings, list) or not all(isinstance(w, str) for w in warnings)):
+            return f"{where}.warnings: expected a list of strings"
         stats = metric.get("stats")
         if not isinstance(stats, dict) or not all(_number(stats.get(k)) for k in STAT_KEYS):
             return f"{where}.stats: expected finite {', '.join(STAT_KEYS)}"

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from tabulate import tabulate
 
-from harness.gate import CheckRow, evaluate, failing_frameworks
-from harness.plausibility import IMPLAUSIBLE, Finding, lint
+from harness.fairness import not_comparable
+from harness.gate import CheckRow, evaluate
+from harness.plausibility import ESCAPED, IMPLAUSIBLE, Finding, escaped, exclusions, lint, sync_state
 from harness.runs import Run
 from harness.statistics import UNSTABLE_RELATIVE_IQR, bootstrap_ratio_ci
 from harness.units import fmt_time, fmt_value
@@ -16,9 +18,10 @@ NOT_COMPARABLE = "†"
 
 
 def _metric_names(run: Run) -> list[str]:
+    """Metrics of the jobs that produced numbers (a failed job's partial metrics are not shown)."""
     names: list[str] = []
     for result in run.results.values():
-        for metric in result["metrics"]:
+        for metric in _metrics(result).values():
             if metric["name"] not in names:
                 names.append(metric["name"])
     return names
@@ -45,7 +48,7 @@ def _sample_ratio(metric: dict[str, Any], base: dict[str, Any] | None) -> str:
     return f" ({ratio:.2f}x [{low:.2f}-{high:.2f}])"
 
 
-def _steady_cell(metric: dict[str, Any], base: dict[str, Any] | None, implausible: bool) -> str:
+def _steady_cell(metric: dict[str, Any], base: dict[str, Any] | None, excluded: str | None) -> str:
     stats = metric["stats"]
     median, iqr = stats["median"], stats["iqr"]
     if stats["n"] == 1:  # one sample has no spread to show
@@ -54,8 +57,8 @@ def _steady_cell(metric: dict[str, Any], base: dict[str, Any] | None, implausibl
         text = f"{fmt_time(median)} ±{fmt_time(iqr, scale_from=median).split()[0]}"
     else:
         text = f"{fmt_value(median, metric['unit'])} ±{iqr:.2g}"
-    if implausible:
-        return f"IMPLAUSIBLE {text}"
+    if excluded is not None:
+        return f"{'ESCAPED' if excluded == 'sync escaped' else 'IMPLAUSIBLE'} {text}"
     unstable = median and iqr / abs(median) > UNSTABLE_RELATIVE_IQR
     return ("~" if unstable else "") + text + _sample_ratio(metric, base)
 
@@ -66,22 +69,30 @@ def _first_cell(metric: dict[str, Any], base: dict[str, Any] | None) -> str:
     return fmt_time(first) + _ratio(first, base_first)
 
 
-def _rate_cell(metric: dict[str, Any], base: dict[str, Any] | None, finding: Finding | None) -> str:
-    rate = metric["flops"] / metric["stats"]["median"] / 1e9
-    if finding is not None and not finding.plausible:
-        return f"{rate:.4g} > peak {finding.peak / 1e9 if finding.peak else 0:.4g}"
-    base_rate = base["flops"] / base["stats"]["median"] / 1e9 if base and base.get("flops") else None
-    text = f"{rate:.4g}" + _ratio(rate, base_rate)
-    if finding is not None and finding.fraction is not None:
-        text += f" {finding.fraction:.0%} of peak"
-    return text
+def _rate_cell(finding: Finding, base: Finding | None, excluded: str | None) -> str:
+    scale = 1e9
+    rate = finding.achieved / scale
+    if not finding.plausible:
+        return f"{rate:.4g} > limit {(finding.ceiling or 0) / scale:.4g}"
+    if excluded is not None:
+        return f"({rate:.4g}: {excluded})"
+    text = f"{rate:.4g}" + (_ratio(rate, base.achieved / scale) if base is not None else "")
+    shares = []
+    if finding.fraction is not None:
+        # A CPU's bandwidth peak is its L1 bound (the only physical ceiling whatever the size).
+        shares.append(f"{finding.fraction:.0%} of {'L1 peak' if finding.basis.startswith('L1') else 'peak'}")
+    if finding.achievable_fraction is not None:
+        shares.append(f"{finding.achievable_fraction:.0%} of achievable")
+    return text + (" " + ", ".join(shares) if shares else "")
 
 
 def timing_rows(run: Run, flagged: set[str]) -> tuple[list[str], list[list[str]]]:
+    """The comparison rows. `flagged`: frameworks that are not comparable (no ratios, a dagger)."""
     frameworks = list(run.results)
-    base_metrics = _metrics(run.results[run.baseline]) if run.baseline in run.results else {}
-    findings = {(f.framework, f.metric): f for f in lint(run)}
-    bad = {key for key, f in findings.items() if not f.plausible}
+    base_ok = run.baseline in run.results and run.baseline not in flagged
+    base_metrics = _metrics(run.results[run.baseline]) if base_ok else {}
+    findings = {(f.framework, f.metric, f.quantity): f for f in lint(run)}
+    excluded = exclusions(run)
     headers = ["metric"] + [
         fw + (" (baseline)" if fw == run.baseline else "") + (f" {NOT_COMPARABLE}" if fw in flagged else "")
         for fw in frameworks
@@ -90,22 +101,35 @@ def timing_rows(run: Run, flagged: set[str]) -> tuple[list[str], list[list[str]]
     for name in _metric_names(run):
         per_fw = {fw: _metrics(run.results[fw]).get(name) for fw in frameworks}
         base = base_metrics.get(name)
-        if (run.baseline, name) in bad:
-            base = None  # an implausible baseline cannot anchor ratios
+        if (run.baseline, name) in excluded:
+            base = None  # an untrustworthy baseline cannot anchor ratios
+
+        def anchor(fw: str, base: dict[str, Any] | None = base) -> dict[str, Any] | None:
+            return None if fw in flagged else base
+
         unit = next(m for m in per_fw.values() if m is not None)["unit"]
         label = name if unit in ("s", "") else f"{name} [{unit}]"
-        rows.append([label] + [_steady_cell(m, base, (fw, name) in bad) if m else "-" for fw, m in per_fw.items()])
+        rows.append(
+            [label] + [_steady_cell(m, anchor(fw), excluded.get((fw, name))) if m else "-" for fw, m in per_fw.items()]
+        )
         if any(m is not None and m.get("first_call") is not None for m in per_fw.values()):
             rows.append(
                 [f"{name} (first call)"]
-                + [_first_cell(m, base) if m and m.get("first_call") is not None else "-" for m in per_fw.values()]
-            )
-        if any(m is not None and m.get("flops") for m in per_fw.values()):
-            rows.append(
-                [f"{name} GFLOP/s"]
                 + [
-                    _rate_cell(m, base, findings.get((fw, name))) if m and m.get("flops") else "-"
+                    _first_cell(m, anchor(fw)) if m and m.get("first_call") is not None else "-"
                     for fw, m in per_fw.items()
+                ]
+            )
+        for quantity, unit_label in (("flops", "GFLOP/s"), ("bytes", "GB/s")):
+            cells = {fw: findings.get((fw, name, quantity)) for fw in frameworks}
+            if not any(cells.values()):
+                continue
+            base_finding = None if base is None else findings.get((run.baseline, name, quantity))
+            rows.append(
+                [f"{name} {unit_label}"]
+                + [
+                    _rate_cell(f, None if fw in flagged else base_finding, excluded.get((fw, name))) if f else "-"
+                    for fw, f in cells.items()
                 ]
             )
     return headers, rows
@@ -185,7 +209,8 @@ def render(run: Run, tablefmt: str = "simple") -> str:
         return f"- {text.strip()}" if markdown else text
 
     checks = evaluate(run)
-    flagged = failing_frameworks(checks)
+    incomparable = not_comparable(run)
+    flagged = set(incomparable)
     first = next(iter(run.results.values()), None)
     head = f"suite {run.summary.get('suite')} | run {run.summary.get('run_id')} | backend {run.summary.get('backend')}"
     if first is not None:
@@ -200,19 +225,9 @@ def render(run: Run, tablefmt: str = "simple") -> str:
             f"{run.baseline} [95 % bootstrap interval]); ~ = unstable (IQR > {UNSTABLE_RELATIVE_IQR:.0%} of median); "
             "first call = trace/compile + one run"
         )
-    if flagged:
-        parts.append(f"{NOT_COMPARABLE} failed the agreement gate: timings kept in the JSON but not comparable")
-    bad = [f for f in lint(run) if not f.plausible]
-    if bad:
-        parts += title(IMPLAUSIBLE)
-        for f in bad:
-            sync_note = "" if f.synchronised else " (recorded as NOT synchronised)"
-            parts.append(
-                bullet(
-                    f"  {f.framework} {f.metric}: {f.achieved / 1e9:.4g} GFLOP/s exceeds the peak "
-                    f"{(f.peak or 0) / 1e9:.4g} GFLOP/s ({f.basis}){sync_note}; excluded from ratios"
-                )
-            )
+    for fw, why in incomparable.items():
+        parts.append(f"{NOT_COMPARABLE} {fw}: {why}; timings kept in the JSON but not comparable (no ratios)")
+    parts += _integrity_lines(run, title, bullet)
     if checks:
         headers, rows = check_rows(run, checks)
         parts += title("checks") + [tabulate(rows, headers=headers, tablefmt=tablefmt, disable_numparse=True)]
@@ -231,5 +246,52 @@ def render(run: Run, tablefmt: str = "simple") -> str:
     return "\n".join(parts)
 
 
+def _integrity_lines(run: Run, title: Callable[[str], list[str]], bullet: Callable[[str], str]) -> list[str]:
+    """Footer sections for escaped syncs, implausible rates, unchecked syncs and suite warnings."""
+    lines: list[str] = []
+    escaped_metrics = sorted(escaped(run))
+    if escaped_metrics:
+        lines += title(ESCAPED)
+        for fw, name in escaped_metrics:
+            metric = _metrics(run.results[fw])[name]
+            sync = metric.get("sync") or {}
+            lines.append(
+                bullet(
+                    f"  {fw} {name}: a barrier after the clock still waited {fmt_time(sync.get('excess_median_s', 0.0))} "
+                    f"(median) behind samples of {fmt_time(sync.get('sample_median_s', 0.0))}; the timed call "
+                    "returned before its work finished; excluded from ratios"
+                )
+            )
+    bad = [f for f in lint(run) if not f.plausible]
+    if bad:
+        lines += title(IMPLAUSIBLE)
+        for f in bad:
+            sync_note = "" if f.synchronised else " (recorded as NOT synchronised)"
+            lines.append(
+                bullet(
+                    f"  {f.framework} {f.metric}: {f.achieved / 1e9:.4g} {f.unit} exceeds the limit "
+                    f"{(f.ceiling or 0) / 1e9:.4g} {f.unit} ({f.basis}){sync_note}; excluded from ratios"
+                )
+            )
+    unchecked = [
+        f"{fw} {m['name']}: {(m.get('sync') or {}).get('why', 'no barrier evidence in the result')}"
+        for fw, result in run.results.items()
+        for m in _metrics(result).values()
+        if m["kind"] == "time" and sync_state(m) == "unchecked"
+    ]
+    if unchecked:
+        lines += title("sync not checked") + [bullet(f"  {u}") for u in unchecked]
+    warnings = [
+        f"{fw} {m['name']}: {w}"
+        for fw, result in run.results.items()
+        for m in _metrics(result).values()
+        for w in (m.get("warnings") or [])
+        if isinstance(w, str)
+    ]
+    if warnings:
+        lines += title("warnings") + [bullet(f"  {w}") for w in warnings]
+    return lines
+
+
 def gate_passed(run: Run) -> bool:
-    return not failing_frameworks(evaluate(run))
+    return not not_comparable(run)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
+import os
 import sys
 import time
 import traceback
@@ -20,7 +21,7 @@ from suites.runtime import machine
 from suites.runtime.context import Context
 from suites.runtime.errors import JobError, Skip
 from suites.runtime.files import write_json_atomic
-from suites.runtime.frameworks import FRAMEWORKS
+from suites.runtime.frameworks import FRAMEWORKS, load_adapter
 from suites.runtime.registry import all_suites, implementation_module
 from suites.runtime.result import new_result, utc_now
 from suites.runtime.settings import Settings, apply_environment, recorded_variables
@@ -72,9 +73,11 @@ def run_job(args: argparse.Namespace) -> int:
     ctx: Context | None = None
     code = 0
     try:
-        adapter = importlib.import_module(framework.adapter)
+        adapter = load_adapter(framework)
         env["precision"] = adapter.configure(settings)
         env.update(adapter.environment(settings))
+        # Before any timing, with the suite's own settings: what the arithmetic really is.
+        env["precision"]["measured"] = adapter.precision_probe(settings)
         impl = importlib.import_module(implementation_module(spec.name, framework.name))
         ctx = Context(
             spec,
@@ -85,6 +88,11 @@ def run_job(args: argparse.Namespace) -> int:
             device=adapter.device(settings),
             device_kind=args.device,
             sync=adapter.sync,
+            barrier=adapter.barrier_for(settings),
+            # Off only to measure the barrier's own cost (benchmarks/) or to test the lints alone;
+            # every metric then says `sync: unchecked`, so it cannot pass for a checked one.
+            sync_check=os.environ.get("HARNESS_SYNC_CHECK", "on") != "off",
+            holds_work=adapter.holds_work,
             data_dir=args.data_dir,
             artifacts_dir=args.out.parent / f"{framework.name}-artifacts",
             result_path=args.out,

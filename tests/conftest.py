@@ -14,6 +14,9 @@ REPO = Path(__file__).resolve().parent.parent
 # `harness run` defaults to --backend auto (docker when an engine answers). Tests run jobs
 # locally unless they say otherwise; the Docker tests (tests/integration) pass --backend docker.
 os.environ.setdefault("HARNESS_BACKEND", "local")
+# Each test has its own results folder, so automatic calibration (once per machine and results
+# folder) would run in every test; tests/test_calibration.py covers it on purpose.
+os.environ.setdefault("HARNESS_CALIBRATE", "never")
 
 
 def harness(*args: str, cwd: Path | None = None, timeout: float = 900) -> subprocess.CompletedProcess[str]:

@@ -56,4 +56,5 @@ SPEC = SuiteSpec(
     repeat=10,
     warmup=1,
     timeout_s=1800.0,
+    smoke={"points": 20},
 )

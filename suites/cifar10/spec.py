@@ -33,4 +33,12 @@ SPEC = SuiteSpec(
     repeat=1,  # not used: training suites time epochs (see the epochs parameter)
     warmup=0,
     timeout_s=4 * 3600.0,
+    smoke={
+        "dataset": "synthetic",
+        "train_samples": 512,
+        "test_samples": 200,
+        "epochs": 2,
+        "batch_size": 64,
+        "lr": 0.002,
+    },
 )

@@ -18,4 +18,5 @@ SPEC = SuiteSpec(
     warmup=0,
     timeout_s=120,
     hidden=True,
+    smoke={"mode": "ok"},
 )

@@ -67,6 +67,16 @@ def seed_error(values: Any) -> float:
     return max(abs(float(v) - s) for v, s in zip(values, SEED_F16, strict=True))
 
 
+def loop_bytes(length: int, loops: int) -> float:
+    """Least memory traffic of one sample (a loop of K calls): each call reads x and writes f(x).
+
+    float32 in and out; the eager variants move more (one array per intermediate), so this
+    is a lower bound on what really moved, which keeps the bandwidth lint from ever flagging
+    an honest sample.
+    """
+    return float(loops) * length * 4 * 2
+
+
 def describe_loop(variant: str, length: int, loops: int) -> str:
     return (
         f"{variant}: first call = one call of f on L={length} float32 elements (trace + compile + run); "

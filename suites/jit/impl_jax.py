@@ -14,6 +14,7 @@ from suites.jit.common import (
     describe_loop,
     inputs,
     lengths,
+    loop_bytes,
     name,
     record_speedup,
     seed_error,
@@ -55,6 +56,7 @@ def run(ctx: Context) -> None:
                 FirstCallThenLoops(lambda fn=fn, x=x: fn(x), lambda fn=fn, x=x, loops=loops: loop(fn, x, loops)),
                 description=describe_loop(f"jax {variant}", length, loops),
                 dtype="float32",
+                bytes_moved=loop_bytes(length, loops),
             )
         record_speedup(ctx, length, loops)
 

@@ -11,6 +11,7 @@ from suites.jit.common import (
     describe_loop,
     inputs,
     lengths,
+    loop_bytes,
     name,
     seed_error,
     seed_points,
@@ -39,6 +40,7 @@ def run(ctx: Context) -> None:
             FirstCallThenLoops(lambda x=x: f(x), lambda x=x, loops=loops: loop(x, loops)),
             description=describe_loop("numpy", length, loops),
             dtype="float32",
+            bytes_moved=loop_bytes(length, loops),
         )
     ctx.note("NumPy's sin/cos/add run on one thread whatever --threads says")
 

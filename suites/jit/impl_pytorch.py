@@ -13,6 +13,7 @@ from suites.jit.common import (
     describe_loop,
     inputs,
     lengths,
+    loop_bytes,
     name,
     record_speedup,
     seed_error,
@@ -62,6 +63,7 @@ def run(ctx: Context) -> None:
                     FirstCallThenLoops(lambda fn=fn, x=x: fn(x), lambda fn=fn, x=x, loops=loops: loop(fn, x, loops)),
                     description=describe_loop(f"pytorch {variant}", length, loops),
                     dtype="float32",
+                    bytes_moved=loop_bytes(length, loops),
                 )
             record_speedup(ctx, length, loops)
 

@@ -48,4 +48,5 @@ SPEC = SuiteSpec(
     repeat=5,
     warmup=1,
     timeout_s=1800.0,
+    smoke={"min_length": 1000, "max_length": 1000, "total": 100_000},
 )

@@ -34,4 +34,5 @@ SPEC = SuiteSpec(
     repeat=1,  # not used: training suites time epochs (see the epochs parameter)
     warmup=0,
     timeout_s=3600.0,
+    smoke={"epochs": 3},
 )

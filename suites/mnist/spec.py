@@ -37,4 +37,12 @@ SPEC = SuiteSpec(
     repeat=1,  # not used: training suites time epochs (see the epochs parameter)
     warmup=0,
     timeout_s=4 * 3600.0,
+    smoke={
+        "dataset": "synthetic",
+        "train_samples": 1600,
+        "test_samples": 500,
+        "epochs": 2,
+        "batch_size": 32,
+        "drop_last": True,
+    },
 )

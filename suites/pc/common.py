@@ -205,6 +205,8 @@ def record_variant(ctx: Context, label: str, history: Any, accuracy: float, how:
         first_call=first.seconds,
         samples=[e.seconds for e in steady],
         description=f"one training epoch ({how}); first call = epoch 1 with compilation, samples = later epochs",
+        probes=[e.probe for e in steady],
+        first_probe=first.probe,
     )
     ctx.value(
         f"energy after x-steps, epoch 1 [{label}]",

@@ -120,4 +120,5 @@ SPEC = SuiteSpec(
     repeat=1,  # not used: the suite times epochs
     warmup=0,
     timeout_s=4 * 3600.0,
+    smoke={"train_samples": 512, "test_samples": 256, "epochs": 2, "batch_size": 128, "seed": 3},
 )

@@ -72,4 +72,12 @@ SPEC = SuiteSpec(
     repeat=1,  # not used: training suites time epochs
     warmup=0,
     timeout_s=6 * 3600.0,
+    smoke={
+        "dataset": "synthetic",
+        "train_samples": 512,
+        "test_samples": 128,
+        "epochs": 2,
+        "image_size": 16,
+        "batch_size": 16,
+    },
 )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from suites.runtime import precision
 from suites.runtime.errors import JobError
 from suites.runtime.settings import Settings, usable_cores
 
@@ -46,6 +47,63 @@ def sync(out: Any) -> None:
     import jax
 
     jax.block_until_ready(out)
+
+
+class LiveArrayBarrier:
+    """Every live JAX array on every device (runtime/syncguard.py): JAX dispatches asynchronously
+    on every backend, the CPU included."""
+
+    def pending(self) -> bool:
+        import jax
+
+        for array in jax.live_arrays():
+            try:
+                if not array.is_deleted() and not array.is_ready():
+                    return True
+            except RuntimeError:  # deleted (donated) between the two calls
+                continue
+        return False
+
+    def wait(self) -> None:
+        import jax
+
+        try:
+            jax.block_until_ready(jax.live_arrays())
+        except RuntimeError:  # an array deleted while listed: wait on the rest one by one
+            for array in jax.live_arrays():
+                if not array.is_deleted():
+                    array.block_until_ready()
+        jax.effects_barrier()
+
+
+def barrier_for(settings: Settings) -> LiveArrayBarrier:
+    return LiveArrayBarrier()
+
+
+def holds_work(out: Any) -> bool:
+    """Whether a timed callback's output contains an array the clock could have waited on."""
+    import jax
+
+    return any(isinstance(leaf, jax.Array) for leaf in jax.tree_util.tree_leaves(out))
+
+
+def precision_probe(settings: Settings) -> dict[str, Any]:
+    """Matmul and convolution of the probe operands under this job's settings (runtime/precision.py)."""
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+
+    a, b = (np.asarray(m, dtype=np.float32) for m in precision.identity_operands())
+    dev = device(settings)
+    with jax.default_device(dev):
+        product = jax.jit(jnp.matmul)(jnp.asarray(a), jnp.asarray(b))
+        # NCHW input (1, C, H, 1) with C = the columns of A, OIHW kernel = identity over channels.
+        lhs = jnp.asarray(a.T[None, :, :, None])
+        rhs = jnp.asarray(b[:, :, None, None])
+        conv = jax.jit(lambda x, w: jax.lax.conv_general_dilated(x, w, (1, 1), "VALID"))(lhs, rhs)
+    column = np.asarray(product)[: precision.MAX_BITS + 1, 0].astype(float).tolist()
+    conv_column = np.asarray(conv)[0, 0, : precision.MAX_BITS + 1, 0].astype(float).tolist()
+    return precision.measured_record(column, conv_column)
 
 
 def environment(settings: Settings) -> dict[str, Any]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 from typing import Any
 
+from suites.runtime import precision
 from suites.runtime.errors import JobError
 from suites.runtime.settings import Settings
 
@@ -45,6 +46,24 @@ def device(settings: Settings) -> str:
 
 def sync(out: Any) -> None:
     """NumPy returns finished arrays."""
+
+
+def barrier_for(settings: Settings) -> None:
+    """NumPy is synchronous: no work can outlive a call, so there is no barrier."""
+    return None
+
+
+def holds_work(out: Any) -> bool:
+    return True  # synchronous: whatever it returned, the work is done
+
+
+def precision_probe(settings: Settings) -> dict[str, Any]:
+    """The matmul probe through NumPy's float32 BLAS (NumPy has no convolution of its own)."""
+    import numpy as np
+
+    a, b = (np.asarray(m, dtype=np.float32) for m in precision.identity_operands())
+    column = (a @ b)[: precision.MAX_BITS + 1, 0].astype(float).tolist()
+    return precision.measured_record(column, None)
 
 
 def environment(settings: Settings) -> dict[str, Any]:

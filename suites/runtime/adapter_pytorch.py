@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from suites.runtime import precision
 from suites.runtime.errors import JobError
 from suites.runtime.settings import Settings
 
@@ -48,6 +49,58 @@ def sync(out: Any) -> None:
         import torch
 
         torch.cuda.synchronize()
+
+
+class CudaBarrier:
+    """Kernels queued on the GPU (runtime/syncguard.py). `pending` asks each device's current
+    stream without blocking; `wait` is `torch.cuda.synchronize()`, which covers every stream."""
+
+    def pending(self) -> bool:
+        import torch
+
+        return any(not torch.cuda.current_stream(d).query() for d in range(torch.cuda.device_count()))
+
+    def wait(self) -> None:
+        import torch
+
+        torch.cuda.synchronize()
+
+
+def barrier_for(settings: Settings) -> CudaBarrier | None:
+    """A device-wide barrier where work can outlive a call (CUDA); None on the synchronous CPU."""
+    return CudaBarrier() if settings.device == "gpu" else None
+
+
+def holds_work(out: Any) -> bool:
+    """Whether a timed callback's output contains a tensor the clock could have waited on."""
+    import torch
+
+    return any(isinstance(leaf, torch.Tensor) for leaf in leaves(out))
+
+
+def leaves(tree: Any) -> list[Any]:
+    if isinstance(tree, (list, tuple)):
+        return [leaf for item in tree for leaf in leaves(item)]
+    if isinstance(tree, dict):
+        return [leaf for item in tree.values() for leaf in leaves(item)]
+    return [tree]
+
+
+def precision_probe(settings: Settings) -> dict[str, Any]:
+    """Matmul and convolution of the probe operands under this job's settings (runtime/precision.py)."""
+    import torch
+
+    a_rows, b_rows = precision.identity_operands()
+    dev = device(settings)
+    a = torch.tensor(a_rows, dtype=torch.float32, device=dev)
+    b = torch.tensor(b_rows, dtype=torch.float32, device=dev)
+    with torch.no_grad():
+        product = a @ b
+        # NCHW input (1, C, H, 1) with C = the columns of A, OIHW kernel = identity over channels.
+        conv = torch.nn.functional.conv2d(a.T[None, :, :, None].contiguous(), b[:, :, None, None].contiguous())
+    column = product[: precision.MAX_BITS + 1, 0].double().cpu().tolist()
+    conv_column = conv[0, 0, : precision.MAX_BITS + 1, 0].double().cpu().tolist()
+    return precision.measured_record(column, conv_column)
 
 
 def environment(settings: Settings) -> dict[str, Any]:

@@ -3,7 +3,9 @@
 `measure` times the first call (trace, compile, autotune) on its own, then runs `warmup`
 untimed calls, then `repeat` timed calls. Every call, timed or not, ends with the
 framework's synchronisation on its output, so asynchronous dispatch never leaks work
-into the next sample.
+into the next sample. After every timed call a device-wide barrier, outside the clock,
+proves that nothing was left running (runtime/syncguard.py); a metric whose samples left
+work behind is recorded as `sync: escaped` and the host never prints it as a number.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from suites.runtime import syncguard
 from suites.runtime.spec import SuiteSpec
 from suites.runtime.stats import summarize
 
@@ -52,6 +55,9 @@ class Context:
         artifacts_dir: Path | None = None,
         result_path: Path | None = None,
         clock: Callable[[], float] = time.perf_counter,
+        barrier: syncguard.Barrier | None = None,
+        holds_work: Callable[[Any], bool] | None = None,
+        sync_check: bool = True,
     ) -> None:
         self.spec = spec
         self.framework = framework
@@ -65,6 +71,10 @@ class Context:
         self.artifacts_dir = artifacts_dir  # optional extra files written next to the result
         self.result_path = result_path  # only the fault-injection suite touches it
         self._clock = clock
+        # None: a synchronous framework (NumPy, PyTorch on the CPU), where nothing can escape.
+        self.barrier = barrier
+        self.sync_check = sync_check  # False only to measure the barrier's own cost (benchmarks/)
+        self._holds_work = holds_work
         self.metrics: list[dict[str, Any]] = []
         self.checks: list[dict[str, Any]] = []
         self.notes: list[str] = []
@@ -75,12 +85,49 @@ class Context:
         sync(out)
         return self._clock() - start, out
 
+    def probe_escape(self) -> syncguard.Probe | None:
+        """The device-wide barrier pair, run after a sample's clock stopped (None: synchronous)."""
+        if self.barrier is None or not self.sync_check:
+            return None
+        return syncguard.probe(self.barrier, self._clock)
+
+    def sync_record(
+        self,
+        samples: Sequence[float],
+        probes: Sequence[syncguard.Probe | None],
+        first: tuple[float, syncguard.Probe | None] | None = None,
+    ) -> dict[str, Any]:
+        """The `sync` field of a time metric: its state and the barrier evidence.
+
+        `samples`: raw durations (before per-call scaling) that `probes` followed, in order;
+        `first`: (first-call duration, its probe), checked by the same rule.
+        """
+        if not self.sync_check:
+            return {"state": syncguard.UNCHECKED, "why": "sync-escape check switched off (HARNESS_SYNC_CHECK=off)"}
+        if self.barrier is None:
+            return syncguard.synchronous_verdict("synchronous framework: no work can outlive the call")
+        checked = [p for p in probes if p is not None]
+        if len(checked) != len(samples):
+            return {"state": syncguard.UNCHECKED, "why": f"{len(checked)} barrier probes for {len(samples)} samples"}
+        record = syncguard.verdict(samples, checked)
+        if first is not None and first[1] is not None:
+            first_verdict = syncguard.verdict([first[0]], [first[1]])
+            record["first_call_excess_s"] = first_verdict["excess_median_s"]
+            if first_verdict["state"] == syncguard.ESCAPED and record["state"] == syncguard.OK:
+                record["state"] = syncguard.ESCAPED
+                record["why"] = "the first call left work running after its clock stopped"
+        return record
+
+    def _returns_nothing(self, out: Any) -> bool:
+        return self._holds_work is not None and not self._holds_work(out)
+
     def measure(
         self,
         name: str,
         fn: Callable[[], Any],
         *,
         flops: float | None = None,
+        bytes_moved: float | None = None,
         repeat: int | None = None,
         warmup: int | None = None,
         per: float | None = None,
@@ -102,18 +149,23 @@ class Context:
         sync = self.sync if synchronise else _no_sync
         gc.collect()
         first, out = self._timed(fn, sync)
+        first_probe = self.probe_escape()
+        warnings = [syncguard.NO_ARRAY_WARNING] if self._returns_nothing(out) else []
         for _ in range(warmup):
             sync(fn())
-        samples = []
+        raw: list[float] = []
+        probes: list[syncguard.Probe | None] = []
         gc_was_enabled = gc.isenabled()
         gc.disable()  # a collection inside one sample is noise another framework doesn't pay
         try:
             for _ in range(repeat):
                 elapsed, out = self._timed(fn, sync)
-                samples.append(elapsed * scale)
+                probes.append(self.probe_escape())  # outside the clock
+                raw.append(elapsed)
         finally:
             if gc_was_enabled:
                 gc.enable()
+        samples = [elapsed * scale for elapsed in raw]
         self.metrics.append(
             {
                 "name": name,
@@ -126,8 +178,11 @@ class Context:
                 "samples": samples,
                 "stats": summarize(samples),
                 "flops": flops,
+                "bytes": bytes_moved,
                 "dtype": dtype,
                 "synchronised": synchronise,
+                "sync": self.sync_record(raw, probes, (first, first_probe)),
+                "warnings": warnings,
             }
         )
         return out
@@ -139,13 +194,18 @@ class Context:
         first_call: float,
         samples: Sequence[float],
         flops: float | None = None,
+        bytes_moved: float | None = None,
         dtype: str | None = None,
         description: str = "",
+        probes: Sequence[syncguard.Probe | None] | None = None,
+        first_probe: syncguard.Probe | None = None,
     ) -> None:
         """A time metric measured by the suite itself (e.g. training epochs, see runtime/training.py).
 
         For loops that do not fit `measure`: the suite must have ended every sample with the
         framework's synchronisation, and keeps the first (compiling) call out of `samples`.
+        `probes`: `probe_escape()` after each sample's clock stopped, in order; without them an
+        asynchronous framework's metric is recorded as `sync: unchecked`.
         """
         values = _finite(list(samples), f"metric {name}")
         if not values:
@@ -162,8 +222,11 @@ class Context:
                 "samples": values,
                 "stats": summarize(values),
                 "flops": flops,
+                "bytes": bytes_moved,
                 "dtype": dtype,
                 "synchronised": True,
+                "sync": self.sync_record(values, list(probes or []), (float(first_call), first_probe)),
+                "warnings": [],
             }
         )
 

@@ -1,12 +1,54 @@
-"""Framework names (as typed on the command line) -> the stack (image) they run in.
+"""Framework names (as typed on the command line) -> the stack (image) they run in, and the
+contract every framework's adapter module fulfils.
 
-Adding a framework means one entry here, an adapter module beside it, and
-`impl_<framework>.py` modules in the suites that support it.
+Adding a framework means one entry here, an adapter module beside it that satisfies
+`Adapter`, and `impl_<framework>.py` modules in the suites that support it (docs/extending.md
+lists the rest: image, locks, compose service; tests/test_contract.py checks them all).
 """
 
 from __future__ import annotations
 
+import importlib
 from dataclasses import dataclass
+from typing import Any, Protocol, cast
+
+from suites.runtime.settings import Settings
+from suites.runtime.syncguard import Barrier
+
+
+class Adapter(Protocol):
+    """What the job runner needs from a framework; imported only inside the job."""
+
+    def configure(self, settings: Settings) -> dict[str, Any]:
+        """Apply the fairness settings (threads, precision, x64); return what is now in force."""
+        ...
+
+    def device(self, settings: Settings) -> Any:
+        """The device object suites place their arrays on."""
+        ...
+
+    def sync(self, out: Any) -> None:
+        """Wait until `out` is computed (every timed call ends with it)."""
+        ...
+
+    def barrier_for(self, settings: Settings) -> Barrier | None:
+        """A device-wide barrier for sync-escape detection; None where nothing runs asynchronously."""
+        ...
+
+    def holds_work(self, out: Any) -> bool:
+        """Whether a timed call's output contains something `sync` can wait on."""
+        ...
+
+    def precision_probe(self, settings: Settings) -> dict[str, Any]:
+        """The arithmetic really used, measured (runtime/precision.py)."""
+        ...
+
+    def environment(self, settings: Settings) -> dict[str, Any]:
+        """Versions and device facts recorded in every result."""
+        ...
+
+
+ADAPTER_FUNCTIONS = ("configure", "device", "sync", "barrier_for", "holds_work", "precision_probe", "environment")
 
 
 @dataclass(frozen=True)
@@ -28,3 +70,12 @@ FRAMEWORKS: dict[str, Framework] = {
 }
 
 STACKS: tuple[str, ...] = tuple(sorted({f.stack for f in FRAMEWORKS.values()}))
+
+
+def load_adapter(framework: Framework) -> Adapter:
+    """Import the framework's adapter module (inside the job: it imports the framework)."""
+    module = importlib.import_module(framework.adapter)
+    missing = [name for name in ADAPTER_FUNCTIONS if not callable(getattr(module, name, None))]
+    if missing:
+        raise TypeError(f"{framework.adapter} does not fulfil the Adapter contract: missing {', '.join(missing)}")
+    return cast(Adapter, module)

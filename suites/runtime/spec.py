@@ -11,6 +11,9 @@ from typing import Any, Union
 
 ParamValue = Union[int, float, str, bool]
 
+SMOKE_REPEAT = 3
+SMOKE_WARMUP = 0
+
 _TYPES: dict[str, type] = {"int": int, "float": float, "str": str, "bool": bool}
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off"}
@@ -117,6 +120,9 @@ class SuiteSpec:
     timeout_s: float = 1800.0
     x64: bool = False
     hidden: bool = False
+    # The smallest parameters that still run the real path: tests, `harness run --smoke` and
+    # `harness selftest` use them (with SMOKE_REPEAT steady samples), declared once, here.
+    smoke: dict[str, ParamValue] = field(default_factory=dict)
 
     def param(self, name: str) -> Param:
         for p in self.params:

@@ -23,6 +23,7 @@ from typing import Any
 
 from suites.runtime.context import Context
 from suites.runtime.spec import Param
+from suites.runtime.syncguard import Probe
 
 MIB = float(1 << 20)
 
@@ -117,6 +118,7 @@ class Epoch:
     loss: float  # mean training loss over the epoch's samples
     accuracy: float  # training accuracy over the epoch, percent
     compilations: int
+    probe: Probe | None = None  # the sync-escape barrier run after the epoch's clock stopped
 
 
 @dataclass
@@ -162,9 +164,10 @@ def train(
         finally:
             if was_enabled:
                 gc.enable()
+        probe = ctx.probe_escape()  # outside the clock: finds work the epoch left running
         loss, accuracy = read(out)
         compiled = compilations() - before
-        history.epochs.append(Epoch(seconds, loss, accuracy, compiled))
+        history.epochs.append(Epoch(seconds, loss, accuracy, compiled, probe))
         ctx.progress(
             f"epoch {e + 1}/{epochs}: loss {loss:.4f}, train accuracy {accuracy:.2f} %, {seconds:.3f} s"
             + (f", {compiled} compilation{'s' if compiled != 1 else ''}" if compiled else "")
@@ -183,6 +186,8 @@ def record(ctx: Context, history: History, *, flops_per_sample: float | None = N
         flops=flops_per_sample * n if flops_per_sample else None,
         dtype="float32" if flops_per_sample else None,
         description="one training epoch; first call = epoch 1 with compilation, samples = later epochs",
+        probes=[e.probe for e in steady],
+        first_probe=first.probe,
     )
     ctx.value(
         "throughput",

@@ -32,4 +32,5 @@ SPEC = SuiteSpec(
     warmup=1,
     timeout_s=1800.0,
     x64=True,  # float64 in both frameworks, as SciPy computes
+    smoke={"n": 1000},
 )

@@ -23,3 +23,8 @@ def flops_matmul(n: int) -> float:
 def flops_inverse(n: int) -> float:
     """2 n^3: LU factorisation (2/3 n^3) plus inverting from the factors (4/3 n^3)."""
     return 2.0 * n**3
+
+
+def bytes_mean_sum(n: int) -> float:
+    """Least traffic of mean and sum of A and B: each float64 N x N matrix read once (a fused pass)."""
+    return 2.0 * n * n * 8

@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 from suites.runtime.context import Context
-from suites.xla.common import flops_inverse, flops_matmul, shared_factors
+from suites.xla.common import bytes_mean_sum, flops_inverse, flops_matmul, shared_factors
 
 
 def run(ctx: Context) -> None:
@@ -20,7 +20,9 @@ def run(ctx: Context) -> None:
             )
 
         a, b = ctx.measure("generate", generate)
-        ctx.measure("mean_sum", lambda: (jnp.mean(a), jnp.mean(b), jnp.sum(a), jnp.sum(b)))
+        ctx.measure(
+            "mean_sum", lambda: (jnp.mean(a), jnp.mean(b), jnp.sum(a), jnp.sum(b)), bytes_moved=bytes_mean_sum(n)
+        )
         c = ctx.measure("matmul", lambda: a @ b, flops=flops_matmul(n), dtype="float64", synchronise=sync)
         ctx.measure("inverse", lambda: jnp.linalg.inv(c), flops=flops_inverse(n), dtype="float64", synchronise=sync)
 

@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 from suites.runtime.context import Context
-from suites.xla.common import flops_inverse, flops_matmul, shared_factors
+from suites.xla.common import bytes_mean_sum, flops_inverse, flops_matmul, shared_factors
 
 
 def run(ctx: Context) -> None:
@@ -11,7 +11,7 @@ def run(ctx: Context) -> None:
     sync = ctx.params["synchronise"]
     rng = np.random.default_rng(seed)
     a, b = ctx.measure("generate", lambda: (rng.random((n, n)), rng.random((n, n))))
-    ctx.measure("mean_sum", lambda: (a.mean(), b.mean(), a.sum(), b.sum()))
+    ctx.measure("mean_sum", lambda: (a.mean(), b.mean(), a.sum(), b.sum()), bytes_moved=bytes_mean_sum(n))
     c = ctx.measure("matmul", lambda: a @ b, flops=flops_matmul(n), dtype="float64", synchronise=sync)
     ctx.measure("inverse", lambda: np.linalg.inv(c), flops=flops_inverse(n), dtype="float64", synchronise=sync)
 

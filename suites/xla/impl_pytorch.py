@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 from suites.runtime.context import Context
-from suites.xla.common import flops_inverse, flops_matmul, shared_factors
+from suites.xla.common import bytes_mean_sum, flops_inverse, flops_matmul, shared_factors
 
 
 def run(ctx: Context) -> None:
@@ -20,7 +20,7 @@ def run(ctx: Context) -> None:
 
     with torch.inference_mode():
         a, b = ctx.measure("generate", generate)
-        ctx.measure("mean_sum", lambda: (a.mean(), b.mean(), a.sum(), b.sum()))
+        ctx.measure("mean_sum", lambda: (a.mean(), b.mean(), a.sum(), b.sum()), bytes_moved=bytes_mean_sum(n))
         c = ctx.measure("matmul", lambda: a @ b, flops=flops_matmul(n), dtype="float64", synchronise=sync)
         ctx.measure("inverse", lambda: torch.linalg.inv(c), flops=flops_inverse(n), dtype="float64", synchronise=sync)
 

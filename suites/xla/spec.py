@@ -25,4 +25,5 @@ SPEC = SuiteSpec(
     repeat=5,
     warmup=1,
     x64=True,
+    smoke={"matrix_size": 64},
 )

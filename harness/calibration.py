@@ -1,0 +1,223 @@
+"""Ceilings measured on this machine: achievable matmul FLOP/s per dtype and streaming bandwidth.
+
+Datasheets say what a device could do; what its libraries reach on it is often far less (a GPU
+at a lower power limit, a CPU whose turbo never engages). `harness calibrate` runs the hidden
+`calibrate` suite with each framework stack, keeps the best rate per quantity, and caches the
+ceilings under the results folder per machine fingerprint (CPU, cores, memory, device, thread and
+CPU limits). `harness run` calibrates once per fingerprint on its own and copies the ceilings it
+used into the run folder (`calibration.json`), so "% of achievable" is reproducible from the
+run folder alone.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import shutil
+import stat
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from harness.errors import HarnessError
+from suites.runtime import machine
+from suites.runtime.files import write_json_atomic
+from suites.runtime.frameworks import FRAMEWORKS
+
+if TYPE_CHECKING:
+    from harness.runs import Run
+
+FORMAT = "harness-calibration"
+VERSION = 1
+CACHE_DIR = ".calibration"
+RUN_FILE = "calibration.json"
+MAX_BYTES = 1 << 20
+CALIBRATED_DTYPES = ("float32", "float64")
+MODES = ("auto", "always", "never")
+
+
+@dataclass(frozen=True)
+class Ceilings:
+    """The best rate any framework reached here, per quantity (None: not measured)."""
+
+    fingerprint: str
+    flops_by_dtype: dict[str, float]
+    bandwidth: float | None
+    frameworks: tuple[str, ...]
+
+    def flops(self, dtype: Any) -> float | None:
+        return self.flops_by_dtype.get(dtype) if isinstance(dtype, str) else None
+
+
+def _gpu_names() -> list[str]:
+    exe = shutil.which("nvidia-smi")
+    if exe is None:
+        return []
+    try:
+        out = subprocess.run(
+            [exe, "--query-gpu=name", "--format=csv,noheader"], capture_output=True, text=True, timeout=20, check=False
+        )
+    except (OSError, subprocess.SubprocessError):
+        return []
+    return [line.strip() for line in out.stdout.splitlines() if line.strip()]
+
+
+def fingerprint(device: str, threads: int | None, cpus: float | None) -> str:
+    """What must be equal for two ceilings to apply: hardware, device, thread and CPU limits."""
+    facts = machine.describe()
+    cpu = facts["cpu"]
+    key = {
+        "cpu": cpu.get("model"),
+        "logical_cores": cpu.get("logical_cores"),
+        "arch": facts.get("machine"),
+        "memory_bytes": facts.get("memory_bytes"),
+        "device": device,
+        "gpus": _gpu_names() if device == "gpu" else [],
+        "threads": threads,
+        "cpus": cpus,
+    }
+    return hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def _positive(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value > 0
+
+
+def read_json_file(path: Path, max_bytes: int = MAX_BYTES) -> Any:
+    """A small JSON file that a job or a user could have tampered with: no links, regular, capped."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except FileNotFoundError:
+        return None
+    except OSError as error:
+        raise ValueError(f"cannot open ({error.strerror})") from None
+    with os.fdopen(fd, "rb") as handle:
+        if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+            raise ValueError("not a regular file")
+        data = handle.read(max_bytes + 1)
+    if len(data) > max_bytes:
+        raise ValueError(f"larger than {max_bytes} bytes")
+    try:
+        return json.loads(data.decode("utf-8"), parse_constant=_refuse)
+    except (UnicodeDecodeError, ValueError, RecursionError) as error:
+        raise ValueError(f"not valid JSON ({error})") from None
+
+
+def _refuse(name: str) -> Any:
+    raise ValueError(f"{name} is not a number")
+
+
+def parse(doc: Any) -> Ceilings:
+    """Validate a calibration document (cache file or a run's copy); raises ValueError."""
+    if not isinstance(doc, dict) or doc.get("format") != FORMAT or doc.get("version") != VERSION:
+        raise ValueError(f"not a {FORMAT} version {VERSION} document")
+    fp = doc.get("fingerprint")
+    if not isinstance(fp, str) or not fp.isalnum() or len(fp) > 64:
+        raise ValueError("fingerprint: expected a short alphanumeric string")
+    per_fw = doc.get("frameworks")
+    if not isinstance(per_fw, dict):
+        raise ValueError("frameworks: expected an object")
+    flops: dict[str, float] = {}
+    bandwidth: float | None = None
+    for name, entry in per_fw.items():
+        if name not in FRAMEWORKS or not isinstance(entry, dict):
+            raise ValueError(f"frameworks: unknown framework {name!r}")
+        for dtype in CALIBRATED_DTYPES:
+            value = entry.get(dtype)
+            if value is not None:
+                if not _positive(value):
+                    raise ValueError(f"frameworks.{name}.{dtype}: expected a positive number")
+                flops[dtype] = max(flops.get(dtype, 0.0), float(value))
+        value = entry.get("bandwidth")
+        if value is not None:
+            if not _positive(value):
+                raise ValueError(f"frameworks.{name}.bandwidth: expected a positive number")
+            bandwidth = max(bandwidth or 0.0, float(value))
+    return Ceilings(fp, flops, bandwidth, tuple(sorted(per_fw)))
+
+
+def cache_path(results_dir: Path, fp: str) -> Path:
+    return results_dir / CACHE_DIR / f"{fp}.json"
+
+
+def load_cache(results_dir: Path, fp: str) -> dict[str, Any] | None:
+    """The cached document for this fingerprint, or None (missing or unusable: recalibrate)."""
+    try:
+        doc = read_json_file(cache_path(results_dir, fp))
+        if doc is None:
+            return None
+        ceilings = parse(doc)
+    except ValueError:
+        return None
+    return doc if ceilings.fingerprint == fp else None
+
+
+def ceilings_for_run(run: Run) -> Ceilings | None:
+    """The ceilings a run was measured against (its own copy), or None."""
+    try:
+        doc = read_json_file(run.path / RUN_FILE)
+        return parse(doc) if doc is not None else None
+    except ValueError as error:
+        problem = f"{RUN_FILE}: ignored ({error})"
+        if problem not in run.problems:
+            run.problems.append(problem)
+        return None
+
+
+def rates_from_result(result: dict[str, Any]) -> dict[str, float]:
+    """Best-per-quantity rates of one ok calibration result, leaving out untrustworthy samples."""
+    rates: dict[str, float] = {}
+    if result.get("status") != "ok":
+        return rates
+    for metric in result.get("metrics", []):
+        sync = metric.get("sync")
+        if isinstance(sync, dict) and sync.get("state") == "escaped":
+            continue
+        median = metric.get("stats", {}).get("median")
+        if not _positive(median):
+            continue
+        if _positive(metric.get("flops")) and metric.get("dtype") in CALIBRATED_DTYPES:
+            rates[str(metric["dtype"])] = float(metric["flops"]) / float(median)
+        if _positive(metric.get("bytes")):
+            rates["bandwidth"] = float(metric["bytes"]) / float(median)
+    return rates
+
+
+def store(results_dir: Path, fp: str, device: str, per_framework: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """Merge new per-framework figures into the cache for this fingerprint; returns the document."""
+    doc = load_cache(results_dir, fp) or {
+        "format": FORMAT,
+        "version": VERSION,
+        "fingerprint": fp,
+        "device": device,
+        "machine": machine.describe()["cpu"],
+        "frameworks": {},
+    }
+    doc["frameworks"].update(per_framework)
+    parse(doc)  # never write what we would refuse to read
+    path = cache_path(results_dir, fp)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_json_atomic(path, doc)
+    return doc
+
+
+def stack_representatives(frameworks: list[str]) -> list[str]:
+    """One calibrating framework per stack (flax calibrates as jax: the same libraries)."""
+    from suites.calibrate.spec import SPEC
+
+    chosen: list[str] = []
+    for name in frameworks:
+        stack = FRAMEWORKS[name].stack
+        rep = next((f for f in SPEC.frameworks if FRAMEWORKS[f].stack == stack), None)
+        if rep is not None and rep not in chosen:
+            chosen.append(rep)
+    return chosen
+
+
+def check_mode(mode: str) -> str:
+    if mode not in MODES:
+        raise HarnessError(f"--calibrate {mode!r} is not one of {', '.join(MODES)}; e.g. --calibrate never")
+    return mode
