@@ -14,7 +14,9 @@ from pathlib import Path
 from tests.conftest import REPO
 
 
-def planted_repo(root: Path, suites: dict[str, dict[str, str]], edits: dict[str, tuple[str, str]] | None = None) -> Path:
+def planted_repo(
+    root: Path, suites: dict[str, dict[str, str]], edits: dict[str, tuple[str, str]] | None = None
+) -> Path:
     """Copy the project under `root`; `suites`: name -> {file name: source}; `edits`: path -> (old, new)."""
     repo = root / "repo"
     for package in ("harness", "suites"):

@@ -14,13 +14,12 @@ from suites.pc import common
 from tests.conftest import harness, run_folder
 
 # 4 batches of 128 per epoch; the default network, T and learning rates.
-TINY = {"train_samples": 512, "test_samples": 256, "epochs": 2, "batch_size": 128, "seed": 3}
 
 
 def params(**overrides: Any) -> dict[str, Any]:
     from suites.pc.spec import SPEC
 
-    return SPEC.resolve({**TINY, **overrides})
+    return SPEC.resolve({**SPEC.smoke, **overrides})
 
 
 class _Ctx:
@@ -114,7 +113,9 @@ def test_weight_summary_ignores_adams_ill_conditioned_entries() -> None:
 
 @pytest.mark.slow
 def test_pc_agrees_across_frameworks_and_with_the_reference(results: Path) -> None:
-    args = [f"{k}={v}" for k, v in TINY.items()]
+    from suites.pc.spec import SPEC
+
+    args = [f"{k}={v}" for k, v in SPEC.smoke.items()]
     proc = harness("run", "--suite", "pc", "--frameworks", "jax,pytorch", "--backend", "local", "--threads", "1",
                    *[a for kv in args for a in ("--param", kv)], "--results-dir", str(results))  # fmt: skip
     assert proc.returncode == 0, proc.stdout + proc.stderr  # includes the agreement gate
@@ -146,7 +147,9 @@ def test_pc_agrees_across_frameworks_and_with_the_reference(results: Path) -> No
 @pytest.mark.slow
 @pytest.mark.parametrize("fast", ["manual", "compile"])
 def test_pytorch_other_low_overhead_variants_match_the_eager_step(results: Path, fast: str) -> None:
-    tiny = {**TINY, "train_samples": 256, "test_samples": 128, "pytorch_fast": fast}
+    from suites.pc.spec import SPEC
+
+    tiny = {**SPEC.smoke, "train_samples": 256, "test_samples": 128, "pytorch_fast": fast}
     args = [a for k, v in tiny.items() for a in ("--param", f"{k}={v}")]
     proc = harness("run", "--suite", "pc", "--frameworks", "pytorch", "--backend", "local", "--threads", "1", *args,
                    "--results-dir", str(results))  # fmt: skip

@@ -120,7 +120,7 @@ def test_missing_probes_make_a_record_time_metric_unchecked() -> None:
 
 # --- planted suites, run for real through the CLI ---------------------------------------------
 
-SPEC_SRC = '''
+SPEC_SRC = """
 from suites.runtime.spec import Param, SuiteSpec
 
 SPEC = SuiteSpec(
@@ -131,20 +131,20 @@ SPEC = SuiteSpec(
     repeat=5,
     warmup=1,
 )
-'''
+"""
 
-NUMPY_SRC = '''
+NUMPY_SRC = """
 import numpy as np
 
 
 def run(ctx):
     a = np.random.default_rng(0).random((1024, 1024), dtype=np.float32)
     ctx.measure("matmul", lambda: a @ a)
-'''
+"""
 
 # The mistake from the issue: the callback stores its result aside and returns nothing, and no
 # FLOP count is declared, so the FLOP lint has nothing to hold the time against.
-JAX_SRC = '''
+JAX_SRC = """
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -162,7 +162,7 @@ def run(ctx):
         ctx.measure("matmul", step)
     else:
         ctx.measure("matmul", lambda: mm(a, a))
-'''
+"""
 
 
 @pytest.fixture(scope="module")
@@ -199,7 +199,9 @@ def test_planted_honest_jax_passes(planted: Path, tmp_path: Path) -> None:
 @pytest.mark.slow
 def test_planted_unsynchronised_jit_is_flagged_by_bytes_alone(tmp_path: Path) -> None:
     """The jit suite with its JAX sync removed, and the barrier switched off: the bandwidth lint catches it."""
-    repo = planted_repo(tmp_path, {}, {"suites/jit/impl_jax.py": ('dtype="float32",', 'dtype="float32", synchronise=False,')})
+    repo = planted_repo(
+        tmp_path, {}, {"suites/jit/impl_jax.py": ('dtype="float32",', 'dtype="float32", synchronise=False,')}
+    )
     big = ("--param", "min_length=100000000", "--param", "max_length=100000000", "--param", "total=100000000")
     proc = harness_in(repo, "run", "--suite", "jit", "--frameworks", "jax", *big, "--repeat", "3", "--warmup", "0",
                       "--backend", "local", "--results-dir", str(tmp_path / "r"), "-q",

@@ -144,13 +144,16 @@ def probe_batch(data: ImageData, n: int = 8) -> Any:
 # The cold/warm split and the memory figures, recorded under the same names by both frameworks.
 
 
-def record_transfer(ctx: Context, seconds: list[float], nbytes: int) -> None:
+def record_transfer(ctx: Context, seconds: list[float], nbytes: int, probes: list[Any]) -> None:
+    """`probes`: the sync-escape probe after each copy (runtime/syncguard.py), first copy included."""
     ctx.record_time(
         "data to device",
         first_call=seconds[0],
         samples=seconds[1:],
         description=f"host -> device copy of the train and test images ({nbytes / 2**20:.1f} MiB), synchronised; "
         "first call = the cold first copy, samples = repeated copies",
+        probes=probes[1:],
+        first_probe=probes[0],
     )
 
 

@@ -76,12 +76,14 @@ def run(ctx: Context) -> None:
     # Moving the data: the cold first copy, then repeated copies of the same arrays.
     host = (images.train_x, images.train_y, images.test_x, images.test_y, orders)
     nbytes = sum(int(a.nbytes) for a in host)
+    probes: list[Any] = []
     transfers, arrays = [], None
     for _ in range(3):
         start = time.perf_counter()
         arrays = jax.device_put(host, dev)
         jax.block_until_ready(arrays)
         transfers.append(time.perf_counter() - start)
+        probes.append(ctx.probe_escape())  # outside the clock
     assert arrays is not None
     train_x, train_y, test_x, test_y, orders_dev = arrays
 
@@ -145,7 +147,7 @@ def run(ctx: Context) -> None:
         )
     marks.append(len(clock.intervals))
     training.record(ctx, history, flops_per_sample=common.flops_per_sample(int(p["image_size"])))
-    common.record_transfer(ctx, transfers, nbytes)
+    common.record_transfer(ctx, transfers, nbytes, probes)
     common.record_cold_split(
         ctx, history.first.seconds, clock.seconds(marks[0], marks[1]), [e.seconds for e in history.steady], transfers[0]
     )

@@ -44,12 +44,14 @@ def run(ctx: Context) -> None:
         torch.from_numpy(orders).long(),
     )
     nbytes = sum(int(t.numel() * t.element_size()) for t in host)
+    probes: list[Any] = []
     transfers, arrays = [], host
     for _ in range(3):
         start = time.perf_counter()
         arrays = tuple(t.to(dev, copy=True) for t in host)  # copy=True: on the CPU a real copy too
         ctx.sync(None)
         transfers.append(time.perf_counter() - start)
+        probes.append(ctx.probe_escape())  # outside the clock
     train_x, train_y, test_x, test_y, orders_dev = arrays
 
     weights = common.init_weights(int(p["seed"]))
@@ -97,7 +99,7 @@ def run(ctx: Context) -> None:
         ctx, epochs=epochs, run_epoch=run_epoch, read=read, samples_per_epoch=used, compilations=CompileCounter()
     )
     training.record(ctx, history, flops_per_sample=common.flops_per_sample(int(p["image_size"])))
-    common.record_transfer(ctx, transfers, nbytes)
+    common.record_transfer(ctx, transfers, nbytes, probes)
     common.record_cold_split(ctx, history.first.seconds, 0.0, [e.seconds for e in history.steady], transfers[0])
     training.record_peak_memory(
         ctx,

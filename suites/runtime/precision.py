@@ -1,9 +1,11 @@
 """The precision a framework really computed in, measured rather than read from the flags we set.
 
 Before timing, every job multiplies (and convolves) float32 inputs whose exact result is known
-through the same framework settings as the suite: the probe values are 1 + 2^-i for
-i = 1..23 against an identity operand, so the output equals the input exactly only where the
-arithmetic kept i mantissa bits. Counting the bits that survived classifies the arithmetic:
+through the same framework settings as the suite: probe value i carries a 2^-i part (1 + 2^-i
+for i <= 9, 1 + 2^-9 + 2^-i above, so that a split into a bfloat16 and a bfloat16 remainder
+cannot hold it exactly past 16 bits) against an identity operand, so the output equals the
+input exactly only where the arithmetic kept i mantissa bits. Counting the bits that survived
+classifies the arithmetic:
 
     bits kept   class     how it happens
     >= 20       fp32      IEEE float32 (up to ~3 bits lost to a Winograd/FFT algorithm)
@@ -32,16 +34,24 @@ CLASSES = ("fp32", "bf16x3", "tf32", "bf16", "fp16")
 CLASS_BITS = {"fp32": 23, "bf16x3": 16, "tf32": 10, "fp16": 10, "bf16": 7}
 
 
+SPLIT_BIT = 9  # above it, values carry 2^-9 too: the bfloat16 remainder then needs i - 8 bits
+
+
+def probe_value(i: int) -> float:
+    """Probe i (1..23): exact in float32, and its 2^-i part survives only i-bit arithmetic."""
+    return 1.0 + 2.0**-i if i <= SPLIT_BIT else 1.0 + 2.0**-SPLIT_BIT + 2.0**-i
+
+
 def probe_values() -> list[float]:
-    """The inputs: 1 + 2^-i for i = 1..23, then the fp16 overflow probe (all exact in float32)."""
-    return [1.0 + 2.0**-i for i in range(1, MAX_BITS + 1)] + [OVERFLOW_PROBE]
+    """The 23 bit probes, then the fp16 overflow probe."""
+    return [probe_value(i) for i in range(1, MAX_BITS + 1)] + [OVERFLOW_PROBE]
 
 
 def bits_kept(outputs: Sequence[float]) -> int:
     """How many leading probe values came back with their 2^-i part (at least half of it)."""
     kept = 0
     for i, out in enumerate(outputs[:MAX_BITS], start=1):
-        if not math.isfinite(out) or abs(out - (1.0 + 2.0**-i)) >= 2.0 ** -(i + 1):
+        if not math.isfinite(out) or abs(out - probe_value(i)) >= 2.0 ** -(i + 1):
             break
         kept = i
     return kept
@@ -79,7 +89,7 @@ def declared_class(float32_matmul: str | None) -> str | None:
 
 def measured_record(matmul: Sequence[float] | None, conv: Sequence[float] | None) -> dict[str, Any]:
     """`environment.precision.measured`: one class per operation that could be probed."""
-    record: dict[str, Any] = {"method": "identity operands carrying 1 + 2^-i, i = 1..23 (runtime/precision.py)"}
+    record: dict[str, Any] = {"method": "identity operands carrying a 2^-i part, i = 1..23 (runtime/precision.py)"}
     for name, outputs in (("matmul", matmul), ("conv", conv)):
         if outputs is not None:
             record[name] = classify(outputs)

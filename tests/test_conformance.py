@@ -1,0 +1,53 @@
+"""Every suite x framework in the registry (not a list kept by hand) at its declared smoke size.
+
+A suite conforms when each framework it names has an implementation, `harness run --smoke`
+finishes with every check passing, and every timed metric carries barrier evidence that the
+clock stopped after the work (`sync: ok`) and the precision the job really computed in.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from harness.schema import load_result
+from suites.runtime.frameworks import FRAMEWORKS
+from suites.runtime.registry import SUITES_DIR, all_suites
+from tests.conftest import harness, run_folder
+
+SUITES = sorted(all_suites())
+
+
+@pytest.mark.parametrize("name", SUITES)
+def test_every_named_framework_has_an_implementation_and_the_smoke_size_is_valid(name: str) -> None:
+    spec = all_suites()[name]
+    for fw in spec.frameworks:
+        assert fw in FRAMEWORKS, f"{name} names unknown framework {fw}"
+        assert (SUITES_DIR / name / f"impl_{fw}.py").is_file(), f"{name}: no impl_{fw}.py"
+    assert set(spec.unsupported) <= set(FRAMEWORKS) and not set(spec.unsupported) & set(spec.frameworks)
+    spec.resolve(spec.smoke)  # raises on a smoke parameter the suite does not accept
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", SUITES)
+def test_smoke_run_passes_its_checks_with_every_metric_synchronised(name: str, results: Path) -> None:
+    spec = all_suites()[name]
+    proc = harness("run", "--suite", name, "--frameworks", ",".join(spec.all_frameworks), "--smoke",
+                   "--backend", "local", "--threads", "1", "-q", "--results-dir", str(results))  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    run = run_folder(proc.stdout)
+    for fw in spec.all_frameworks:
+        doc = load_result(run / f"{fw}.json")
+        if fw in spec.unsupported:
+            assert doc["status"] == "skipped" and doc["reason"] == spec.unsupported[fw]
+            continue
+        assert doc["status"] == "ok", doc["reason"]
+        measured = doc["environment"]["precision"]["measured"]
+        assert measured["matmul"]["class"] == "fp32"  # every CPU computes float32 as float32
+        timed = [m for m in doc["metrics"] if m["kind"] == "time"]
+        assert timed, f"{name}/{fw} recorded no time metric"
+        for metric in timed:
+            assert metric["sync"]["state"] == "ok", (fw, metric["name"], metric["sync"])
+            if not spec.hidden:
+                assert metric["warnings"] == [], (fw, metric["name"], metric["warnings"])
