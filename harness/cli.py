@@ -165,6 +165,15 @@ def run(
             help="docker: bind (mount host folders), copy (through the API, for remote engines) or auto",
         ),
     ] = "auto",
+    cache: Annotated[
+        str,
+        typer.Option(
+            "--cache",
+            envvar="HARNESS_CACHE",
+            help="compiler caches (JAX persistent cache, Inductor, Triton): cold = empty for every job; "
+            "warm = kept under RESULTS_DIR/.cache (docker: a volume) and reused by later jobs",
+        ),
+    ] = "cold",
     smoke: Annotated[
         bool, typer.Option("--smoke", help="the suite's smallest real size (its declared smoke parameters), 3 samples")
     ] = False,
@@ -206,6 +215,8 @@ def run(
             timeout_s=timeout,
             data_dir=str((data_dir or default_data_dir()).resolve()),
             smoke=smoke,
+            cache=cache,
+            cache_dir=str((target / ".cache").resolve()),
         )
     named = plan.jobs[0].params.get("dataset") if plan.jobs else None
     if isinstance(named, str) and plan.jobs[0].data_dir is not None:

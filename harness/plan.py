@@ -9,6 +9,7 @@ from typing import Any
 
 from harness.catalog import get_framework, get_suite
 from harness.errors import HarnessError
+from suites.runtime.settings import CACHE_MODES
 from suites.runtime.spec import SMOKE_REPEAT, SMOKE_WARMUP, ParamValue, SpecError, SuiteSpec
 
 
@@ -25,6 +26,8 @@ class Job:
     timeout_s: float
     skip_reason: str | None = None
     data_dir: str | None = None  # host path of the dataset folder; backends map it into the job
+    cache: str = "cold"  # compiler caches: cold (empty per job) or warm (kept under cache_dir)
+    cache_dir: str | None = None  # host folder of the warm caches; backends add the stack
 
     @property
     def name(self) -> str:
@@ -96,6 +99,8 @@ def make_plan(
     timeout_s: float | None = None,
     data_dir: str | None = None,
     smoke: bool = False,
+    cache: str = "cold",
+    cache_dir: str | None = None,
 ) -> Plan:
     """`smoke`: the suite's declared smoke size and SMOKE_REPEAT samples (explicit options still win)."""
     spec = get_suite(suite)
@@ -112,6 +117,8 @@ def make_plan(
         raise HarnessError(f"--threads {threads} must be at least 1")
     if timeout_s is not None and timeout_s <= 0:
         raise HarnessError(f"--timeout {timeout_s} must be a positive number of seconds")
+    if cache not in CACHE_MODES:
+        raise HarnessError(f"--cache {cache!r} is not one of {', '.join(CACHE_MODES)}")
     base = baseline or names[0]
     if base not in names:
         raise HarnessError(f"--baseline {base!r} is not among --frameworks ({', '.join(names)})")
@@ -128,6 +135,8 @@ def make_plan(
             timeout_s=spec.timeout_s if timeout_s is None else timeout_s,
             skip_reason=spec.unsupported.get(name),
             data_dir=data_dir,
+            cache=cache,
+            cache_dir=cache_dir if cache == "warm" else None,
         )
         for name in names
     )

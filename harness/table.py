@@ -238,12 +238,39 @@ def render(run: Run, tablefmt: str = "simple") -> str:
             versions.append(bullet(f"  {fw}: " + ", ".join(f"{k} {val}" for k, val in v.items() if val)))
     if versions:
         parts += title("stacks") + versions
+    cold = [bullet(f"  {line}") for line in cold_path_lines(run)]
+    if cold:
+        parts += title("cold path (before the first call; first calls are in the table)") + cold
     differing = _differing_settings(run)
     if differing:
         parts += title("settings that differ between frameworks") + [bullet(d) for d in differing]
     if run.problems:
         parts += title("rejected files") + [bullet(f"  {p}") for p in run.problems]
     return "\n".join(parts)
+
+
+COLD_PARTS = (("import_s", "import"), ("device_init_s", "device init"), ("precision_probe_s", "precision probe"))
+
+
+def cold_path_lines(run: Run) -> list[str]:
+    """Per framework: import, device initialisation, the precision probe, and container start."""
+    lines = []
+    for fw, result in run.results.items():
+        env = result["environment"]
+        cold = env.get("cold_path") if isinstance(env.get("cold_path"), dict) else {}
+        launch = env.get("launch") if isinstance(env.get("launch"), dict) else {}
+        parts = [
+            f"{label} {fmt_time(float(cold[key]))}"
+            for key, label in COLD_PARTS
+            if isinstance(cold.get(key), (int, float)) and not isinstance(cold.get(key), bool)
+        ]
+        start = launch.get("container_start_s")
+        if isinstance(start, (int, float)) and not isinstance(start, bool):
+            parts.insert(0, f"container start {fmt_time(float(start))}")
+        if parts:
+            cache = result["settings"].get("cache")
+            lines.append(f"{fw}: " + ", ".join(parts) + (f" (compiler caches {cache})" if cache else ""))
+    return lines
 
 
 def _integrity_lines(run: Run, title: Callable[[str], list[str]], bullet: Callable[[str], str]) -> list[str]:

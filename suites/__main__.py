@@ -11,7 +11,9 @@ import argparse
 import importlib
 import json
 import os
+import shutil
 import sys
+import tempfile
 import time
 import traceback
 from pathlib import Path
@@ -24,7 +26,14 @@ from suites.runtime.files import write_json_atomic
 from suites.runtime.frameworks import FRAMEWORKS, load_adapter
 from suites.runtime.registry import all_suites, implementation_module
 from suites.runtime.result import new_result, utc_now
-from suites.runtime.settings import Settings, apply_environment, recorded_variables
+from suites.runtime.settings import (
+    CACHE_MODES,
+    Settings,
+    apply_caches,
+    apply_environment,
+    recorded_caches,
+    recorded_variables,
+)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -42,6 +51,8 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--backend", default="local")
     run.add_argument("--out", required=True, type=Path)
     run.add_argument("--data-dir", type=Path, help="read-only dataset folder")
+    run.add_argument("--cache", choices=CACHE_MODES, default="cold", help="compiler caches: cold (empty) or warm")
+    run.add_argument("--cache-dir", help="warm: the folder the compiler caches persist in")
     return parser
 
 
@@ -55,7 +66,9 @@ def run_job(args: argparse.Namespace) -> int:
     params = spec.resolve(json.loads(args.params))
     repeat = spec.repeat if args.repeat is None else args.repeat
     warmup = spec.warmup if args.warmup is None else args.warmup
-    settings = Settings(device=args.device, threads=args.threads, x64=spec.x64)
+    # Warm needs somewhere to keep the caches; without one the job is cold, and says so.
+    cache = "warm" if args.cache == "warm" and args.cache_dir else "cold"
+    settings = Settings(device=args.device, threads=args.threads, x64=spec.x64, cache=cache, cache_dir=args.cache_dir)
     result = new_result(
         run_id=args.run_id,
         suite=spec.name,
@@ -64,20 +77,34 @@ def run_job(args: argparse.Namespace) -> int:
         backend=args.backend,
         device=args.device,
         params=params,
-        settings={"repeat": repeat, "warmup": warmup, "threads": args.threads, "x64": spec.x64},
+        settings={"repeat": repeat, "warmup": warmup, "threads": args.threads, "x64": spec.x64, "cache": cache},
     )
     prefix = f"{spec.name}/{framework.name}"
     started = time.perf_counter()
     apply_environment(settings)  # before the framework is imported: thread pools read it then
+    scratch = tempfile.mkdtemp(prefix="harness-cache-")  # cold caches start here, and are removed
+    apply_caches(settings, scratch)
     env: dict[str, Any] = {"machine": machine.describe()}
+    # The cold path, each part on its own clock (the first call and steady state are per metric).
+    cold: dict[str, float] = {}
+    env["cold_path"] = cold
     ctx: Context | None = None
     code = 0
     try:
+        clock = time.perf_counter()
+        for module in framework.modules:
+            importlib.import_module(module)
+        cold["import_s"] = time.perf_counter() - clock
         adapter = load_adapter(framework)
+        clock = time.perf_counter()
         env["precision"] = adapter.configure(settings)
+        adapter.initialise(settings)
+        cold["device_init_s"] = time.perf_counter() - clock
         env.update(adapter.environment(settings))
         # Before any timing, with the suite's own settings: what the arithmetic really is.
+        clock = time.perf_counter()
         env["precision"]["measured"] = adapter.precision_probe(settings)
+        cold["precision_probe_s"] = time.perf_counter() - clock
         impl = importlib.import_module(implementation_module(spec.name, framework.name))
         ctx = Context(
             spec,
@@ -98,7 +125,9 @@ def run_job(args: argparse.Namespace) -> int:
             result_path=args.out,
         )
         _log(prefix, f"start: params {json.dumps(params)}, repeat {repeat}, warmup {warmup}")
+        clock = time.perf_counter()
         impl.run(ctx)
+        cold["workload_s"] = time.perf_counter() - clock
     except Skip as skip:
         result["status"], result["reason"] = "skipped", str(skip)
     except MemoryError:
@@ -112,7 +141,10 @@ def run_job(args: argparse.Namespace) -> int:
         traceback.print_exc()
         result["status"], result["reason"] = "failed", f"{type(error).__name__}: {error}"
         code = 1
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
     env["variables"] = recorded_variables()
+    env["caches"] = recorded_caches(settings)
     result["environment"] = env
     if ctx is not None:
         result["metrics"], result["checks"], result["notes"] = ctx.metrics, ctx.checks, ctx.notes

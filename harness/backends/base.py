@@ -28,7 +28,13 @@ class Backend(Protocol):
 
 
 def job_command(
-    job: Job, run_id: str, backend: str, out: str, python: str = "python", data_dir: str | None = None
+    job: Job,
+    run_id: str,
+    backend: str,
+    out: str,
+    python: str = "python",
+    data_dir: str | None = None,
+    cache_dir: str | None = None,
 ) -> list[str]:
     """The in-job command line, the same for every backend."""
     import json
@@ -49,4 +55,7 @@ def job_command(
         cmd += ["--threads", str(job.threads)]
     if data_dir is not None:
         cmd += ["--data-dir", data_dir]
+    cmd += ["--cache", job.cache]
+    if job.cache == "warm" and cache_dir is not None:
+        cmd += ["--cache-dir", cache_dir]
     return cmd

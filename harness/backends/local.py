@@ -43,7 +43,19 @@ class LocalBackend:
         logs = run_dir / "logs"
         logs.mkdir(parents=True, exist_ok=True)
         out = run_dir / job.result_file()
-        cmd = job_command(job, run_id, self.name, str(out), python=self.python_for(job.stack), data_dir=job.data_dir)
+        cache_dir = None
+        if job.cache == "warm" and job.cache_dir is not None:
+            cache_dir = str(Path(job.cache_dir) / job.stack)  # one per stack: versions never mix
+            Path(cache_dir).mkdir(parents=True, exist_ok=True)
+        cmd = job_command(
+            job,
+            run_id,
+            self.name,
+            str(out),
+            python=self.python_for(job.stack),
+            data_dir=job.data_dir,
+            cache_dir=cache_dir,
+        )
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(SUITES_DIR.parent), env.get("PYTHONPATH")]))
         env["PYTHONUNBUFFERED"] = "1"

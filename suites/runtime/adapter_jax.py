@@ -43,6 +43,12 @@ def device(settings: Settings) -> Any:
     return jax.devices("cpu")[0]
 
 
+def initialise(settings: Settings) -> None:
+    import jax
+
+    jax.block_until_ready(jax.device_put(0.0, device(settings)))
+
+
 def sync(out: Any) -> None:
     import jax
 

@@ -44,6 +44,10 @@ def device(settings: Settings) -> str:
     return "cpu"
 
 
+def initialise(settings: Settings) -> None:
+    """The host CPU needs no bringing up."""
+
+
 def sync(out: Any) -> None:
     """NumPy returns finished arrays."""
 

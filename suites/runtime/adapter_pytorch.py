@@ -44,6 +44,15 @@ def device(settings: Settings) -> Any:
     return torch.device("cuda" if settings.device == "gpu" else "cpu")
 
 
+def initialise(settings: Settings) -> None:
+    """The CUDA context is created by the first tensor on the device, not by `is_available()`."""
+    import torch
+
+    torch.zeros(1, device=device(settings))
+    if settings.device == "gpu":
+        torch.cuda.synchronize()
+
+
 def sync(out: Any) -> None:
     if _on_gpu:
         import torch

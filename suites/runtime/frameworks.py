@@ -27,6 +27,10 @@ class Adapter(Protocol):
         """The device object suites place their arrays on."""
         ...
 
+    def initialise(self, settings: Settings) -> None:
+        """Bring the device runtime up (client, CUDA context) so that its cost is timed apart."""
+        ...
+
     def sync(self, out: Any) -> None:
         """Wait until `out` is computed (every timed call ends with it)."""
         ...
@@ -48,24 +52,25 @@ class Adapter(Protocol):
         ...
 
 
-ADAPTER_FUNCTIONS = ("configure", "device", "sync", "barrier_for", "holds_work", "precision_probe", "environment")
+ADAPTER_FUNCTIONS = ("configure", "device", "initialise", "sync", "barrier_for", "holds_work", "precision_probe", "environment")
 
 
 @dataclass(frozen=True)
 class Framework:
     name: str
     stack: str
-    adapter: str  # module with configure / sync / environment, imported only inside the job
+    adapter: str  # module fulfilling `Adapter`, imported only inside the job
     description: str
+    modules: tuple[str, ...]  # what importing the framework means (timed apart as `import_s`)
 
 
 FRAMEWORKS: dict[str, Framework] = {
     f.name: f
     for f in (
-        Framework("numpy", "numpy", "suites.runtime.adapter_numpy", "NumPy/SciPy, eager, host CPU"),
-        Framework("jax", "jax", "suites.runtime.adapter_jax", "JAX (jit, grad, vmap)"),
-        Framework("flax", "jax", "suites.runtime.adapter_jax", "Flax NNX + Optax on JAX"),
-        Framework("pytorch", "pytorch", "suites.runtime.adapter_pytorch", "PyTorch (eager, torch.compile)"),
+        Framework("numpy", "numpy", "suites.runtime.adapter_numpy", "NumPy/SciPy, eager, host CPU", ("numpy", "scipy")),
+        Framework("jax", "jax", "suites.runtime.adapter_jax", "JAX (jit, grad, vmap)", ("jax",)),
+        Framework("flax", "jax", "suites.runtime.adapter_jax", "Flax NNX + Optax on JAX", ("jax", "flax", "optax")),
+        Framework("pytorch", "pytorch", "suites.runtime.adapter_pytorch", "PyTorch (eager, torch.compile)", ("torch",)),
     )
 }
 

@@ -30,6 +30,11 @@ RECORDED_VARIABLES = THREAD_VARIABLES + (
     "OPENBLAS_CORETYPE",
     "OPENBLAS_L2_SIZE",
 )
+# Where the compiler caches were: recorded apart (`environment.caches`), since cold folders are
+# fresh per job and would otherwise make every two runs "differ".
+CACHE_VARIABLES = ("JAX_COMPILATION_CACHE_DIR", "TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR")
+
+CACHE_MODES = ("cold", "warm")
 
 
 @dataclass(frozen=True)
@@ -37,6 +42,29 @@ class Settings:
     device: str  # cpu | gpu
     threads: int | None
     x64: bool
+    # cold: every compiler cache starts empty (a fresh folder per job); warm: JAX's persistent
+    # compilation cache and Inductor/Triton's caches live in `cache_dir`, kept between jobs.
+    cache: str = "cold"
+    cache_dir: str | None = None
+
+
+def apply_caches(settings: Settings, scratch: str) -> None:
+    """Point every compiler cache at the warm folder, or at the empty `scratch` folder (cold).
+
+    Cold also drops a JAX cache folder inherited from the user's environment: otherwise a
+    "first call" could silently be a cache hit.
+    """
+    if settings.cache == "warm" and settings.cache_dir:
+        root = settings.cache_dir
+        os.environ["JAX_COMPILATION_CACHE_DIR"] = os.path.join(root, "jax")
+        # Cache every compilation, not just the slow ones (JAX's defaults skip anything under 1 s).
+        os.environ["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"] = "0"
+        os.environ["JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES"] = "0"
+    else:
+        root = scratch
+        os.environ.pop("JAX_COMPILATION_CACHE_DIR", None)
+    os.environ["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(root, "inductor")
+    os.environ["TRITON_CACHE_DIR"] = os.path.join(root, "triton")
 
 
 def apply_environment(settings: Settings) -> None:
@@ -84,3 +112,9 @@ def usable_cores() -> int | None:
 
 def recorded_variables() -> dict[str, str]:
     return {k: os.environ[k] for k in RECORDED_VARIABLES if k in os.environ}
+
+
+def recorded_caches(settings: Settings) -> dict[str, str | None]:
+    found: dict[str, str | None] = {"mode": settings.cache}
+    found.update({k: os.environ.get(k) for k in CACHE_VARIABLES})
+    return found

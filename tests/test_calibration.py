@@ -1,0 +1,78 @@
+"""Ceilings measured on this machine: `harness calibrate`, the automatic once-per-machine run, the cache."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from harness.calibration import CACHE_DIR, parse, read_json_file
+from harness.runs import load_run
+from harness.table import render
+from tests.conftest import harness, read, run_folder
+from tests.factories import metric, result, write_run
+
+
+def cache_files(results: Path) -> list[Path]:
+    return sorted((results / CACHE_DIR).glob("*.json"))
+
+
+@pytest.mark.slow
+def test_calibrate_measures_every_stack_and_caches_per_machine(results: Path) -> None:
+    proc = harness("calibrate", "--backend", "local", "--results-dir", str(results), "-q")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "matmul float64" in proc.stdout and "stream bandwidth" in proc.stdout
+    (cache,) = cache_files(results)
+    ceilings = parse(read(cache))
+    assert ceilings.frameworks == ("jax", "numpy", "pytorch")
+    assert ceilings.bandwidth and ceilings.bandwidth > 1e8  # more than 0.1 GB/s on any real machine
+    assert ceilings.flops_by_dtype["float32"] > ceilings.flops_by_dtype["float64"] * 0.5
+
+
+@pytest.mark.slow
+def test_run_calibrates_once_and_shows_percent_of_achievable(results: Path) -> None:
+    first = harness("run", "--suite", "xla", "--frameworks", "numpy", "--smoke", "--calibrate", "auto",
+                    "--results-dir", str(results))  # fmt: skip
+    assert first.returncode == 0, first.stdout + first.stderr
+    assert "calibrating this machine" in first.stderr
+    assert "of achievable" in first.stdout
+    run = run_folder(first.stdout)
+    assert parse(read(run / "calibration.json")).frameworks == ("numpy",)
+    second = harness("run", "--suite", "xla", "--frameworks", "numpy", "--smoke", "--calibrate", "auto",
+                     "--results-dir", str(results))  # fmt: skip
+    assert second.returncode == 0 and "calibrating" not in second.stderr  # cached for this fingerprint
+    assert len(cache_files(results)) == 1
+
+
+def test_a_tampered_calibration_is_ignored_and_named(tmp_path: Path) -> None:
+    run_dir = write_run(tmp_path / "run", [result("numpy", [metric("matmul", [0.1] * 3, flops=2e9)])])
+    doc = {
+        "format": "harness-calibration",
+        "version": 1,
+        "fingerprint": "abc",
+        "frameworks": {"numpy": {"float64": -5}},
+    }
+    (run_dir / "calibration.json").write_text(json.dumps(doc))
+    run = load_run(run_dir)
+    text = render(run)
+    assert "of achievable" not in text and "calibration.json: ignored" in text
+    (run_dir / "calibration.json").unlink()
+    (run_dir / "calibration.json").symlink_to("/dev/zero")
+    with pytest.raises(ValueError, match="cannot open|regular"):
+        read_json_file(run_dir / "calibration.json")
+
+
+def test_achievable_share_uses_the_best_framework(tmp_path: Path) -> None:
+    run_dir = write_run(tmp_path / "run", [result("numpy", [metric("matmul", [0.1] * 3, flops=2e9)])])
+    doc = {
+        "format": "harness-calibration", "version": 1, "fingerprint": "abc",
+        "frameworks": {"numpy": {"float64": 25e9}, "jax": {"float64": 40e9}},
+    }  # fmt: skip
+    doc["frameworks"]["numpy"]["bandwidth"] = 1e10
+    (run_dir / "calibration.json").write_text(json.dumps(doc))
+    for m in (r := read(run_dir / "numpy.json"))["metrics"]:
+        m["dtype"] = "float64"
+    (run_dir / "numpy.json").write_text(json.dumps(r))
+    rate = next(line for line in render(load_run(run_dir)).splitlines() if line.startswith("matmul GFLOP/s"))
+    assert "50% of achievable" in rate  # 20 GFLOP/s against the best framework's 40

@@ -1,0 +1,52 @@
+"""The cold path apart (import, device init, probe), and compiler caches cold or warm by choice."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import REPO, harness, read, run_folder
+
+pytestmark = pytest.mark.slow
+
+
+def test_every_result_carries_the_cold_path_and_the_table_shows_it(results: Path) -> None:
+    proc = harness("run", "--suite", "xla", "--frameworks", "numpy,jax", "--smoke", "--results-dir", str(results))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    for fw in ("numpy", "jax"):
+        cold = read(run_folder(proc.stdout) / f"{fw}.json")["environment"]["cold_path"]
+        assert set(cold) == {"import_s", "device_init_s", "precision_probe_s", "workload_s"}
+        assert all(v >= 0 for v in cold.values())
+    jax_cold = read(run_folder(proc.stdout) / "jax.json")["environment"]["cold_path"]
+    assert jax_cold["import_s"] > jax_cold["device_init_s"]  # importing jax dwarfs a CPU client start
+    assert "cold path" in proc.stdout and "jax: import" in proc.stdout and "compiler caches cold" in proc.stdout
+
+
+def test_warm_caches_persist_between_jobs_and_cold_ones_never_do(results: Path) -> None:
+    warm = harness("run", "--suite", "xla", "--frameworks", "jax", "--smoke", "--cache", "warm",
+                   "--results-dir", str(results))  # fmt: skip
+    assert warm.returncode == 0, warm.stdout + warm.stderr
+    doc = read(run_folder(warm.stdout) / "jax.json")
+    assert doc["settings"]["cache"] == "warm"
+    jax_cache = Path(doc["environment"]["caches"]["JAX_COMPILATION_CACHE_DIR"])
+    assert jax_cache == (results / ".cache" / "jax" / "jax").resolve()
+    assert any(jax_cache.iterdir()), "the persistent compilation cache stayed empty"
+
+    # Cold, even with a user's JAX cache folder in the environment: a fresh, empty folder per job.
+    env = {**os.environ, "JAX_COMPILATION_CACHE_DIR": str(jax_cache)}
+    cold = subprocess.run([sys.executable, "-m", "harness.cli", "run", "--suite", "xla", "--frameworks", "jax",
+                           "--smoke", "--results-dir", str(results)],
+                          capture_output=True, text=True, cwd=REPO, env=env, timeout=600)  # fmt: skip
+    assert cold.returncode == 0, cold.stdout + cold.stderr
+    caches = read(run_folder(cold.stdout) / "jax.json")["environment"]["caches"]
+    assert caches["mode"] == "cold" and caches["JAX_COMPILATION_CACHE_DIR"] is None
+    assert not Path(caches["TORCHINDUCTOR_CACHE_DIR"]).exists()  # removed when the job ended
+
+
+def test_an_unknown_cache_mode_is_one_line(results: Path) -> None:
+    proc = harness("run", "--suite", "xla", "--cache", "tepid", "--results-dir", str(results))
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "--cache 'tepid'" in proc.stderr
