@@ -1,4 +1,11 @@
-"""The agreement gate: each framework's check values against the suite's limits and the baseline."""
+"""The agreement gate: each framework's check values against the suite's limits and each other.
+
+Tolerances come from the suite as this harness declares it (suites/<name>/spec.py), not from
+what a result file says about itself. Every ok job must report every check the suite requires
+of it. Agreement is measured against a reference: the baseline when two frameworks compare;
+with three or more, the framework most others agree with (the baseline on a tie), so one wrong
+framework, even the baseline, is the one marked and not the two that agree.
+"""
 
 from __future__ import annotations
 
@@ -6,6 +13,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from harness.runs import Run
+from suites.runtime.registry import all_suites
+from suites.runtime.spec import CheckSpec
 
 
 @dataclass
@@ -17,8 +26,7 @@ class CheckRow:
     rel_diff: dict[str, float | None] = field(default_factory=dict)
     passed: dict[str, bool] = field(default_factory=dict)
     why: dict[str, str] = field(default_factory=dict)
-    # The framework the rtol/atol comparison used: the baseline, or the first framework that
-    # ran when the baseline was skipped or failed (None: nothing to compare against).
+    # The framework the rtol/atol comparison used (None: nothing to compare against).
     reference: str | None = None
 
 
@@ -43,12 +51,8 @@ def tolerance_text(check: dict[str, Any], reference: str = "baseline") -> str:
 
 
 def reference_framework(run: Run) -> str | None:
-    """Whose check values the others are compared with.
-
-    `Run.baseline` already falls back from a skipped or failed baseline (say numpy in a suite
-    it cannot run) to the first framework that ran, so a skipped baseline never switches the
-    comparison off; None when nothing ran.
-    """
+    """The default reference: `Run.baseline`, which already falls back from a skipped or failed
+    baseline to the first framework that ran; None when nothing ran."""
     return run.baseline if run.results.get(run.baseline, {}).get("status") == "ok" else None
 
 
@@ -60,58 +64,98 @@ def max_rel_diff(value: Any, base: Any) -> float:
     return worst
 
 
+def agrees(value: Any, base: Any, rtol: float, atol: float) -> bool:
+    if _shape(value) != _shape(base):
+        return False
+    return all(abs(v - b) <= atol + rtol * abs(b) for v, b in zip(_flat(value), _flat(base), strict=True))
+
+
+def declared_checks(run: Run) -> dict[str, CheckSpec]:
+    """The checks the run's suite declares in this harness (empty for a suite it does not know)."""
+    spec = all_suites().get(str(run.summary.get("suite")))
+    return {c.name: c for c in spec.checks} if spec is not None else {}
+
+
+def _tolerance(declared: CheckSpec | None, reported: dict[str, Any]) -> dict[str, Any]:
+    if declared is not None:
+        return declared.as_record()
+    return {"limit": reported.get("limit"), "rtol": reported.get("rtol"), "atol": reported.get("atol") or 0.0}
+
+
+def choose_reference(values: dict[str, Any], rtol: float, atol: float, default: str | None) -> str | None:
+    """The framework most others agree with; `default` (the baseline) unless another has more."""
+    if not values:
+        return None
+    if len(values) < 3:
+        return default if default in values else next(iter(values))
+
+    def support(candidate: str) -> int:
+        base = values[candidate]
+        return sum(agrees(v, base, rtol, atol) for fw, v in values.items() if fw != candidate)
+
+    best = max(support(fw) for fw in values)
+    if default in values and support(default) == best:
+        return default
+    return next(fw for fw in values if support(fw) == best)
+
+
 def evaluate(run: Run) -> list[CheckRow]:
     ok = {fw: r for fw, r in run.results.items() if r["status"] == "ok"}
-    reference = reference_framework(run)
-    ref_checks = {c["name"]: c for c in ok[reference]["checks"]} if reference else {}
-    label = "baseline" if reference == run.summary.get("baseline") else str(reference)
-    rows: dict[str, CheckRow] = {}
-
-    def row_for(check: dict[str, Any]) -> CheckRow:
-        return rows.setdefault(
-            check["name"],
-            CheckRow(check["name"], check.get("help", ""), tolerance_text(check, label), reference=reference),
-        )
-
+    declared = declared_checks(run)
+    default = reference_framework(run)
+    reported: dict[str, dict[str, dict[str, Any]]] = {}  # check -> framework -> record
     for fw, result in ok.items():
         for check in result["checks"]:
-            row = row_for(check)
-            value = check["value"]
+            reported.setdefault(check["name"], {})[fw] = check
+    names = [n for n in declared if n in reported or any(declared[n].required_of(fw) for fw in ok)]
+    names += [n for n in reported if n not in names]
+    rows = []
+    for name in names:
+        records = reported.get(name, {})
+        spec = declared.get(name)
+        tol = _tolerance(spec, next(iter(records.values()), {}))
+        values = {fw: rec["value"] for fw, rec in records.items()}
+        rtol, atol, limit = tol["rtol"], tol["atol"] or 0.0, tol["limit"]
+        reference = choose_reference(values, rtol, atol, default) if rtol is not None else None
+        if reference is not None and reference != default:
+            label = f"{reference} (majority)"
+        elif reference == run.summary.get("baseline"):
+            label = "baseline"
+        else:
+            label = str(reference)
+        row = CheckRow(
+            name,
+            spec.help if spec else str(next(iter(records.values()), {}).get("help", "")),
+            tolerance_text(tol, label),
+            reference=reference,
+        )
+        for fw in ok:
+            if fw not in values:
+                if spec is not None:
+                    if spec.required_of(fw):
+                        row.passed[fw], row.why[fw] = False, "declared check not reported"
+                elif rtol is not None and reference is not None:
+                    row.passed[fw], row.why[fw] = False, f"no value, but {reference} reported one"
+                continue
+            value = values[fw]
             row.values[fw] = value
             passed, why = True, ""
-            limit = check.get("limit")
             if limit is not None and max(abs(v) for v in _flat(value)) > limit:
                 passed, why = False, f"exceeds limit {limit:g}"
-            ref = ref_checks.get(check["name"])
-            if ref is not None and fw != reference:
-                if _shape(value) != _shape(ref["value"]):
+            if rtol is not None and reference is not None and fw != reference:
+                base = values[reference]
+                if _shape(value) != _shape(base):
                     passed, why = False, f"shape differs from {reference}"
                     row.rel_diff[fw] = None
                 else:
-                    row.rel_diff[fw] = max_rel_diff(value, ref["value"])
-                    rtol = check.get("rtol")
-                    if rtol is not None:
-                        atol = check.get("atol") or 0.0
-                        bad = any(
-                            abs(v - b) > atol + rtol * abs(b)
-                            for v, b in zip(_flat(value), _flat(ref["value"]), strict=False)
-                        )
-                        if bad:
-                            passed, why = (
-                                False,
-                                f"differs from {reference} by {row.rel_diff[fw]:.2g} (rtol {rtol:g})",
-                            )
+                    row.rel_diff[fw] = max_rel_diff(value, base)
+                    if not agrees(value, base, rtol, atol):
+                        passed, why = False, f"differs from {reference} by {row.rel_diff[fw]:.2g} (rtol {rtol:g})"
             row.passed[fw] = passed
             if why:
                 row.why[fw] = why
-        # A comparison the reference makes but this framework skipped must not pass silently.
-        reported = {c["name"] for c in result["checks"]}
-        for name, ref in ref_checks.items():
-            if name not in reported and ref.get("rtol") is not None:
-                row = row_for(ref)
-                row.passed[fw] = False
-                row.why[fw] = f"no value, but {reference} reported one"
-    return list(rows.values())
+        rows.append(row)
+    return rows
 
 
 def failing_frameworks(rows: list[CheckRow]) -> set[str]:

@@ -37,10 +37,16 @@ def result(framework: str, metrics: list[dict[str, Any]], checks: list[dict[str,
         settings={"repeat": 3, "warmup": 1, "threads": None},
     )
     doc["metrics"] = metrics
-    doc["checks"] = checks or []
+    # The xla suite requires its two declared checks of every ok job (the gate fails a job that
+    # leaves one out), so a document without explicit checks carries passing ones.
+    doc["checks"] = checks if checks is not None else XLA_CHECKS()
     doc["finished_at"] = doc["started_at"]
     doc["duration_s"] = 1.0
     return doc
+
+
+def XLA_CHECKS() -> list[dict[str, Any]]:  # noqa: N802  (reads as the constant it stands for)
+    return [check("residual", 1e-10, limit=1e-6), check("product_sum", 3.3e7, rtol=1e-9)]
 
 
 def check(name: str, value: Any, *, limit: float | None = None, rtol: float | None = None) -> dict[str, Any]:

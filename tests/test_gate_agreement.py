@@ -27,12 +27,12 @@ def skipped(framework: str, reason: str) -> dict[str, Any]:
 def test_a_skipped_baseline_hands_the_comparison_to_the_first_framework_that_ran(tmp_path: Path) -> None:
     docs = [
         skipped("numpy", "no automatic differentiation"),
-        result("jax", [metric("m", [1.0])], [check("g", [1.0, 2.0], rtol=1e-6)]),
-        result("pytorch", [metric("m", [1.0])], [check("g", [1.0, 2.1], rtol=1e-6)]),
+        result("jax", [metric("m", [1.0])], [check("product_sum", [1.0, 2.0]), check("residual", 0.0)]),
+        result("pytorch", [metric("m", [1.0])], [check("product_sum", [1.0, 2.1]), check("residual", 0.0)]),
     ]
     run = load_run(write_run(tmp_path / "run", docs, baseline="numpy"))
     assert reference_framework(run) == "jax"
-    (row,) = evaluate(run)
+    row = next(r for r in evaluate(run) if r.name == "product_sum")
     assert row.reference == "jax" and row.passed == {"jax": True, "pytorch": False}
     assert "differs from jax" in row.why["pytorch"]
     text = render(run)
@@ -40,17 +40,60 @@ def test_a_skipped_baseline_hands_the_comparison_to_the_first_framework_that_ran
     assert not gate_passed(run)
 
 
-def test_a_framework_that_omits_a_comparative_check_fails(tmp_path: Path) -> None:
+def test_a_framework_that_omits_a_declared_check_fails(tmp_path: Path) -> None:
     docs = [
-        result("numpy", [metric("m", [1.0])], [check("x", 1.0, rtol=1e-6), check("r", 0.0, limit=1.0)]),
-        result("jax", [metric("m", [1.0])], [check("r", 0.0, limit=1.0)]),  # no "x"
+        result("numpy", [metric("m", [1.0])], [check("product_sum", 1.0), check("residual", 0.0)]),
+        result("jax", [metric("m", [1.0])], [check("residual", 0.0)]),  # no "product_sum"
     ]
     run = load_run(write_run(tmp_path / "run", docs))
     rows = {row.name: row for row in evaluate(run)}
-    assert rows["x"].passed == {"numpy": True, "jax": False}
-    assert rows["r"].passed == {"numpy": True, "jax": True}  # limit-only checks are per framework
-    assert "- (FAIL: no value, but numpy reported one)" in render(run)
+    assert rows["product_sum"].passed == {"numpy": True, "jax": False}
+    assert rows["residual"].passed == {"numpy": True, "jax": True}
+    assert "- (FAIL: declared check not reported)" in render(run)
     assert not gate_passed(run)
+
+
+def test_a_reference_that_reports_no_checks_fails_instead_of_passing_everyone(tmp_path: Path) -> None:
+    docs = [result("numpy", [metric("m", [1.0])], []), result("jax", [metric("m", [1.0])])]
+    run = load_run(write_run(tmp_path / "run", docs))
+    rows = {row.name: row for row in evaluate(run)}
+    assert rows["product_sum"].passed["numpy"] is False and rows["residual"].passed["numpy"] is False
+    assert not gate_passed(run)
+
+
+def test_with_three_frameworks_a_wrong_baseline_is_the_one_marked(tmp_path: Path) -> None:
+    docs = [
+        result("numpy", [metric("m", [1.0])], [check("product_sum", 2.0), check("residual", 0.0)]),  # wrong
+        result("jax", [metric("m", [1.0])], [check("product_sum", 1.0), check("residual", 0.0)]),
+        result("pytorch", [metric("m", [1.0])], [check("product_sum", 1.0), check("residual", 0.0)]),
+    ]
+    run = load_run(write_run(tmp_path / "run", docs, baseline="numpy"))
+    row = next(r for r in evaluate(run) if r.name == "product_sum")
+    assert row.reference == "jax" and row.passed == {"numpy": False, "jax": True, "pytorch": True}
+    assert "jax (majority)" in row.tolerance
+    text = render(run)
+    assert "numpy (baseline) †" in text and "jax †" not in text and "pytorch †" not in text
+
+
+def test_with_three_frameworks_one_wrong_non_baseline_is_marked_alone(tmp_path: Path) -> None:
+    docs = [
+        result("numpy", [metric("m", [1.0])], [check("product_sum", 1.0), check("residual", 0.0)]),
+        result("jax", [metric("m", [1.0])], [check("product_sum", 1.5), check("residual", 0.0)]),  # wrong
+        result("pytorch", [metric("m", [1.0])], [check("product_sum", 1.0), check("residual", 0.0)]),
+    ]
+    row = next(r for r in evaluate(load_run(write_run(tmp_path / "run", docs))) if r.name == "product_sum")
+    assert row.reference == "numpy" and row.passed == {"numpy": True, "jax": False, "pytorch": True}
+
+
+def test_tolerances_come_from_the_suite_not_from_the_result_file(tmp_path: Path) -> None:
+    # A result claiming rtol 1e9 for itself does not loosen the suite's declared 1e-9.
+    loose = check("product_sum", 2.0, rtol=1e9)
+    docs = [
+        result("numpy", [metric("m", [1.0])], [check("product_sum", 1.0), check("residual", 0.0)]),
+        result("jax", [metric("m", [1.0])], [loose, check("residual", 0.0)]),
+    ]
+    row = next(r for r in evaluate(load_run(write_run(tmp_path / "run", docs))) if r.name == "product_sum")
+    assert row.passed["jax"] is False and "rtol 1e-09" in row.tolerance
 
 
 def _context(framework: str, amount: float, target: str) -> Context:
@@ -86,3 +129,24 @@ def test_a_perturbed_framework_fails_the_gate_and_keeps_its_timings(results: Pat
     assert "jax †" in proc.stdout and "FAIL: differs from numpy" in proc.stdout
     assert "not comparable" in proc.stdout
     assert load_result(run / "numpy.json")["status"] == "ok"
+
+
+def test_compare_gives_no_verdict_for_a_framework_that_failed_the_gate(tmp_path: Path) -> None:
+    from harness.compare import compare_runs
+
+    def run_with(jax_sum: float, jax_time: float, name: str) -> Path:
+        docs = [
+            result("numpy", [metric("m", [1.0, 1.01, 0.99, 1.0])]),
+            result("jax", [metric("m", [jax_time] * 4)], [check("product_sum", jax_sum), check("residual", 0.0)]),
+        ]
+        docs[0]["checks"] = [check("product_sum", 1.0), check("residual", 0.0)]
+        return write_run(tmp_path / name, docs)
+
+    a = load_run(run_with(1.0, 1.0, "a"))
+    wrong_and_fast = load_run(run_with(7.0, 0.5, "b"))  # "50 % faster" by computing something else
+    comparison = compare_runs(a, wrong_and_fast)
+    jax_change = next(c for c in comparison.changes if c.framework == "jax")
+    assert jax_change.excluded is not None and "not comparable in run B" in jax_change.excluded
+    assert jax_change.verdict.startswith("excluded") and not jax_change.significant
+    assert comparison.geomean() == comparison.geomean("numpy")  # jax's 0.5x is in no summary figure
+    assert comparison.worst_significant_slowdown() is None

@@ -111,6 +111,7 @@ SPEC = SuiteSpec(
             "variants_agree",
             "largest relative difference between the low-overhead and the per-batch variant on the first step",
             limit=1e-4,
+            required=False,  # only when both variants run (variants=both)
         ),
         # Same initial weights, data and order: float32 rounding still makes the trajectories
         # drift apart over thousands of Adam steps, so final accuracies agree within a band.

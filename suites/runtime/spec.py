@@ -92,8 +92,11 @@ class CheckSpec:
     """A check value every framework reports, and how it passes.
 
     `limit`: the absolute value must not exceed it (e.g. a residual).
-    `rtol`/`atol`: agreement with the baseline framework's value, elementwise:
+    `rtol`/`atol`: agreement with the reference framework's value, elementwise:
     |v - base| <= atol + rtol * |base|.
+    `frameworks`: the frameworks that report it (None: every one the suite runs);
+    `required`: False only for a check whose presence depends on the parameters. The gate
+    fails an ok job that leaves out a required check: a check nobody reports passes nothing.
     """
 
     name: str
@@ -101,6 +104,11 @@ class CheckSpec:
     limit: float | None = None
     rtol: float | None = None
     atol: float = 0.0
+    frameworks: tuple[str, ...] | None = None
+    required: bool = True
+
+    def required_of(self, framework: str) -> bool:
+        return self.required and (self.frameworks is None or framework in self.frameworks)
 
     def as_record(self) -> dict[str, Any]:
         return {"limit": self.limit, "rtol": self.rtol, "atol": self.atol}
