@@ -10,7 +10,7 @@ from harness.errors import HarnessError
 from harness.fairness import not_comparable
 from harness.plausibility import exclusions
 from harness.runs import Run
-from harness.statistics import ALPHA, bootstrap_ratio_ci, geometric_mean, mann_whitney_u
+from harness.statistics import ALPHA, geometric_mean, mann_whitney_u, ratio_interval
 
 # Metadata that makes two numbers comparable (pyperf's check, for our result files).
 COMPARED_FIELDS: tuple[tuple[str, tuple[str, ...]], ...] = (
@@ -42,10 +42,13 @@ class Change:
     ci_high: float
     p_value: float
     excluded: str | None = None  # why no verdict is given (e.g. implausible)
+    ci_coverage: float = 0.95  # what [ci_low, ci_high] really covers (less with few samples)
+    basis: str = "samples"  # "samples", or "round medians" when both runs ran interleaved rounds
 
     @property
     def significant(self) -> bool:
-        return self.excluded is None and self.p_value < ALPHA and not (self.ci_low <= 1.0 <= self.ci_high)
+        inside = self.ci_low <= 1.0 <= self.ci_high or math.isnan(self.ci_low)
+        return self.excluded is None and self.p_value < ALPHA and not inside
 
     @property
     def slowdown(self) -> float:
@@ -105,6 +108,15 @@ def metadata_warnings(a: Run, b: Run) -> list[str]:
     return warnings
 
 
+def _round_medians(metric: dict[str, Any]) -> list[float]:
+    """Per-round medians of a pooled metric (harness/rounds.py); [] for a single-round run."""
+    found = metric.get("round_medians")
+    if not isinstance(found, list) or len(found) < 2:
+        return []
+    ok = all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in found)
+    return [float(v) for v in found] if ok else []
+
+
 def compare_runs(a: Run, b: Run) -> Comparison:
     suite_a, suite_b = a.summary.get("suite"), b.summary.get("suite")
     if suite_a != suite_b:
@@ -123,8 +135,14 @@ def compare_runs(a: Run, b: Run) -> Comparison:
             mb = metrics_b.get(ma["name"])
             if mb is None or ma["stats"]["median"] == 0:
                 continue
-            low, high = bootstrap_ratio_ci(ma["samples"], mb["samples"])
-            _, p = mann_whitney_u(ma["samples"], mb["samples"])
+            # Samples of one process are not independent (one warm cache, one neighbour); where both
+            # runs have interleaved rounds, each round's median is one independent observation.
+            xa, xb = _round_medians(ma), _round_medians(mb)
+            basis = "round medians" if xa and xb else "samples"
+            if not (xa and xb):
+                xa, xb = ma["samples"], mb["samples"]
+            interval = ratio_interval(xa, xb)
+            _, p = mann_whitney_u(xa, xb)
             key = (fw, ma["name"])
             excluded = bad_a.get(key) or bad_b.get(key)
             if fw in off_a or fw in off_b:
@@ -138,10 +156,12 @@ def compare_runs(a: Run, b: Run) -> Comparison:
                     median_a=ma["stats"]["median"],
                     median_b=mb["stats"]["median"],
                     ratio=mb["stats"]["median"] / ma["stats"]["median"],
-                    ci_low=low,
-                    ci_high=high,
+                    ci_low=interval.low,
+                    ci_high=interval.high,
                     p_value=p,
                     excluded=excluded,
+                    ci_coverage=interval.coverage,
+                    basis=basis,
                 )
             )
     if not changes:

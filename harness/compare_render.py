@@ -14,7 +14,7 @@ from harness.units import fmt_value
 
 CHANGE_FIELDS = (
     "framework", "metric", "unit", "better", "median_a", "median_b", "ratio", "ci_low", "ci_high",
-    "p_value", "significant", "verdict",
+    "ci_coverage", "basis", "p_value", "significant", "verdict",
 )  # fmt: skip
 
 
@@ -29,14 +29,17 @@ def change_rows(comparison: Comparison) -> list[dict[str, Any]]:
 
 
 def _table(comparison: Comparison, tablefmt: str) -> str:
-    headers = ["framework", "metric", "A", "B", "B/A [95 % CI]", "p (Mann-Whitney)", "verdict"]
+    headers = ["framework", "metric", "A", "B", "B/A [interval]", "p (Mann-Whitney)", "verdict"]
     rows = [
         [
             c.framework,
             c.metric,
             fmt_value(c.median_a, c.unit),
             fmt_value(c.median_b, c.unit),
-            f"{c.ratio:.3f} [{c.ci_low:.3f}-{c.ci_high:.3f}]",
+            f"{c.ratio:.3f} [{c.ci_low:.3f}-{c.ci_high:.3f}"
+            + ("" if c.ci_coverage >= 0.95 - 1e-9 else f" {c.ci_coverage:.0%}")
+            + "]"
+            + (" (rounds)" if c.basis == "round medians" else ""),
             f"{c.p_value:.3g}",
             c.verdict,
         ]
@@ -50,6 +53,10 @@ def _summary_lines(comparison: Comparison) -> list[str]:
     for fw in dict.fromkeys(c.framework for c in comparison.changes):
         lines.append(f"geometric mean of time ratios B/A, {fw}: {comparison.geomean(fw):.3f}")
     lines.append(f"geometric mean of time ratios B/A, all: {comparison.geomean():.3f}")
+    lines.append(
+        "intervals: 95 % unless the coverage they really have is printed inside the brackets (few samples); "
+        "(rounds) = per-round medians of interleaved rounds were the observations"
+    )
     lines += [f"WARNING: {w}" for w in comparison.warnings]
     return lines
 

@@ -7,7 +7,7 @@ from typing import Any
 from harness.fairness import not_comparable
 from harness.plausibility import exclusions, lint, sync_state
 from harness.runs import Run
-from harness.statistics import bootstrap_ratio_ci, describe
+from harness.statistics import describe, ratio_interval
 
 RECORD_FIELDS = (
     "run_id", "suite", "framework", "stack", "backend", "device", "status", "metric", "kind", "unit", "better",
@@ -15,7 +15,7 @@ RECORD_FIELDS = (
     "first_call", "flops", "flops_per_s", "peak_fraction", "achievable_fraction",
     "bytes", "bytes_per_s", "bandwidth_peak_fraction", "bandwidth_achievable_fraction",
     "sync", "plausible", "excluded", "comparable", "not_comparable_reason",
-    "ratio_to_baseline", "ratio_ci_low", "ratio_ci_high",
+    "ratio_to_baseline", "ratio_ci_low", "ratio_ci_high", "ratio_ci_coverage", "ci_coverage",
 )  # fmt: skip
 
 
@@ -35,12 +35,13 @@ def metric_records(run: Run) -> list[dict[str, Any]]:
             why = excluded.get((fw, metric["name"]))
             plausible = not (why or "").startswith("implausible")
             base = base_metrics.get(metric["name"])
-            ratio = low = high = None
+            ratio = low = high = coverage = None
             usable = why is None and (run.baseline, metric["name"]) not in excluded and fw not in flagged
             if base and base["stats"]["median"] and usable:
                 ratio = metric["stats"]["median"] / base["stats"]["median"]
                 if fw != run.baseline and min(len(base["samples"]), len(metric["samples"])) >= 3:
-                    low, high = bootstrap_ratio_ci(base["samples"], metric["samples"])
+                    interval = ratio_interval(base["samples"], metric["samples"])
+                    low, high, coverage = interval.low, interval.high, interval.coverage
             records.append(
                 {
                     "run_id": result["run_id"],
@@ -84,6 +85,8 @@ def metric_records(run: Run) -> list[dict[str, Any]]:
                     "ratio_to_baseline": ratio,
                     "ratio_ci_low": low,
                     "ratio_ci_high": high,
+                    "ratio_ci_coverage": coverage,
+                    "ci_coverage": summary.ci_coverage,
                 }
             )
     return records

@@ -36,9 +36,20 @@ def pool(docs: list[dict[str, Any]], run_id: str) -> dict[str, Any]:
             same = [next(m for m in d["metrics"] if m["name"] == metric["name"]) for d in docs]
             metric["samples"] = [s for m in same for s in m["samples"]]
             metric["stats"] = summarize(metric["samples"])
+            # One observation per round: what `compare` tests significance on (samples of one
+            # process share its warm caches and its neighbours, so they are not independent).
+            metric["round_medians"] = [m["stats"]["median"] for m in same]
             firsts = [m["first_call"] for m in same if m.get("first_call") is not None]
             metric["first_call"] = statistics.median(firsts) if firsts else None
             metric["first_calls"] = firsts
+            states = [(m.get("sync") or {}).get("state") for m in same]
+            if "escaped" in states:  # one escaped round taints the pooled samples
+                metric["sync"] = next(m["sync"] for m in same if (m.get("sync") or {}).get("state") == "escaped")
+        # Every round's check values, not round 1's alone: the gate then compares them all.
+        for check in merged["checks"]:
+            per_round = [next((c["value"] for c in d["checks"] if c["name"] == check["name"]), None) for d in docs]
+            if all(v is not None for v in per_round):
+                check["value"] = per_round
         merged["notes"] = list(merged.get("notes", [])) + [f"samples pooled from {len(docs)} interleaved rounds"]
     merged["run_id"] = run_id
     merged["settings"] = dict(merged["settings"], rounds=len(docs))

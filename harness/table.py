@@ -11,7 +11,7 @@ from harness.fairness import not_comparable
 from harness.gate import CheckRow, evaluate
 from harness.plausibility import ESCAPED, IMPLAUSIBLE, Finding, escaped, exclusions, lint, sync_state
 from harness.runs import Run
-from harness.statistics import UNSTABLE_RELATIVE_IQR, bootstrap_ratio_ci
+from harness.statistics import BOOTSTRAP_MIN_N, UNSTABLE_RELATIVE_IQR, ratio_interval
 from harness.units import fmt_time, fmt_value
 
 NOT_COMPARABLE = "†"
@@ -38,14 +38,18 @@ def _ratio(value: float, base: float | None) -> str:
 
 
 def _sample_ratio(metric: dict[str, Any], base: dict[str, Any] | None) -> str:
-    """Ratio of medians to the baseline, with its 95 % bootstrap interval when both have 3+ samples."""
+    """Ratio of medians to the baseline, with its interval when both have 3+ samples.
+
+    The interval is 95 % unless its coverage is printed inside the brackets (small samples).
+    """
     if base is None or base["stats"]["median"] == 0:
         return ""
     ratio = metric["stats"]["median"] / base["stats"]["median"]
     if metric is base or len(metric["samples"]) < 3 or len(base["samples"]) < 3:
         return f" ({ratio:.2f}x)"
-    low, high = bootstrap_ratio_ci(base["samples"], metric["samples"])
-    return f" ({ratio:.2f}x [{low:.2f}-{high:.2f}])"
+    interval = ratio_interval(base["samples"], metric["samples"])
+    coverage = f" {interval.claimed}" if interval.claimed else ""
+    return f" ({ratio:.2f}x [{interval.low:.2f}-{interval.high:.2f}{coverage}])"
 
 
 def _steady_cell(metric: dict[str, Any], base: dict[str, Any] | None, excluded: str | None) -> str:
@@ -222,7 +226,8 @@ def render(run: Run, tablefmt: str = "simple") -> str:
         parts.append("")
         parts.append(
             "cells: median ±IQR of the steady samples, (ratio to "
-            f"{run.baseline} [95 % bootstrap interval]); ~ = unstable (IQR > {UNSTABLE_RELATIVE_IQR:.0%} of median); "
+            f"{run.baseline} [95 % interval; with under {BOOTSTRAP_MIN_N} samples a side, the order-statistic range "
+            f"and the % it really covers]); ~ = unstable (IQR > {UNSTABLE_RELATIVE_IQR:.0%} of median); "
             "first call = trace/compile + one run"
         )
     for fw, why in incomparable.items():

@@ -9,6 +9,8 @@ import random
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from harness.compare import compare_runs
 from harness.exports import Format, render_run
 from harness.plausibility import lint
@@ -16,7 +18,7 @@ from harness.records import RECORD_FIELDS
 from harness.report import write_report
 from harness.runs import load_run
 from tests.conftest import harness
-from tests.factories import check, metric, result, write_run
+from tests.factories import metric, result, write_run
 
 CPU = {"model": "test", "logical_cores": 2, "usable_cores": 2, "vector": "avx2", "mhz": 2000.0, "max_mhz": None}
 
@@ -99,3 +101,20 @@ def test_lint_flags_a_fabricated_too_fast_metric_and_leaves_an_honest_one(tmp_pa
     assert "IMPLAUSIBLE" in text and "likely a missing device synchronisation" in text
     jax_row = next(r for r in csv.DictReader(io.StringIO(render_run(run, Format.csv))) if r["framework"] == "jax")
     assert jax_row["plausible"] == "False" and jax_row["ratio_to_baseline"] == ""
+
+
+def test_compare_tests_significance_on_round_medians_when_both_runs_have_rounds(tmp_path: Path) -> None:
+    def rounds_run(name: str, scale: float) -> Path:
+        docs = [doc("numpy", 0.1 * scale, 0), doc("jax", 0.05 * scale, 1)]
+        for d in docs:
+            for m in d["metrics"]:
+                m["round_medians"] = [m["stats"]["median"] * f for f in (0.98, 1.0, 1.02)]
+        return write_run(tmp_path / name, docs)
+
+    comparison = compare_runs(load_run(rounds_run("a", 1.0)), load_run(rounds_run("b", 1.3)))
+    for change in comparison.changes:
+        assert change.basis == "round medians"
+        # Three independent observations a side cannot reach p < 0.05 (the exact minimum is 0.1),
+        # however many correlated samples each round pooled.
+        assert change.p_value == pytest.approx(0.1) and not change.significant
+    assert "(rounds)" in harness("compare", str(tmp_path / "a"), str(tmp_path / "b")).stdout

@@ -45,3 +45,33 @@ def test_bootstrap_is_deterministic() -> None:
 
 def test_geometric_mean() -> None:
     assert geometric_mean([2.0, 8.0]) == pytest.approx(4.0)
+
+
+def test_small_sample_intervals_state_the_coverage_they_really_have() -> None:
+    """Monte Carlo on lognormal timings: the printed coverage is never more than what is achieved."""
+    import random
+
+    from harness.statistics import median_coverage, ratio_interval
+
+    assert median_coverage(3, 1) == 0.75 and median_coverage(4, 1) == 0.875 and median_coverage(5, 1) == 0.9375
+    rng = random.Random(7)
+    true_ratio = 1.0  # both sides from one distribution: the ratio of population medians is 1
+    for n in (3, 4, 6):
+        hits, claimed = 0, set()
+        for _ in range(3000):
+            a = [rng.lognormvariate(0, 0.2) for _ in range(n)]
+            b = [rng.lognormvariate(0, 0.2) for _ in range(n)]
+            interval = ratio_interval(a, b)
+            claimed.add(round(interval.coverage, 6))
+            hits += interval.low <= true_ratio <= interval.high
+        (coverage,) = claimed
+        assert hits / 3000 >= coverage - 0.02, (n, hits / 3000, coverage)
+        assert coverage < 0.95  # and it says so instead of claiming 95 %
+
+
+def test_outliers_are_found_when_most_samples_are_equal() -> None:
+    from harness.statistics import outliers
+
+    assert outliers([1.0, 1.0, 1.0, 1.0, 100.0]) == (4,)  # MAD = 0: the mean deviation decides
+    assert outliers([1.0, 1.0, 1.0]) == ()
+    assert outliers([1.0, 1.01, 0.99, 1.0, 1.02]) == ()

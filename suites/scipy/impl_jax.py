@@ -21,19 +21,34 @@ def run(ctx: Context) -> None:
     a, b = (jax.device_put(v, ctx.device) for v in make_data(ctx.params["n"], ctx.params["seed"]))
     x0 = jax.device_put(jnp.asarray(X0, dtype=jnp.float64), ctx.device)
 
-    def minimise() -> Any:
+    def minimise_retraced() -> Any:
         # As the seed: called from Python, so every call traces BFGS's while-loop again.
         return minimize(loss, x0, args=(a, b), method="BFGS", tol=TOL)
 
-    # The idiomatic fast path: the whole minimisation compiled once.
+    # The idiomatic fast path, and the number compared with SciPy: the whole minimisation
+    # compiled once. Its compilation is the first call, reported apart from the steady samples.
     minimise_jit = jax.jit(lambda x0, a, b: minimize(rmse_with_calibration, x0, args=(a, b), method="BFGS", tol=TOL))
 
     ctx.measure("loss", lambda: loss(x0, a, b), description="one RMSE evaluation at x0 (jitted)")
-    result = ctx.measure("minimise", minimise, description="minimize(jitted loss) called from Python, as the seed")
-    jitted = ctx.measure(
-        "minimise (whole minimisation jitted)",
+    result = ctx.measure(
+        "minimise",
         lambda: minimise_jit(x0, a, b),
-        description="jax.jit around minimize: traced and compiled once",
+        description="jax.jit around minimize(BFGS): first call = trace + compile + one minimisation, "
+        "samples = the compiled minimisation",
+    )
+    compiled = next(m for m in ctx.metrics if m["name"] == "minimise")
+    ctx.value(
+        "minimise compile",
+        compiled["first_call"] - compiled["stats"]["median"],
+        unit="s",
+        better="lower",
+        description="first call minus the steady minimisation: tracing and compiling BFGS once",
+    )
+    retraced = ctx.measure(
+        "minimise, retraced every call (seed)",
+        minimise_retraced,
+        description="minimize(jitted loss) called from Python, as the seed: BFGS's loop is traced and compiled "
+        "again on every call, so every sample includes compilation (not comparable with a compiled minimiser)",
     )
     ctx.value("iterations", int(result.nit), unit="", better="lower")
     ctx.value("function evaluations", int(result.nfev), unit="", better="lower")
@@ -53,7 +68,7 @@ def run(ctx: Context) -> None:
     ctx.value("jit cache before new shape", before, unit="entries", better="lower")
     ctx.value("jit cache after new shape", after, unit="entries", better="lower")
 
-    same = all(bool(jnp.all(p == q)) for p, q in zip((result.x, result.fun), (jitted.x, jitted.fun), strict=True))
+    same = all(bool(jnp.all(p == q)) for p, q in zip((result.x, result.fun), (retraced.x, retraced.fun), strict=True))
     if not same:
         ctx.note("the jitted minimisation stopped at a different point than the Python-called one")
     perturb.check(ctx, "x_opt", [float(v) for v in result.x])
