@@ -20,7 +20,7 @@ def test_every_result_carries_the_cold_path_and_the_table_shows_it(results: Path
     for fw in ("numpy", "jax"):
         cold = read(run_folder(proc.stdout) / f"{fw}.json")["environment"]["cold_path"]
         assert set(cold) == {"import_s", "device_init_s", "precision_probe_s", "workload_s"}
-        assert all(v >= 0 for v in cold.values())
+        assert sum(cold.values()) <= read(run_folder(proc.stdout) / f"{fw}.json")["duration_s"]
     jax_cold = read(run_folder(proc.stdout) / "jax.json")["environment"]["cold_path"]
     assert jax_cold["import_s"] > jax_cold["device_init_s"]  # importing jax dwarfs a CPU client start
     assert "cold path" in proc.stdout and "jax: import" in proc.stdout and "compiler caches cold" in proc.stdout

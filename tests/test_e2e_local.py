@@ -31,7 +31,10 @@ def test_xla_on_three_frameworks(results: Path) -> None:
         assert residual < 1e-8
         names = [m["name"] for m in doc["metrics"]]
         assert names == ["generate", "mean_sum", "matmul", "inverse"]
-        assert all(m["stats"]["n"] == 3 and m["first_call"] > 0 for m in doc["metrics"])
+        assert all(m["stats"]["n"] == 3 for m in doc["metrics"])
+        # Every timed second happened inside the job: first calls and samples fit in its wall time.
+        timed = sum(m["first_call"] + sum(m["samples"]) for m in doc["metrics"])
+        assert timed <= doc["duration_s"]
         assert (run / "logs" / f"{fw}.stdout.log").stat().st_size > 0
     jax_doc = read(run / "jax.json")
     assert jax_doc["environment"]["precision"]["jax_enable_x64"] is True
