@@ -1,0 +1,54 @@
+"""The framework contract: every framework has its adapter, image, locks and compose service."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from harness.contract import problems
+from tests.conftest import REPO
+
+
+def test_every_framework_in_this_checkout_fulfils_the_contract() -> None:
+    assert problems() == []
+
+
+def copy_checkout(root: Path) -> Path:
+    repo = root / "repo"
+    for item in ("harness", "suites", "images"):
+        shutil.copytree(REPO / item, repo / item, ignore=shutil.ignore_patterns("__pycache__", "wheelhouse"))
+    shutil.copy(REPO / "compose.yaml", repo / "compose.yaml")
+    return repo
+
+
+def contract_in(repo: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "harness.contract"], cwd=repo, capture_output=True, text=True,
+                          env={"PYTHONPATH": str(repo), "PATH": "/usr/bin:/bin"}, timeout=120)  # fmt: skip
+
+
+def test_a_framework_added_without_its_pieces_is_named_for_each_one(tmp_path: Path) -> None:
+    repo = copy_checkout(tmp_path)
+    assert contract_in(repo).returncode == 0
+    frameworks = repo / "suites" / "runtime" / "frameworks.py"
+    text = frameworks.read_text()
+    anchor = '        Framework("pytorch",'
+    new = '        Framework("tinygrad", "tinygrad", "suites.runtime.adapter_tinygrad", "tinygrad", ("tinygrad",)),\n'
+    frameworks.write_text(text.replace(anchor, new + anchor, 1))
+    proc = contract_in(repo)
+    assert proc.returncode == 1
+    lines = proc.stderr.splitlines()
+    assert any("adapter module suites.runtime.adapter_tinygrad cannot be imported" in line for line in lines)
+    assert "stack tinygrad: images/tinygrad/Dockerfile is missing" in lines
+    assert "stack tinygrad: images/tinygrad/lock-cuda12.txt is missing" in lines
+    assert "stack tinygrad: compose.yaml has no service 'tinygrad'" in lines
+    assert "stack tinygrad: images/lock.sh does not lock it by default" in lines
+
+
+def test_an_adapter_missing_a_function_is_named(tmp_path: Path) -> None:
+    repo = copy_checkout(tmp_path)
+    adapter = repo / "suites" / "runtime" / "adapter_numpy.py"
+    adapter.write_text(adapter.read_text().replace("def barrier_for(", "def _barrier_for("))
+    proc = contract_in(repo)
+    assert proc.returncode == 1 and "framework numpy: adapter suites.runtime.adapter_numpy lacks barrier_for" in proc.stderr
