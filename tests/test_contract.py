@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from harness.contract import problems
 from tests.conftest import REPO
 
@@ -52,3 +54,22 @@ def test_an_adapter_missing_a_function_is_named(tmp_path: Path) -> None:
     adapter.write_text(adapter.read_text().replace("def barrier_for(", "def _barrier_for("))
     proc = contract_in(repo)
     assert proc.returncode == 1 and "framework numpy: adapter suites.runtime.adapter_numpy lacks barrier_for" in proc.stderr
+
+
+@pytest.mark.slow
+def test_the_suite_template_copied_and_renamed_runs_and_passes(tmp_path: Path) -> None:
+    """docs/extending.md's recipe: copy suites/_template, rename, run --smoke."""
+    from tests.conftest import read, run_folder
+    from tests.planted import harness_in, planted_repo
+
+    repo = planted_repo(tmp_path, {})
+    target = repo / "suites" / "mysuite"
+    shutil.copytree(repo / "suites" / "_template", target)
+    for path in target.glob("*.py"):
+        path.write_text(path.read_text().replace("_template", "mysuite"))
+    proc = harness_in(repo, "run", "--suite", "mysuite", "--smoke", "--backend", "local", "-q",
+                      "--results-dir", str(tmp_path / "results"))  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    for fw in ("numpy", "jax", "pytorch"):
+        doc = read(run_folder(proc.stdout) / f"{fw}.json")
+        assert doc["status"] == "ok" and doc["metrics"][0]["sync"]["state"] == "ok"
