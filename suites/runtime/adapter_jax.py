@@ -132,4 +132,6 @@ def environment(settings: Settings) -> dict[str, Any]:
             "count": len(jax.devices(dev.platform)),
         },
         "jax_backend": jax.default_backend(),
+        # On GPUs the CUDA/ROCm runtime the client was built against, e.g. "cuda 12090".
+        "platform_version": str(getattr(dev.client, "platform_version", "")) or None,
     }

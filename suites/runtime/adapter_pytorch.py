@@ -30,6 +30,9 @@ def configure(settings: Settings) -> dict[str, Any]:
         "cudnn_allow_tf32": bool(torch.backends.cudnn.allow_tf32),
         "torch_num_threads": torch.get_num_threads(),
         "torch_num_interop_threads": torch.get_num_interop_threads(),
+        # Autotuned convolution algorithms change both speed and (slightly) results.
+        "cudnn_benchmark": bool(torch.backends.cudnn.benchmark),
+        "cudnn_deterministic": bool(torch.backends.cudnn.deterministic),
         # Comparable across frameworks (the table's footer lists them when they differ).
         "float32_matmul": "float32"
         if torch.get_float32_matmul_precision() == "highest" and not torch.backends.cuda.matmul.allow_tf32
