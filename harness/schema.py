@@ -80,8 +80,9 @@ def _problem(doc: dict[str, Any]) -> str | None:
         for key in ("flops", "bytes"):
             if metric.get(key) is not None and not _number(metric[key]):
                 return f"{where}.{key}: expected a finite number or null"
-        if metric.get("dtype") is not None and not isinstance(metric["dtype"], str):
-            return f"{where}.dtype: expected a string or null"
+        for key in ("dtype", "variant"):
+            if metric.get(key) is not None and not isinstance(metric[key], str):
+                return f"{where}.{key}: expected a string or null"
         sync = metric.get("sync")
         if sync is not None and (not isinstance(sync, dict) or sync.get("state") not in SYNC_STATES):
             return f"{where}.sync: expected an object whose state is one of {', '.join(SYNC_STATES)}"

@@ -113,6 +113,12 @@ def timing_rows(run: Run, flagged: set[str]) -> tuple[list[str], list[list[str]]
 
         unit = next(m for m in per_fw.values() if m is not None)["unit"]
         label = name if unit in ("s", "") else f"{name} [{unit}]"
+        # The same parameter can mean different code paths (variant=default: flax jit, pytorch eager).
+        variants = {
+            fw: m.get("variant") for fw, m in per_fw.items() if m is not None and isinstance(m.get("variant"), str)
+        }
+        if variants:
+            label += " (" + ", ".join(f"{fw} {v}" for fw, v in variants.items()) + ")"
         rows.append(
             [label] + [_steady_cell(m, anchor(fw), excluded.get((fw, name))) if m else "-" for fw, m in per_fw.items()]
         )

@@ -199,13 +199,15 @@ class Context:
         description: str = "",
         probes: Sequence[syncguard.Probe | None] | None = None,
         first_probe: syncguard.Probe | None = None,
+        variant: str | None = None,
     ) -> None:
         """A time metric measured by the suite itself (e.g. training epochs, see runtime/training.py).
 
         For loops that do not fit `measure`: the suite must have ended every sample with the
         framework's synchronisation, and keeps the first (compiling) call out of `samples`.
         `probes`: `probe_escape()` after each sample's clock stopped, in order; without them an
-        asynchronous framework's metric is recorded as `sync: unchecked`.
+        asynchronous framework's metric is recorded as `sync: unchecked`. `variant`: how this
+        framework ran it (e.g. jit, eager), shown beside the metric's name in every table.
         """
         values = _finite(list(samples), f"metric {name}")
         if not values:
@@ -227,6 +229,7 @@ class Context:
                 "synchronised": True,
                 "sync": self.sync_record(values, list(probes or []), (float(first_call), first_probe)),
                 "warnings": [],
+                "variant": variant,
             }
         )
 
