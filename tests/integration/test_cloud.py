@@ -73,4 +73,4 @@ def test_reproduce_a_recorded_docker_run(cpu_images: dict[str, Any], tmp_path: P
         assert after["status"] == "ok" and after["backend"] == "docker"
         assert after["params"] == before["params"] and after["settings"]["repeat"] == 5
         assert after["image"]["tag"] == before["image"]["tag"]
-    assert "B/A [95 % CI]" in again.stdout and "geometric mean" in again.stdout
+    assert "B/A [interval]" in again.stdout and "geometric mean" in again.stdout
