@@ -5,7 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from harness.catalog import get_suite
 from harness.errors import HarnessError
+from harness.escape import plot_label
 from harness.runs import Run
 
 # Sizes spanning more than this factor get a log axis (the jit suite spans four decades).
@@ -55,10 +57,10 @@ def _grouped_bars(
                 hi.append(max(high - v, 0.0))
         if xs:
             extra = style(i, fw) if style is not None else {"color": f"C{i}"}
-            ax.bar(xs, ys, width, label=fw, yerr=[lo, hi] if err is not None else None, capsize=3, **extra)
+            ax.bar(xs, ys, width, label=plot_label(fw), yerr=[lo, hi] if err is not None else None, capsize=3, **extra)
             shown += ys
     ax.set_xticks(range(len(names)))
-    ax.set_xticklabels(names, rotation=30, ha="right")
+    ax.set_xticklabels([plot_label(n) for n in names], rotation=30, ha="right")
     positive = [v for v in shown if v > 0]
     if positive and max(positive) / min(positive) > LOG_SCALE_SPAN:
         ax.set_yscale("log")
@@ -72,7 +74,7 @@ def write_figures(run: Run, folder: Path) -> list[Path]:
     frameworks, names, found = _time_metrics(run)
     if not names:
         return []
-    suite = run.summary.get("suite")
+    suite = get_suite(str(run.summary.get("suite"))).name  # the registry's name: file names come from it
     written = []
 
     def median(fw: str, name: str) -> float | None:
