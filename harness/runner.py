@@ -38,6 +38,7 @@ MIN_FREE_MB = 100.0
 
 
 def prepare_results_dir(results_dir: Path) -> None:
+    need = min_free_mb()  # a bad setting is refused before anything is created
     if results_dir.exists() and not results_dir.is_dir():
         raise HarnessError(f"--results-dir {results_dir} is a file; give a directory")
     try:
@@ -46,7 +47,6 @@ def prepare_results_dir(results_dir: Path) -> None:
             pass
     except OSError as error:
         raise HarnessError(f"--results-dir {results_dir} is not writable ({error.strerror}); choose another") from None
-    need = min_free_mb()
     free = shutil.disk_usage(results_dir).free / 2**20
     if free < need:
         raise HarnessError(
@@ -131,24 +131,35 @@ class Interrupted(KeyboardInterrupt):
     """SIGTERM or SIGHUP, treated like Ctrl-C: stop the running job, keep everything finished."""
 
 
-def _quiet_dead_terminal() -> None:
+def _terminals() -> list[int]:
+    """stdout/stderr fds that are terminals now (after a hangup isatty itself fails with EIO)."""
+    found = []
+    for fd in (1, 2):
+        with contextlib.suppress(OSError):
+            if os.isatty(fd):
+                found.append(fd)
+    return found
+
+
+def _quiet_dead_terminal(fds: list[int]) -> None:
     """After a hangup the terminal is gone and writing to it fails (EIO): send that output nowhere.
 
     Only terminals are redirected; output to a file or a pipe still gets the final lines.
     """
-    for fd in (1, 2):
+    for fd in fds:
         with contextlib.suppress(OSError):
-            if os.isatty(fd):
-                devnull = os.open(os.devnull, os.O_WRONLY)
-                os.dup2(devnull, fd)
-                os.close(devnull)
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, fd)
+            os.close(devnull)
 
 
 @contextmanager
 def sigterm_as_interrupt() -> Iterator[None]:
+    terminals = _terminals()
+
     def handler(signum: int, frame: FrameType | None) -> None:
         if signum == signal.SIGHUP:
-            _quiet_dead_terminal()
+            _quiet_dead_terminal(terminals)
         raise Interrupted()
 
     try:
