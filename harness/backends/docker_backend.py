@@ -146,7 +146,7 @@ class DockerBackend:
         total = int(info.get("MemTotal") or 0)
         self.memory_bytes = self.limits.memory_bytes
         if self.memory_bytes is None and total:
-            self.memory_bytes = int(total * DEFAULT_MEMORY_SHARE)
+            self.memory_bytes = int(total * DEFAULT_MEMORY_SHARE) // 2**20 * 2**20  # whole MiB, as the kernel pages it
 
     # -- images -------------------------------------------------------------------------------
 
