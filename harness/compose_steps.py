@@ -16,6 +16,7 @@ Standard library plus the harness: no Docker SDK, no framework.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import subprocess
@@ -164,6 +165,8 @@ def finish_step(args: argparse.Namespace) -> int:
             summary["jobs"].append(summary_entry(job, _collect(run_dir, work, run_id, job)))
         finally:
             remove_tree(work)
+    with contextlib.suppress(OSError):
+        jobs_root.rmdir()  # empty now; the next plan step creates it again
     summary["finished_at"] = utc_now()
     write_json_atomic(run_dir / "summary.json", summary)
     owner = results.stat()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 from pathlib import Path
 from typing import Any
 
@@ -9,6 +10,7 @@ from harness.catalog import get_suite
 from harness.errors import HarnessError
 from harness.escape import plot_label
 from harness.runs import Run
+from harness.safe_files import write_bytes_atomic
 
 # Sizes spanning more than this factor get a log axis (the jit suite spans four decades).
 LOG_SCALE_SPAN = 30.0
@@ -68,9 +70,18 @@ def _grouped_bars(
     return shown
 
 
+def _save(fig: Any, path: Path) -> None:
+    """PNG bytes replace the file in one rename: a link planted at `path` is replaced, not written through."""
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=120)
+    write_bytes_atomic(path, buffer.getvalue())
+
+
 def write_figures(run: Run, folder: Path) -> list[Path]:
+    from harness.report import real_folder
+
     plt = _pyplot()
-    folder.mkdir(parents=True, exist_ok=True)
+    real_folder(folder)
     frameworks, names, found = _time_metrics(run)
     if not names:
         return []
@@ -91,7 +102,7 @@ def write_figures(run: Run, folder: Path) -> list[Path]:
     ax.set_title(f"{suite}: steady state")
     fig.tight_layout()
     path = folder / f"{suite}-steady.png"
-    fig.savefig(path, dpi=120)
+    _save(fig, path)
     plt.close(fig)
     written.append(path)
 
@@ -118,7 +129,7 @@ def write_figures(run: Run, folder: Path) -> list[Path]:
     ax.set_title(f"{suite}: first call (trace/compile + run) vs steady")
     fig.tight_layout()
     path = folder / f"{suite}-first-vs-steady.png"
-    fig.savefig(path, dpi=120)
+    _save(fig, path)
     plt.close(fig)
     written.append(path)
     return written

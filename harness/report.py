@@ -28,17 +28,23 @@ def environment_markdown(run: Run, only: tuple[str, ...] | None = None) -> str:
     return tabulate(table, headers=["field"] + [md(fw) for fw in frameworks], tablefmt="github", disable_numparse=True)
 
 
-def _report_folder(out: Path) -> None:
-    if out.exists() and not out.is_dir():
-        raise HarnessError(f"--out {out} is a file; give a folder for the report")
+def real_folder(path: Path, allow_link: bool = False) -> None:
+    """Create `path` as a folder of our own; a link planted in a run folder is never written through."""
+    if path.is_symlink() and not allow_link:
+        raise HarnessError(f"{path} is a symbolic link; remove it (a report is written only into a real folder)")
+    if path.exists() and not path.is_dir():
+        raise HarnessError(f"--out {path} is a file; give a folder for the report")
     try:
-        out.mkdir(parents=True, exist_ok=True)
+        path.mkdir(parents=True, exist_ok=True)
     except OSError as error:
-        raise HarnessError(f"--out {out}: cannot create the report folder ({error.strerror}); choose another") from None
+        raise HarnessError(
+            f"--out {path}: cannot create the report folder ({error.strerror}); choose another"
+        ) from None
 
 
 def write_report(run: Run, out: Path, figures: bool = True) -> Path:
-    _report_folder(out)
+    # A folder the user named may be a link; one inside the run folder (the default) may not.
+    real_folder(out, allow_link=run.path.resolve() not in out.absolute().parents)
     try:
         return _write_report(run, out, figures)
     except OSError as error:

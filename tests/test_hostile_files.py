@@ -252,6 +252,13 @@ CASES = [
     Case("reproduce-negative-repeat", edit("jax.json", lambda d: d["settings"].update(repeat=-5)),
          ("reproduce", "{run}/jax.json", "--backend", "local", "--results-dir", "{tmp}/new"), 2,
          "the recorded settings of jax cannot be run"),
+    Case("report-folder-link", lambda run, tmp: (run / "report").symlink_to(tmp / "outside"),
+         ("report", "{run}", "--no-figures"), 2, "report is a symbolic link"),
+    Case("figures-folder-link", lambda run, tmp: ((run / "report").mkdir(), (run / "report/figures").symlink_to(
+         tmp / "outside")), ("report", "{run}"), 2, "figures is a symbolic link"),
+    Case("figure-file-link", lambda run, tmp: ((run / "report/figures").mkdir(parents=True), (
+         run / "report/figures/xla-steady.png").symlink_to(tmp / "outside/secret.txt")), ("report", "{run}"), 0,
+         "report:"),
     # 2. injection: escaped for every output medium
     Case("xss-metric-html", jax_metric(name=XSS), ("show", "{run}", "--format", "html"), 0, "&lt;script&gt;",
          forbid=(XSS,)),
@@ -382,3 +389,26 @@ def test_markdown_table_keeps_its_columns_with_pipes_in_cells(tmp_path: Path) ->
     table = [line for line in proc.stdout.splitlines() if line.startswith("|")]
     unescaped = [line.replace("\\|", "") for line in table[:8]]
     assert len({line.count("|") for line in unescaped}) == 1, table
+
+
+def test_k8s_pods_get_seccomp_resources_and_capped_volumes(tmp_path: Path) -> None:
+    """9. Resource defaults: a pod is never unconfined, unbounded or free to fill its node's disk."""
+    import yaml
+
+    out = tmp_path / "k8s"
+    proc = harness("export", "k8s", "--suite", "xla", "--frameworks", "numpy", "--out", str(out))
+    assert proc.returncode == 0, proc.stderr
+    pod = yaml.safe_load((out / "job-numpy.yaml").read_text())["spec"]["template"]["spec"]
+    assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+    for container in pod["containers"] + pod["initContainers"]:
+        assert container["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+        resources = container["resources"]
+        assert resources["requests"]["memory"] and resources["limits"]["memory"] and resources["limits"]["cpu"]
+    job = pod["containers"][0]["resources"]
+    assert job["requests"] == job["limits"] == {"cpu": "2000m", "memory": str(8 * 2**30)}
+    assert all(v["emptyDir"].get("sizeLimit") for v in pod["volumes"] if "emptyDir" in v)
+    sized = harness("export", "k8s", "--suite", "xla", "--frameworks", "numpy", "--memory", "3g", "--cpus", "1.5",
+                    "--out", str(tmp_path / "sized"))  # fmt: skip
+    assert sized.returncode == 0, sized.stderr
+    pod = yaml.safe_load((tmp_path / "sized" / "job-numpy.yaml").read_text())["spec"]["template"]["spec"]
+    assert pod["containers"][0]["resources"]["limits"] == {"cpu": "1500m", "memory": str(3 * 2**30)}

@@ -30,7 +30,7 @@ pytestmark = pytest.mark.slow
 SECRET = "TOP-SECRET-CANARY"
 
 # The stand-in interpreter: plants something, then either stops or runs the real job.
-HOSTILE = '''#!{python}
+HOSTILE = """#!{python}
 import os, sys
 mode, secret, victim = {mode!r}, {secret!r}, {victim!r}
 args = sys.argv[1:]
@@ -78,7 +78,7 @@ elif mode == "escape-output":
     print("\\x1b]0;pwned\\x07\\x1b[2Jcleared")
     real_job()
 sys.exit(0)
-'''
+"""
 
 
 @dataclass(frozen=True)
