@@ -17,7 +17,7 @@ from harness.schema import DEVICES, RUN_ID
 from suites.runtime.spec import ParamValue, SpecError, SuiteSpec
 
 MAX_TIMEOUT_S = 7 * 24 * 3600.0  # a week: beyond it a wait would overflow some clocks, and no job needs it
-MAX_COUNT = 10**6  # repeat, warmup, threads: larger is a typo, not a benchmark
+MAX_COUNT = 10_000  # repeat, warmup, threads: larger is a typo, and a result holds at most 10000 samples
 BACKENDS = ("local", "docker", "kubernetes", "compose")
 K8S_NAME = re.compile(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?")  # DNS-1123 subdomain
 
@@ -80,8 +80,12 @@ def check_timeout(timeout_s: float, option: str = "--timeout") -> float:
 def _count(value: Any, option: str, least: int, allow_none: bool = False) -> int | None:
     if value is None and allow_none:
         return None
-    if isinstance(value, bool) or not isinstance(value, int) or not least <= value <= MAX_COUNT:
-        raise HarnessError(f"{option} {plain(value)} must be at least {least} (a whole number, at most {MAX_COUNT})")
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise HarnessError(f"{option} {plain(value)!r} must be a whole number from {least} to {MAX_COUNT}")
+    if value < least:
+        raise HarnessError(f"{option} {value} must be at least {least}")
+    if value > MAX_COUNT:
+        raise HarnessError(f"{option} {value} must be at most {MAX_COUNT}")
     return value
 
 

@@ -27,6 +27,10 @@ STAT_KEYS = ("n", "median", "q1", "q3", "iqr", "min", "max", "mean", "stdev")
 # the statistics could overflow a float.
 MAX_MAGNITUDE = 1e150
 MAX_DEPTH = 32  # deeper JSON is hostile: renderers and json.dumps recurse
+# The bootstrap intervals cost O(samples) per resample: far beyond any real --repeat x --rounds,
+# a file with millions of samples would keep every renderer busy for hours.
+MAX_SAMPLES = 10_000  # per metric
+MAX_TOTAL_SAMPLES = 50_000  # per result
 RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 DEVICES = ("cpu", "gpu")
 _SCALAR = (str, int, float, bool, type(None))
@@ -139,6 +143,8 @@ def _metric_problem(i: int, metric: Any, seen: set[str]) -> str | None:
     if not isinstance(metric.get("unit"), str):
         return f"{where}.unit: expected a string"
     samples = metric.get("samples")
+    if isinstance(samples, list) and len(samples) > MAX_SAMPLES:
+        return f"{where}.samples: {len(samples)} samples is more than the {MAX_SAMPLES} a result may hold"
     if not isinstance(samples, list) or not samples or not all(number(s) for s in samples):
         return f"{where}.samples: expected a non-empty list of finite numbers"
     if metric["kind"] == "time" and min(samples) < 0:
@@ -232,6 +238,9 @@ def _problem(doc: dict[str, Any]) -> str | None:
         return "duration_s: expected a finite number or null"
     if not isinstance(doc["metrics"], list) or not isinstance(doc["checks"], list):
         return "metrics and checks must be lists"
+    total = sum(len(m["samples"]) for m in doc["metrics"] if isinstance(m, dict) and isinstance(m.get("samples"), list))
+    if total > MAX_TOTAL_SAMPLES:
+        return f"metrics: {total} samples in all is more than the {MAX_TOTAL_SAMPLES} a result may hold"
     seen: set[str] = set()
     for i, metric in enumerate(doc["metrics"]):
         problem = _metric_problem(i, metric, seen)

@@ -208,6 +208,8 @@ CASES = [
          "settings.threads: expected an integer"),
     Case("notes-not-strings", edit("jax.json", lambda d: d.update(notes=[{"x": 1}])), SHOW, 0,
          "notes: expected a list of strings"),
+    Case("too-many-samples", jax_metric(samples=[1.0] * 10_001, stats=summarize([1.0] * 10_001)), SHOW, 0,
+         "10001 samples is more than the 10000"),
     Case("negative-time", jax_metric(samples=[-1.0, 1.0, 1.0], stats=summarize([-1.0, 1.0, 1.0])), SHOW, 0,
          "a time cannot be negative"),
     # 6. a job that recorded metrics, then died (oom): its partial metrics have no row, nothing crashes
@@ -296,6 +298,8 @@ CASES = [
     Case("timeout-huge", nothing, ("run", "--suite", "xla", "--timeout", "1e12", "--results-dir", "{tmp}/r"), 2,
          "--timeout"),
     Case("resume-timeout-nan", nothing, ("run", "--resume", "{run}", "--timeout", "nan"), 2, "--timeout nan"),
+    Case("repeat-huge", nothing, ("run", "--suite", "xla", "--repeat", "100000", "--results-dir", "{tmp}/r"), 2,
+         "--repeat 100000 must be at most 10000"),
     Case("cpus-nan", nothing, ("run", "--suite", "xla", "--cpus", "nan", "--results-dir", "{tmp}/r"), 2,
          "--cpus nan"),
     Case("cpus-inf", nothing, ("run", "--suite", "xla", "--cpus", "inf", "--results-dir", "{tmp}/r"), 2,

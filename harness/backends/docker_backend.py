@@ -26,6 +26,7 @@ from typing import IO, Any
 from harness.backends import job_folder
 from harness.backends.base import JobOutcome, job_command
 from harness.backends.docker_transfer import OUT_SUBDIR, fetch_results, job_volumes, tar_folder, tar_writable_dir
+from harness.backends.reaper import Reaper
 from harness.backends.streams import Tail, pump, stdout_echo
 from harness.errors import HarnessError
 from harness.images import (
@@ -90,14 +91,20 @@ class GpuRequest:
 
 
 class JobContainer:
-    """A created container that is always removed on the way out, whatever happened inside."""
+    """A created container that is always removed on the way out, whatever happened inside.
 
-    def __init__(self, client: Any, create_kwargs: dict[str, Any]) -> None:
+    The reaper hears of it before it exists, so it is removed even if this process is SIGKILLed.
+    """
+
+    def __init__(self, client: Any, create_kwargs: dict[str, Any], reaper: Reaper | None = None) -> None:
         self.client = client
         self.create_kwargs = create_kwargs
+        self.reaper = reaper
         self.container: Any = None
 
     def __enter__(self) -> JobContainer:
+        if self.reaper is not None:
+            self.reaper.track("container", self.create_kwargs["name"])
         self.container = self.client.containers.create(**self.create_kwargs)
         return self
 
@@ -113,6 +120,8 @@ class JobContainer:
         except docker.errors.APIError as error:
             if "already in progress" not in str(error):
                 raise
+        if self.reaper is not None:
+            self.reaper.untrack("container", self.create_kwargs["name"])
 
 
 class DockerBackend:
@@ -138,6 +147,7 @@ class DockerBackend:
         self.wheelhouse = wheelhouse
         self.base_image = base_image
         self._images: dict[tuple[str, str], Ensured] = {}
+        self.reaper = Reaper()
         info = engine.client.info()
         if self.limits.cpus is not None:
             available = int(info.get("NCPU") or 0)
@@ -305,7 +315,7 @@ class DockerBackend:
             fills[DATA_MOUNT] = tar_folder(Path(job.data_dir), skip_caches=False)
         labels = {f"{LABEL}.run-id": run_id, f"{LABEL}.suite": job.suite, f"{LABEL}.framework": job.framework}
         name = f"fw-harness-{run_id}-{job.framework}-{secrets.token_hex(2)}"
-        return job_volumes(self.engine.client, name, labels, image.image_id, fills)
+        return job_volumes(self.engine.client, name, labels, image.image_id, fills, self.reaper)
 
     def _run_container(
         self,
@@ -340,7 +350,7 @@ class DockerBackend:
         timed_out, exit_code, oom = False, None, False
         tail = Tail()
         problem: str | None = None
-        with JobContainer(self.engine.client, kwargs) as job_container:
+        with JobContainer(self.engine.client, kwargs, self.reaper) as job_container:
             container = job_container.container
             annotations["container"]["id"] = container.id
             try:

@@ -64,7 +64,7 @@ def tar_writable_dir(name: str, uid: int, gid: int) -> bytes:
 
 @contextmanager
 def job_volumes(
-    client: Any, name: str, labels: dict[str, str], image_id: str, fills: dict[str, bytes]
+    client: Any, name: str, labels: dict[str, str], image_id: str, fills: dict[str, bytes], reaper: Any = None
 ) -> Iterator[dict[str, str]]:
     """Named volumes (mount point -> volume name) filled through a loader; removed on the way out."""
     from docker.types import Mount
@@ -73,7 +73,11 @@ def job_volumes(
     created = []
     try:
         for volume in volumes.values():
+            if reaper is not None:
+                reaper.track("volume", volume)
             created.append(client.volumes.create(name=volume, labels=labels))
+        if reaper is not None:
+            reaper.track("container", f"{name}-loader")
         loader = client.containers.create(
             image_id,
             ["true"],
@@ -88,12 +92,16 @@ def job_volumes(
                     raise HarnessError(f"the Docker engine refused the copy into {target}")
         finally:
             loader.remove(force=True)
+            if reaper is not None:
+                reaper.untrack("container", f"{name}-loader")
         yield volumes
     finally:
         for volume in created:
             # a volume still held by a dying container is left for `harness clean`
             with contextlib.suppress(Exception):
                 volume.remove(force=True)
+                if reaper is not None:
+                    reaper.untrack("volume", volume.name)
 
 
 def _archive(container: Any, path: str, limit: int) -> bytes | None:

@@ -109,3 +109,23 @@ def test_sighup_removes_the_container(cpu_images: dict[str, Any], engine: Any, r
     run = run_folder("".join(seen) + out)
     assert [j["status"] for j in read(run / "summary.json")["jobs"]] == ["ok", "interrupted"]
     assert not engine.containers.list(all=True, filters={"label": f"org.fw-harness.run-id={run.name}"})
+
+
+def test_a_sigkilled_harness_leaves_no_container(cpu_images: dict[str, Any], engine: Any, results: Path) -> None:
+    cmd = [sys.executable, "-m", "harness.cli", "run", "--suite", "fault", "--frameworks", "numpy",
+           "--backend", "docker", "--param", "mode=hang", "--results-dir", str(results)]  # fmt: skip
+    proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        if "hanging on purpose" in line:
+            break
+    (run,) = [p for p in results.iterdir() if p.is_dir()]
+    label = {"label": f"org.fw-harness.run-id={run.name}"}
+    assert engine.containers.list(filters=label)  # the job's container is running
+    proc.kill()  # no handler runs: only the reaper, told of the container before it existed, is left
+    proc.communicate(timeout=30)
+    deadline = time.monotonic() + 30
+    while engine.containers.list(all=True, filters=label) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert not engine.containers.list(all=True, filters=label), "the container outlived its harness"
+    assert read(run / "summary.json")["jobs"] == []  # the summary was written before the first job
