@@ -95,7 +95,7 @@ def _classify(run_id: str, job: Job, out: Path, outcome: JobOutcome) -> tuple[di
     try:
         result = load_result(out)
     except InvalidResult as error:
-        if out.exists():
+        if os.path.lexists(out):
             out.replace(out.with_suffix(".invalid.json"))  # kept for inspection
             return None, "invalid-output", str(error)
         if outcome.exit_code is None:

@@ -154,6 +154,31 @@ def nothing(run: Path, tmp: Path) -> None:
     pass
 
 
+def manifests(then: Callable[[Path, Path], None]) -> Plant:
+    """`harness export k8s` output in tmp/k8s and a folder of saved pod logs, then a change."""
+
+    def plant(run: Path, tmp: Path) -> None:
+        from harness.k8s import export, job_name
+
+        plan = make_plan(
+            suite="xla", frameworks="numpy,pytorch", params=["matrix_size=8"], repeat=2, warmup=None,
+            device="cpu", threads=None, baseline=None, backend="kubernetes", timeout_s=None, data_dir=None,
+        )  # fmt: skip
+        export(plan, tmp / "k8s", variant="cpu", registry=None, namespace="default", data_claim=None)
+        (tmp / "logs").mkdir()
+        for job in plan.jobs:
+            (tmp / "logs" / f"{job_name(plan, job)}.log").write_text("no result here\n")
+        then(tmp / "k8s", tmp / "logs")
+
+    return plant
+
+
+def fifo_pod_log(k8s: Path, logs: Path) -> None:
+    first = sorted(logs.iterdir())[0]
+    first.unlink()
+    os.mkfifo(first)
+
+
 @dataclass(frozen=True)
 class Case:
     id: str
@@ -164,6 +189,7 @@ class Case:
     forbid: tuple[str, ...] = ()  # never in stdout, stderr or a file the command wrote
     env: dict[str, str] = field(default_factory=dict)
     intact: tuple[str, ...] = ("numpy.json", "pytorch.json")
+    writes: tuple[str, ...] = ()  # folders under tmp the command may legitimately write (besides the run)
 
 
 SHOW = ("show", "{run}")
@@ -261,6 +287,15 @@ CASES = [
     Case("figure-file-link", lambda run, tmp: ((run / "report/figures").mkdir(parents=True), (
          run / "report/figures/xla-steady.png").symlink_to(tmp / "outside/secret.txt")), ("report", "{run}"), 0,
          "report:"),
+    Case("collect-fifo-pod-log", manifests(fifo_pod_log),
+         ("collect", "{tmp}/k8s", "--logs", "{tmp}/logs", "--results-dir", "{tmp}/results"), 0, "run folder:",
+         writes=("results",)),
+    Case("collect-plan-traversal", manifests(lambda k8s, logs: edit("plan.json", lambda d: d["jobs"][0].update(
+         framework="../../outside/x"))(k8s, logs)),
+         ("collect", "{tmp}/k8s", "--logs", "{tmp}/logs", "--results-dir", "{tmp}/results"), 2, "unknown framework"),
+    Case("collect-bad-namespace", manifests(lambda k8s, logs: edit("plan.json", lambda d: d.update(
+         namespace="--all-namespaces"))(k8s, logs)),
+         ("collect", "{tmp}/k8s", "--results-dir", "{tmp}/results"), 2, "is not a Kubernetes name"),
     # 2. injection: escaped for every output medium
     Case("xss-metric-html", jax_metric(name=XSS), ("show", "{run}", "--format", "html"), 0, "&lt;script&gt;",
          forbid=(XSS,)),
@@ -326,16 +361,17 @@ CASES = [
 ]  # fmt: skip
 
 
-def snapshot(tmp: Path, run: Path) -> dict[str, tuple[bytes, int]]:
+def snapshot(tmp: Path, run: Path, writes: tuple[str, ...] = ()) -> dict[str, tuple[bytes, int]]:
     """Every file outside the run folder: content and mtime (nothing may change there)."""
     found = {}
+    skip = [run] + [tmp / name for name in writes]
     for folder, dirs, files in os.walk(tmp):
-        if Path(folder) == run or run in Path(folder).parents:
+        if any(Path(folder) == s or s in Path(folder).parents for s in skip):
             dirs[:] = []
             continue
         for name in dirs + files:
             path = Path(folder, name)
-            if path == run:
+            if path in skip:
                 continue
             info = path.lstat()
             content = path.read_bytes() if path.is_file() and not path.is_symlink() else b""
@@ -352,7 +388,7 @@ def test_hostile_input_is_handled_cleanly(tmp_path: Path, case: Case, monkeypatc
     (outside / "secret.txt").chmod(0o600)
     case.plant(run, tmp_path)
     intact = {name: (run / name).read_bytes() for name in case.intact}
-    before = snapshot(tmp_path, run)
+    before = snapshot(tmp_path, run, case.writes)
     for key, value in case.env.items():
         monkeypatch.setenv(key, value)
     args = [a.format(run=run, tmp=tmp_path) for a in case.args]
@@ -368,7 +404,7 @@ def test_hostile_input_is_handled_cleanly(tmp_path: Path, case: Case, monkeypatc
     for bad in case.forbid:
         assert not any(bad in text for text in texts), bad
     assert SECRET not in out
-    assert snapshot(tmp_path, run) == before, "a file outside the run folder changed"
+    assert snapshot(tmp_path, run, case.writes) == before, "a file outside the run folder changed"
     for name, content in intact.items():
         assert (run / name).read_bytes() == content, f"{name} changed"
     if case.code == 0 and case.args[0] == "show" and "--format" not in case.args:
