@@ -90,9 +90,9 @@ def depth(value: Any) -> int:
 def suite_and_framework(suite: Any, framework: Any) -> str | None:
     """Why (suite, framework) are not names the registry knows, or None."""
     suites = all_suites()
-    if suite not in suites:
+    if not isinstance(suite, str) or suite not in suites:
         return f"suite {_name(suite)} is not a suite this harness knows"
-    if framework is not None and framework not in suites[suite].all_frameworks:
+    if framework is not None and (not isinstance(framework, str) or framework not in suites[suite].all_frameworks):
         return f"framework {_name(framework)} is not a framework of suite {suite}"
     return None
 

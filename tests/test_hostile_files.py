@@ -19,6 +19,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from harness.plan import make_plan
 from suites.runtime.stats import summarize
@@ -452,3 +454,111 @@ def test_k8s_pods_get_seccomp_resources_and_capped_volumes(tmp_path: Path) -> No
     assert sized.returncode == 0, sized.stderr
     pod = yaml.safe_load((tmp_path / "sized" / "job-numpy.yaml").read_text())["spec"]["template"]["spec"]
     assert pod["containers"][0]["resources"]["limits"] == {"cpu": "1500m", "memory": str(3 * 2**30)}
+
+
+# -- every renderer on randomly corrupted (but parseable) results: a rejection or a rendering, never a crash
+
+
+def _paths(value: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    found = [prefix] if prefix else []
+    if isinstance(value, dict):
+        for key, inner in value.items():
+            found += _paths(inner, prefix + (key,))
+    elif isinstance(value, list):
+        for i, inner in enumerate(value):
+            found += _paths(inner, prefix + (i,))
+    return found
+
+
+JSON_VALUES = st.recursive(
+    st.one_of(
+        st.none(), st.booleans(), st.integers(min_value=-(10**400), max_value=10**400),
+        st.sampled_from([0, 0.0, -1.0, 1e-320, 1e308, -1e308, 10**400, 2**63]),
+        st.floats(allow_nan=False, allow_infinity=False), st.text(max_size=8),
+        st.sampled_from(["", "s", "<b>", "a|b", "\x1b[2J", "=1+1", "../x", "numpy", "jax", "time", "lower"]),
+    ),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=4), inner, max_size=3),
+    max_leaves=6,
+)  # fmt: skip
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_no_corruption_crashes_a_renderer(tmp_path: Path, data: st.DataObject) -> None:
+    from harness.compare import compare_runs
+    from harness.compare_render import render_comparison
+    from harness.errors import HarnessError
+    from harness.exports import Format, render_run
+    from harness.report import write_report
+    from harness.runs import load_run
+
+    docs = [good_doc("numpy"), good_doc("jax", 0.5)]
+    for doc in docs:  # every optional field a renderer reads is present, so it gets corrupted too
+        doc["environment"].update(
+            device={"name": "NVIDIA H100 PCIe", "kind": "gpu"}, launch={"exit_code": 0},
+            precision={"compute_threads": 2, "float32_matmul": "float32", "cuda_matmul_allow_tf32": False,
+                       "jax_default_matmul_precision": "highest"},
+            variables={"OMP_NUM_THREADS": "2"},
+        )  # fmt: skip
+        doc["image"] = {"tag": "t", "id": "sha256:x", "variant": "cpu", "lock_hash": "h"}
+        doc["notes"] = ["a note"]
+        doc["metrics"][0].update(dtype="float64", synchronised=True, first_calls=[1.0], description="d")
+        doc["metrics"].append(
+            dict(metric("accuracy", [0.5, 0.6, 0.7], first=None), kind="value", unit="%", better="higher")
+        )
+    docs[1]["device"] = data.draw(st.sampled_from(["cpu", "gpu"]))
+    target = docs[data.draw(st.integers(0, 1))]
+    for _ in range(data.draw(st.integers(1, 3))):
+        path = data.draw(st.sampled_from(_paths(target)))
+        node = target
+        for key in path[:-1]:
+            node = node[key]
+        node[path[-1]] = data.draw(JSON_VALUES)
+    folder = tmp_path / f"run-{data.draw(st.integers(0, 10**9))}"
+    try:
+        run = write_run(folder, docs)
+    except (TypeError, ValueError, OSError):  # json.dumps (or the file name) refused the value
+        return
+    try:
+        loaded = load_run(run)
+        for fmt in Format:
+            render_run(loaded, fmt)
+        for fmt in Format:
+            render_comparison(compare_runs(load_run(run), loaded), fmt)
+        write_report(loaded, folder / "report", figures=False)
+    except HarnessError:
+        pass
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_no_corrupted_summary_or_plan_crashes_the_reader(tmp_path: Path, data: st.DataObject) -> None:
+    from harness.errors import HarnessError
+    from harness.exports import Format, render_run
+    from harness.plan import plan_from_record
+    from harness.runs import load_run
+
+    folder = tmp_path / f"run-{data.draw(st.integers(0, 10**9))}"
+    run = make_run(folder)
+    name = data.draw(st.sampled_from(["summary.json", "plan.json"]))
+    doc = json.loads((run / name).read_text())
+    for _ in range(data.draw(st.integers(1, 3))):
+        path = data.draw(st.sampled_from(_paths(doc)))
+        node = doc
+        for key in path[:-1]:
+            node = node[key]
+        node[path[-1]] = data.draw(JSON_VALUES)
+    try:
+        (run / name).write_text(json.dumps(doc))
+    except (TypeError, ValueError):
+        return
+    try:
+        if name == "plan.json":
+            plan = plan_from_record(doc, name)
+            assert all(Path(job.result_file()).name == job.result_file() for job in plan.jobs)
+            assert Path(plan.run_id).name == plan.run_id and plan.run_id not in (".", "..")
+        else:
+            for fmt in Format:
+                render_run(load_run(run), fmt)
+    except HarnessError:
+        pass
