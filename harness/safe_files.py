@@ -16,7 +16,7 @@ import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 from harness.errors import HarnessError
 
@@ -181,12 +181,22 @@ def remove_tree(path: Path) -> None:
         info = os.lstat(path)
     except FileNotFoundError:
         return
-    if stat.S_ISDIR(info.st_mode):
-        import shutil
-
-        shutil.rmtree(path, ignore_errors=True)  # fd-based on Linux: safe against planted links
-    else:
+    if not stat.S_ISDIR(info.st_mode):
         path.unlink(missing_ok=True)
+        return
+    import shutil
+
+    def unlock(func: Any, name: str, exc: Any) -> None:
+        """A job may leave folders without write or read permission: open them up (never via a link)."""
+        for candidate in (name, os.path.dirname(name)):
+            with contextlib.suppress(OSError):
+                if stat.S_ISDIR(os.lstat(candidate).st_mode):
+                    os.chmod(candidate, 0o700)
+
+    for _ in range(8):  # each pass opens up (at least) one more level of locked folders
+        shutil.rmtree(path, onerror=unlock)  # fd-based on Linux: safe against planted links
+        if not os.path.lexists(path):
+            return
 
 
 @dataclass

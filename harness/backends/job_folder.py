@@ -1,6 +1,6 @@
 """Each job's own writable folder, and what the harness takes back from it.
 
-A job may write only into `<run>/.jobs/<framework>/`: its result file and its artefact folder.
+A job may write only into `<run>/.jobs/<framework>-<random>/`: its result file and its artefact folder.
 The run folder itself (logs, plan, summary, other jobs' results) is never handed to a job. After
 the job, the harness copies back the job's own `<framework>.json` (a regular, singly linked file
 within the size limit, read without following links) and the regular files of
@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import secrets
 import stat
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,7 +32,7 @@ def artifacts_name(job: Job) -> str:
 
 
 def fresh(run_dir: Path, job: Job) -> Path:
-    """An empty folder for this job only (a previous attempt's is removed first)."""
+    """An empty folder for this job only."""
     root = run_dir / WORK_DIR
     try:
         if not stat.S_ISDIR(os.lstat(root).st_mode):
@@ -39,8 +40,9 @@ def fresh(run_dir: Path, job: Job) -> Path:
     except FileNotFoundError:
         pass
     root.mkdir(mode=0o755, exist_ok=True)
-    work = root / job.framework
-    remove_tree(work)
+    # A fresh name each time: whatever a previous attempt left (even a tree it made unremovable)
+    # can never be mistaken for this job's output, nor block it.
+    work = root / f"{job.framework}-{secrets.token_hex(4)}"
     work.mkdir(mode=0o755)
     return work
 
