@@ -7,6 +7,7 @@ exit code 2, no traceback.
 from __future__ import annotations
 
 import json
+import math
 import os
 import sys
 from dataclasses import replace
@@ -30,10 +31,11 @@ from harness.compare_render import render_comparison
 from harness.data.cli import app as data_app
 from harness.data.store import require as require_dataset
 from harness.errors import HarnessError
+from harness.escape import plain
 from harness.exports import Format, render_run
 from harness.images import DEFAULT_BASE_IMAGE, build_images, fill_images_wheelhouse, parse_stacks
 from harness.limits import make_limits
-from harness.plan import make_plan, parse_frameworks
+from harness.plan import check_timeout, make_plan, parse_frameworks
 from harness.plausibility import implausible
 from harness.report import write_report
 from harness.rounds import execute_rounds
@@ -197,7 +199,7 @@ def run(
         resume_dir = resolve_run(resume, target)
         plan = load_plan(resume_dir)
         if timeout is not None:  # e.g. a job that timed out gets more time on the second try
-            plan = replace(plan, jobs=tuple(replace(job, timeout_s=timeout) for job in plan.jobs))
+            plan = replace(plan, jobs=tuple(replace(job, timeout_s=check_timeout(timeout)) for job in plan.jobs))
     elif suite is None:
         raise HarnessError("--suite is required (see `harness list`), or --resume RUN to finish a run")
     else:
@@ -338,8 +340,8 @@ def compare(
     fmt: FormatOption = Format.table,
 ) -> None:
     """Two runs of one suite: per-metric ratio with its interval, significance, geometric mean."""
-    if fail_above is not None and fail_above < 0:
-        raise HarnessError(f"--fail-above {fail_above} must be a percentage of 0 or more")
+    if fail_above is not None and not (fail_above >= 0 and math.isfinite(fail_above)):  # nan would disable the gate
+        raise HarnessError(f"--fail-above {fail_above} must be a finite percentage of 0 or more")
     base = results_dir or default_results_dir()
     comparison = compare_runs(load_run(resolve_run(run_a, base)), load_run(resolve_run(run_b, base)))
     typer.echo(render_comparison(comparison, fmt))
@@ -419,7 +421,7 @@ def main(argv: list[str] | None = None) -> None:
     try:
         code = app(args=args, prog_name="harness", standalone_mode=False)
     except HarnessError as error:
-        typer.echo(f"error: {error}", err=True)
+        typer.echo(f"error: {plain(error)}", err=True)
         sys.exit(2)
     except TyperException as error:
         # Usage errors (unknown option, bad choice, missing argument) in the same one-line form.

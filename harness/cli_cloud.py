@@ -12,6 +12,7 @@ from harness.compare import compare_runs
 from harness.compare_render import render_comparison
 from harness.doctor import Check, run_checks
 from harness.errors import HarnessError
+from harness.escape import plain
 from harness.exports import Format, render_run
 from harness.runner import execute
 from harness.runs import load_run
@@ -73,7 +74,7 @@ def reproduce(
         raise HarnessError(f"--device {device!r} is not cpu or gpu")
     repro = plan_reproduction(ref, target, backend, data, device)
     for warning in repro.warnings:
-        typer.echo(f"warning: {warning}", err=True)
+        typer.echo(f"warning: {plain(warning)}", err=True)  # names a recorded image tag: text from a file
     if repro.backend == "docker":
         from harness.backends.docker_backend import DockerBackend
         from harness.images import connect

@@ -8,6 +8,7 @@ from typing import Annotated, Optional
 import typer
 
 from harness.k8s import collect, export
+from harness.limits import make_limits
 from harness.plan import make_plan
 
 export_app = typer.Typer(no_args_is_help=True, help="Write the jobs of a run for another scheduler.")
@@ -30,6 +31,10 @@ def export_k8s(
     ] = None,
     baseline: Annotated[Optional[str], typer.Option(help="framework the ratios refer to")] = None,
     timeout: Annotated[Optional[float], typer.Option(help="per-job deadline in seconds")] = None,
+    memory: Annotated[
+        Optional[str], typer.Option("--memory", help="memory request = limit per pod, e.g. 16g [default: 8g]")
+    ] = None,
+    cpus: Annotated[Optional[float], typer.Option("--cpus", help="CPU request = limit per pod [default: 2]")] = None,
 ) -> None:
     """One Kubernetes Job per framework job, the suites in a ConfigMap; apply with kubectl."""
     if device not in ("cpu", "gpu"):
@@ -49,7 +54,10 @@ def export_k8s(
         timeout_s=timeout,
         data_dir=data_claim,
     )
-    paths = export(plan, out, variant=variant, registry=registry, namespace=namespace, data_claim=data_claim)
+    limits = make_limits(memory, cpus)
+    paths = export(
+        plan, out, variant=variant, registry=registry, namespace=namespace, data_claim=data_claim, limits=limits
+    )
     for path in paths:
         typer.echo(f"wrote {path}")
     typer.echo(f"run id: {plan.run_id}")

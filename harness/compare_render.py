@@ -6,8 +6,7 @@ import json
 from dataclasses import asdict
 from typing import Any
 
-from tabulate import tabulate
-
+from harness import escape
 from harness.compare import Comparison
 from harness.exports import Format, html_page, to_csv
 from harness.units import fmt_value
@@ -45,7 +44,7 @@ def _table(comparison: Comparison, tablefmt: str) -> str:
         ]
         for c in comparison.changes
     ]
-    return tabulate(rows, headers=headers, tablefmt=tablefmt, disable_numparse=True)
+    return escape.table(rows, headers, tablefmt)
 
 
 def _summary_lines(comparison: Comparison) -> list[str]:
@@ -78,7 +77,8 @@ def render_comparison(comparison: Comparison, fmt: Format) -> str:
         }
         return json.dumps(doc, indent=2)
     if fmt is Format.html:
-        body = _table(comparison, "html") + "<pre>" + "\n".join(_summary_lines(comparison)) + "</pre>"
+        body = _table(comparison, "html") + "<pre>" + escape.html("\n".join(_summary_lines(comparison))) + "</pre>"
         return html_page(head, body)
     tablefmt = "github" if fmt is Format.markdown else "simple"
-    return "\n".join([head, "", _table(comparison, tablefmt), ""] + _summary_lines(comparison))
+    line = escape.for_tablefmt(tablefmt)
+    return "\n".join([line(head), "", _table(comparison, tablefmt), ""] + [line(s) for s in _summary_lines(comparison)])

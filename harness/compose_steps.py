@@ -1,11 +1,14 @@
 """The two host-side steps of `docker compose up` (compose.yaml), run in the report image.
 
 plan:   validate the suite and its parameters exactly as `harness run` does, create the run
-        folder, and write for each framework the job command its service runs (one argument
-        per line), so compose's jobs run the same command line as the docker backend's.
-finish: give every planned job a result (a `failed` one with the stderr tail when a job left
-        none), write the run summary, give the folder to the owner of the results folder and
-        print the comparison table with `harness show`.
+        folder, and give each framework's service its own empty job folder
+        (`<results>/<jobs-dir>/<framework>/`, the only thing that service mounts writable) with
+        the job command in it (one argument per line), so compose's jobs run the same command
+        line as the docker backend's and never see the run folder or each other's files.
+finish: take from each job folder only the job's own result, artefacts, logs and exit code
+        (regular files, no links followed, size-capped), give every planned job a result (a
+        `failed` one with the stderr tail when a job left none), write the run summary, give the
+        run folder to the owner of the results folder and print the comparison with `harness show`.
 
 Standard library plus the harness: no Docker SDK, no framework.
 """
@@ -13,6 +16,7 @@ Standard library plus the harness: no Docker SDK, no framework.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import subprocess
@@ -20,14 +24,22 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from harness.backends import job_folder
 from harness.backends.base import JobOutcome, job_command
+from harness.backends.streams import tail_text
 from harness.errors import HarnessError
-from harness.plan import Job, make_plan
+from harness.escape import plain
+from harness.plan import Job, Plan, make_plan, plan_from_record
 from harness.runner import finalize, new_summary, placeholder_result, summary_entry
+from harness.safe_files import UnsafeFile, read_bytes, read_tail, remove_tree, write_bytes_atomic
+from harness.schema import RUN_ID, parse_json
 from suites.runtime.files import write_json_atomic
 from suites.runtime.result import utc_now
 
 BACKEND = "compose"
+ARGS, EXIT, STDOUT, STDERR = "job.args", "exit", "stdout.log", "stderr.log"  # names in a job folder (job.sh)
+MAX_LOG_BYTES = 16 * 2**20  # a log copied into the run folder keeps at most its last 16 MiB
+MAX_SMALL = 64 * 1024
 
 
 def _chown_tree(paths: list[Path], uid: int, gid: int) -> None:
@@ -35,12 +47,25 @@ def _chown_tree(paths: list[Path], uid: int, gid: int) -> None:
     if os.getuid() != 0:
         return
     for top in paths:
-        for path in [top, *(top.rglob("*") if top.is_dir() else [])]:
-            os.lchown(path, uid, gid)
+        os.lchown(top, uid, gid)
+        for folder, dirs, files in os.walk(top, followlinks=False):
+            for name in dirs + files:
+                os.lchown(os.path.join(folder, name), uid, gid)
+
+
+def _job_user(text: str) -> tuple[int, int]:
+    try:
+        uid, gid = (int(part) for part in text.split(":"))
+    except ValueError:
+        raise HarnessError(f"--job-user {plain(text)!r} is not UID:GID (e.g. 10001:10001)") from None
+    if uid <= 0 or gid <= 0:
+        raise HarnessError(f"--job-user {plain(text)!r} must not be root; the jobs run unprivileged")
+    return uid, gid
 
 
 def plan_step(args: argparse.Namespace) -> int:
     results = Path(args.results)
+    uid, gid = _job_user(args.job_user)
     plan = make_plan(
         suite=args.suite,
         frameworks=args.frameworks,
@@ -56,58 +81,92 @@ def plan_step(args: argparse.Namespace) -> int:
     )
     run_dir = results / plan.run_id
     (run_dir / "logs").mkdir(parents=True)
-    (run_dir / ".compose").mkdir()
     write_json_atomic(run_dir / "plan.json", plan.as_record())
     summary = new_summary(plan, BACKEND, ["docker", "compose", "up"])
     write_json_atomic(run_dir / "summary.json", summary)
+    jobs_root = results / args.jobs_dir
+    jobs_root.mkdir(exist_ok=True)
     for job in plan.jobs:
-        out = f"/results/{plan.run_id}/{job.result_file()}"
-        cmd = job_command(job, plan.run_id, BACKEND, out, python="python", data_dir=job.data_dir)
-        (run_dir / ".compose" / f"{job.framework}.args").write_text("\n".join(cmd) + "\n")
-    pointer = results / args.pointer
-    pointer.write_text(plan.run_id + "\n")
-    uid, gid = (int(part) for part in args.job_user.split(":"))
-    _chown_tree([run_dir, pointer], uid, gid)  # the job services run as this user
+        work = jobs_root / job.framework
+        remove_tree(work)  # a previous run's folder, whatever its job left in it
+        work.mkdir()
+        cmd = job_command(job, plan.run_id, BACKEND, f"/results/{job.result_file()}", python="python", data_dir="/data")
+        write_bytes_atomic(work / ARGS, ("\n".join(cmd) + "\n").encode())
+        _chown_tree([work], uid, gid)  # the job services run as this user: theirs, and only this folder
+    write_bytes_atomic(results / args.pointer, (plan.run_id + "\n").encode())
     names = ", ".join(job.framework for job in plan.jobs)
     print(f"compose run {plan.run_id}: suite {plan.suite} on {names}, params {json.dumps(plan.jobs[0].params)}")
     return 0
 
 
-def _collect(run_dir: Path, run_id: str, job: Job) -> dict[str, Any]:
-    """What the runner makes of a job, from what compose left: the result file and the exit code."""
+def _copy_log(work: Path, name: str, target: Path) -> bytes:
+    try:
+        data = read_tail(work / name, MAX_LOG_BYTES)
+    except UnsafeFile as error:
+        data = f"harness: the job's {name} was not copied: {error.reason}\n".encode()
+    write_bytes_atomic(target, data)
+    return data
+
+
+def _collect(run_dir: Path, work: Path, run_id: str, job: Job) -> dict[str, Any]:
+    """What the runner makes of a job, from what its compose service left in its own folder."""
     out = run_dir / job.result_file()
     if job.skip_reason:
         result = placeholder_result(run_id, job, BACKEND, "skipped", job.skip_reason)
         write_json_atomic(out, result)
         return result
-    exit_file = run_dir / ".compose" / f"{job.framework}.exit"
-    code = exit_file.read_text().strip() if exit_file.is_file() else ""
+    try:
+        code = read_bytes(work / EXIT, MAX_SMALL).decode("ascii", "replace").strip()
+    except UnsafeFile:
+        code = ""
     logs = run_dir / "logs"
+    _copy_log(work, STDOUT, logs / f"{job.framework}.stdout.log")
+    stderr = _copy_log(work, STDERR, logs / f"{job.framework}.stderr.log")
+    found = job_folder.harvest(work, run_dir, job)
     outcome = JobOutcome(
-        exit_code=int(code) if code.lstrip("-").isdigit() else None,
+        exit_code=int(code) if code.lstrip("-").isdigit() and len(code) < 6 else None,
         timed_out=False,
         stdout_log=logs / f"{job.framework}.stdout.log",
         stderr_log=logs / f"{job.framework}.stderr.log",
         wall_s=0.0,
         annotations={"compose_service": job.stack},
+        stderr_tail=tail_text(stderr[-16384:]),
+        result_problem=found.problem,
     )
+    if found.skipped:
+        outcome.annotations["artifacts_skipped"] = found.skipped
     return finalize(run_id, job, BACKEND, out, outcome)
+
+
+def _current_run(results: Path, pointer: Path) -> tuple[str, Path, Plan]:
+    try:
+        run_id = read_bytes(pointer, MAX_SMALL).decode("utf-8", "replace").strip()
+        if not RUN_ID.fullmatch(run_id):
+            raise HarnessError(f"{pointer}: {plain(run_id)!r} is not a run id")
+        run_dir = results / run_id
+        record = parse_json(read_bytes(run_dir / "plan.json", 16 * 2**20), str(run_dir / "plan.json"))
+    except HarnessError as error:
+        raise HarnessError(f"no compose run to finish ({error}); the plan service must run first") from None
+    plan = plan_from_record(record, str(run_dir / "plan.json"))
+    if plan.run_id != run_id:
+        raise HarnessError(f"{run_dir / 'plan.json'} belongs to run {plan.run_id}, not {run_id}; run `up` again")
+    return run_id, run_dir, plan
 
 
 def finish_step(args: argparse.Namespace) -> int:
     results = Path(args.results)
     pointer = results / args.pointer
-    try:
-        run_id = pointer.read_text().strip()
-        run_dir = results / run_id
-        plan = json.loads((run_dir / "plan.json").read_text())
-    except (OSError, ValueError) as error:
-        raise HarnessError(f"no compose run to finish ({error}); the plan service must run first") from None
-    summary = json.loads((run_dir / "summary.json").read_text())
-    summary["jobs"] = []
-    for record in plan["jobs"]:
-        job = Job(**record)
-        summary["jobs"].append(summary_entry(job, _collect(run_dir, run_id, job)))
+    run_id, run_dir, plan = _current_run(results, pointer)
+    summary = new_summary(plan, BACKEND, ["docker", "compose", "up"])
+    jobs_root = results / args.jobs_dir
+    for job in plan.jobs:
+        work = jobs_root / job.framework
+        try:
+            summary["jobs"].append(summary_entry(job, _collect(run_dir, work, run_id, job)))
+        finally:
+            remove_tree(work)
+    with contextlib.suppress(OSError):
+        jobs_root.rmdir()  # empty now; the next plan step creates it again
     summary["finished_at"] = utc_now()
     write_json_atomic(run_dir / "summary.json", summary)
     owner = results.stat()
@@ -122,6 +181,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m harness.compose_steps")
     parser.add_argument("--results", default="/results", help="the results folder, as mounted")
     parser.add_argument("--pointer", default=".compose-run", help="file in --results naming the current run")
+    parser.add_argument(
+        "--jobs-dir", default=".compose-jobs", help="folder in --results holding one writable folder per job service"
+    )
     sub = parser.add_subparsers(dest="step", required=True)
     plan = sub.add_parser("plan")
     plan.add_argument("--suite", required=True)
@@ -132,10 +194,14 @@ def main(argv: list[str] | None = None) -> int:
     plan.add_argument("--job-user", default="10001:10001", help="uid:gid the job services run as")
     sub.add_parser("finish")
     args = parser.parse_args(argv)
+    for name in (args.pointer, args.jobs_dir):
+        if Path(name).name != name or name in ("", ".", ".."):
+            print(f"error: {plain(name)!r} must be a plain name inside --results", file=sys.stderr)
+            return 2
     try:
         return plan_step(args) if args.step == "plan" else finish_step(args)
     except HarnessError as error:
-        print(f"error: {error}", file=sys.stderr)
+        print(f"error: {plain(error)}", file=sys.stderr)
         return 2
 
 

@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 import csv
-import html
 import io
 import json
 from enum import Enum
 from typing import Any
 
-from tabulate import tabulate
-
+from harness import escape
 from harness.fairness import not_comparable
 from harness.gate import evaluate, failing_frameworks
 from harness.plausibility import exclusions
@@ -40,14 +38,14 @@ def to_csv(rows: list[dict[str, Any]], fields: tuple[str, ...]) -> str:
     writer = csv.DictWriter(buffer, fieldnames=list(fields), lineterminator="\n")
     writer.writeheader()
     for row in rows:
-        writer.writerow({k: ("" if row.get(k) is None else row.get(k)) for k in fields})
+        writer.writerow({k: ("" if row.get(k) is None else escape.csv_cell(row.get(k))) for k in fields})
     return buffer.getvalue()
 
 
 def html_page(title: str, body: str) -> str:
     return (
-        f"<!DOCTYPE html>\n<html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
-        f"<style>{HTML_STYLE}</style></head>\n<body>\n<h1>{html.escape(title)}</h1>\n{body}\n</body></html>\n"
+        f"<!DOCTYPE html>\n<html><head><meta charset='utf-8'><title>{escape.html(title)}</title>"
+        f"<style>{HTML_STYLE}</style></head>\n<body>\n<h1>{escape.html(title)}</h1>\n{body}\n</body></html>\n"
     )
 
 
@@ -73,7 +71,9 @@ def run_document(run: Run) -> dict[str, Any]:
         ],
         "gate_failed": sorted(failing_frameworks(checks)),
         "not_comparable": not_comparable(run),
-        "excluded_metrics": [{"framework": fw, "metric": m, "why": why} for (fw, m), why in sorted(exclusions(run).items())],
+        "excluded_metrics": [
+            {"framework": fw, "metric": m, "why": why} for (fw, m), why in sorted(exclusions(run).items())
+        ],
         "rejected_files": run.problems,
     }
 
@@ -89,9 +89,9 @@ def render_run(run: Run, fmt: Format) -> str:
         return json.dumps(run_document(run), indent=2)
     flagged = set(not_comparable(run))
     headers, rows = timing_rows(run, flagged)
-    body = tabulate(rows, headers=headers, tablefmt="html", disable_numparse=True)
+    body = escape.table(rows, headers, "html")
     check_headers, checks = check_rows(run, evaluate(run))
-    body += "\n<h2>checks</h2>\n" + tabulate(checks, headers=check_headers, tablefmt="html", disable_numparse=True)
-    notes = html.escape(render(run).split("\n\n", 1)[-1])
+    body += "\n<h2>checks</h2>\n" + escape.table(checks, check_headers, "html")
+    notes = escape.html(render(run).split("\n\n", 1)[-1])
     body += f"\n<h2>details</h2>\n<pre>{notes}</pre>"
     return html_page(f"{run.summary.get('suite')} - {run.summary.get('run_id')}", body)

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import io
 from pathlib import Path
 from typing import Any
 
+from harness.catalog import get_suite
 from harness.errors import HarnessError
+from harness.escape import plot_label
 from harness.runs import Run
+from harness.safe_files import write_bytes_atomic
 
 # Sizes spanning more than this factor get a log axis (the jit suite spans four decades).
 LOG_SCALE_SPAN = 30.0
@@ -55,10 +59,10 @@ def _grouped_bars(
                 hi.append(max(high - v, 0.0))
         if xs:
             extra = style(i, fw) if style is not None else {"color": f"C{i}"}
-            ax.bar(xs, ys, width, label=fw, yerr=[lo, hi] if err is not None else None, capsize=3, **extra)
+            ax.bar(xs, ys, width, label=plot_label(fw), yerr=[lo, hi] if err is not None else None, capsize=3, **extra)
             shown += ys
     ax.set_xticks(range(len(names)))
-    ax.set_xticklabels(names, rotation=30, ha="right")
+    ax.set_xticklabels([plot_label(n) for n in names], rotation=30, ha="right")
     positive = [v for v in shown if v > 0]
     if positive and max(positive) / min(positive) > LOG_SCALE_SPAN:
         ax.set_yscale("log")
@@ -66,13 +70,22 @@ def _grouped_bars(
     return shown
 
 
+def _save(fig: Any, path: Path) -> None:
+    """PNG bytes replace the file in one rename: a link planted at `path` is replaced, not written through."""
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=120)
+    write_bytes_atomic(path, buffer.getvalue())
+
+
 def write_figures(run: Run, folder: Path) -> list[Path]:
+    from harness.report import real_folder
+
     plt = _pyplot()
-    folder.mkdir(parents=True, exist_ok=True)
+    real_folder(folder)
     frameworks, names, found = _time_metrics(run)
     if not names:
         return []
-    suite = run.summary.get("suite")
+    suite = get_suite(str(run.summary.get("suite"))).name  # the registry's name: file names come from it
     written = []
 
     def median(fw: str, name: str) -> float | None:
@@ -89,7 +102,7 @@ def write_figures(run: Run, folder: Path) -> list[Path]:
     ax.set_title(f"{suite}: steady state")
     fig.tight_layout()
     path = folder / f"{suite}-steady.png"
-    fig.savefig(path, dpi=120)
+    _save(fig, path)
     plt.close(fig)
     written.append(path)
 
@@ -116,7 +129,7 @@ def write_figures(run: Run, folder: Path) -> list[Path]:
     ax.set_title(f"{suite}: first call (trace/compile + run) vs steady")
     fig.tight_layout()
     path = folder / f"{suite}-first-vs-steady.png"
-    fig.savefig(path, dpi=120)
+    _save(fig, path)
     plt.close(fig)
     written.append(path)
     return written

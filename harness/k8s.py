@@ -23,10 +23,15 @@ import yaml
 
 from harness.backends.base import job_command
 from harness.errors import HarnessError
+from harness.escape import plain
 from harness.images import IMAGE_USER, stack_image
-from harness.plan import Job, Plan
+from harness.limits import Limits
+from harness.plan import K8S_NAME, Job, Plan
+from harness.run_lock import run_lock
 from harness.runner import load_plan, new_summary, placeholder_result, prepare_results_dir, summary_entry
-from harness.schema import InvalidResult, validate
+from harness.runs import mismatch
+from harness.safe_files import MissingFile, UnsafeFile, read_bytes, read_tail
+from harness.schema import MAX_RESULT_BYTES, InvalidResult, parse_json, validate
 from suites.runtime.files import write_json_atomic, write_text_atomic
 from suites.runtime.registry import SUITES_DIR
 from suites.runtime.result import utc_now
@@ -36,6 +41,15 @@ SUITES_MOUNT, RESULTS_MOUNT, DATA_MOUNT = "/harness", "/results", "/data"
 # ConfigMaps are capped at 1 MiB; the suites tarball is far below that, but say so if it grows.
 CONFIGMAP_LIMIT = 1_000_000
 LABEL = "fw-harness"
+# Without --memory/--cpus a pod still requests and is limited to this much (requests = limits:
+# the Guaranteed QoS class, so the kubelet neither throttles nor evicts it below its request).
+DEFAULT_MEMORY = 8 * 2**30
+DEFAULT_CPUS = 2.0
+# emptyDir caps: the unpacked suites, the job's result and artefacts, and /tmp (torch.compile's
+# C++ builds). A job filling its disk is evicted instead of filling the node's.
+SIZE_LIMITS = {"suites": "64Mi", "results": "512Mi", "tmp": "2Gi"}
+MAX_POD_LOG_BYTES = MAX_RESULT_BYTES * 2
+MAX_PLAN_BYTES = 16 * 2**20
 
 
 def _k8s_name(text: str) -> str:
@@ -88,8 +102,31 @@ def _labels(plan: Plan, job: Job | None = None) -> dict[str, str]:
     return labels
 
 
+def check_name(value: str | None, option: str) -> None:
+    """Namespaces and claims are DNS-1123 names; anything else would be refused by the cluster."""
+    if value is not None and (len(value) > 63 or not K8S_NAME.fullmatch(value) or "." in value):
+        raise HarnessError(
+            f"{option} {plain(value)!r} is not a Kubernetes name (lower-case letters, digits and '-', at most 63)"
+        )
+
+
+def resources_for(job: Job, limits: Limits) -> dict[str, Any]:
+    memory = limits.memory_bytes or DEFAULT_MEMORY
+    cpus = limits.cpus or DEFAULT_CPUS
+    amount: dict[str, Any] = {"cpu": f"{round(cpus * 1000)}m", "memory": str(memory)}
+    if job.device == "gpu":
+        amount["nvidia.com/gpu"] = 1
+    return {"requests": dict(amount), "limits": dict(amount)}
+
+
 def job_manifest(
-    plan: Plan, job: Job, image: str, namespace: str, configmap: str, data_claim: str | None
+    plan: Plan,
+    job: Job,
+    image: str,
+    namespace: str,
+    configmap: str,
+    data_claim: str | None,
+    limits: Limits | None = None,
 ) -> dict[str, Any]:
     uid, gid = IMAGE_USER
     security = {
@@ -99,8 +136,9 @@ def job_manifest(
         "allowPrivilegeEscalation": False,
         "readOnlyRootFilesystem": True,
         "capabilities": {"drop": ["ALL"]},
+        "seccompProfile": {"type": "RuntimeDefault"},
     }
-    resources: dict[str, Any] = {"limits": {"nvidia.com/gpu": 1}} if job.device == "gpu" else {}
+    resources = resources_for(job, limits or Limits())
     mounts = [
         {"name": "suites", "mountPath": SUITES_MOUNT, "readOnly": True},
         {"name": "results", "mountPath": RESULTS_MOUNT},
@@ -108,9 +146,9 @@ def job_manifest(
     ]
     volumes: list[dict[str, Any]] = [
         {"name": "suites-archive", "configMap": {"name": configmap}},
-        {"name": "suites", "emptyDir": {}},
-        {"name": "results", "emptyDir": {}},
-        {"name": "tmp", "emptyDir": {}},
+        {"name": "suites", "emptyDir": {"sizeLimit": SIZE_LIMITS["suites"]}},
+        {"name": "results", "emptyDir": {"sizeLimit": SIZE_LIMITS["results"]}},
+        {"name": "tmp", "emptyDir": {"sizeLimit": SIZE_LIMITS["tmp"]}},
     ]
     if data_claim:
         mounts.append({"name": "data", "mountPath": DATA_MOUNT, "readOnly": True})
@@ -130,12 +168,20 @@ def job_manifest(
                 "spec": {
                     "restartPolicy": "Never",
                     "automountServiceAccountToken": False,
+                    "securityContext": {
+                        "runAsNonRoot": True,
+                        "seccompProfile": {"type": "RuntimeDefault"},
+                    },
                     "initContainers": [
                         {
                             "name": "unpack-suites",
                             "image": image,
                             "command": ["python3", "-c", unpack],
                             "securityContext": security,
+                            "resources": {
+                                "requests": {"cpu": "100m", "memory": "128Mi"},
+                                "limits": {"cpu": "1", "memory": "256Mi"},
+                            },
                             "volumeMounts": [
                                 {"name": "suites-archive", "mountPath": "/archive", "readOnly": True},
                                 {"name": "suites", "mountPath": SUITES_MOUNT},
@@ -173,31 +219,40 @@ def export(
     registry: str | None,
     namespace: str,
     data_claim: str | None,
+    limits: Limits | None = None,
 ) -> list[Path]:
+    """Write the manifests; everything is built (and so validated) before the first file is written."""
+    check_name(namespace, "--namespace")
+    check_name(data_claim, "--data-claim")
     if out.exists() and not out.is_dir():
         raise HarnessError(f"--out {out} is a file; give a folder for the manifests")
-    out.mkdir(parents=True, exist_ok=True)
     configmap = _k8s_name(f"h-{plan.run_id}-suites")
-    written = []
     cm = {
         "apiVersion": "v1",
         "kind": "ConfigMap",
         "metadata": {"name": configmap, "namespace": namespace, "labels": _labels(plan)},
         "binaryData": {"suites.tar.gz": base64.b64encode(suites_tarball()).decode()},
     }
-    path = out / "00-suites-configmap.yaml"
-    write_text_atomic(path, dump(cm))
-    written.append(path)
+    documents = {"00-suites-configmap.yaml": dump(cm)}
     for job in plan.jobs:
         if job.skip_reason is not None:
             continue
         tag = stack_image(job.stack, variant).tag
         image = f"{registry.rstrip('/')}/{tag}" if registry else tag
-        path = out / f"job-{job.framework}.yaml"
-        manifest = job_manifest(plan, job, image, namespace, configmap, data_claim)
-        write_text_atomic(path, dump(manifest))
-        written.append(path)
-    write_json_atomic(out / "plan.json", dict(plan.as_record(), namespace=namespace))
+        manifest = job_manifest(plan, job, image, namespace, configmap, data_claim, limits)
+        documents[f"job-{job.framework}.yaml"] = dump(manifest)
+    plan_text = json.dumps(dict(plan.as_record(), namespace=namespace), indent=2, allow_nan=False) + "\n"
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        written = []
+        for name, text in documents.items():
+            write_text_atomic(out / name, text)
+            written.append(out / name)
+        write_text_atomic(out / "plan.json", plan_text)
+    except OSError as error:
+        raise HarnessError(
+            f"--out {out}: cannot write the manifests ({error.strerror}); choose another folder"
+        ) from None
     return written
 
 
@@ -209,8 +264,8 @@ def extract_result(log: str) -> dict[str, Any] | None:
     if not body:
         return None
     try:
-        doc = json.loads(body)
-    except ValueError:
+        doc = parse_json(body.encode("utf-8", "replace"), "the pod log")
+    except HarnessError:
         return {"_unparseable": body[:200]}
     return doc if isinstance(doc, dict) else {"_unparseable": body[:200]}
 
@@ -224,26 +279,40 @@ def _kubectl_log(name: str, namespace: str) -> str:
     return proc.stdout if proc.returncode == 0 else ""
 
 
+def _saved_log(logs: Path, name: str) -> str:
+    """A pod log saved by the user: a regular file (no link followed), its last part if huge."""
+    try:
+        return read_tail(logs / f"{name}.log", MAX_POD_LOG_BYTES).decode("utf-8", "replace")
+    except UnsafeFile as error:
+        return f"harness: the saved log was not read: {error}"
+
+
 def collect(manifests: Path, results_dir: Path, logs: Path | None) -> Path:
     """Turn the pods' logs into a normal run folder that show, report and compare understand."""
     plan = load_plan(manifests)
-    namespace = json.loads((manifests / "plan.json").read_text()).get("namespace", "default")
+    try:
+        record = parse_json(read_bytes(manifests / "plan.json", MAX_PLAN_BYTES), str(manifests / "plan.json"))
+    except (MissingFile, UnsafeFile) as error:
+        raise HarnessError(str(error)) from None
+    namespace = record.get("namespace", "default") if isinstance(record, dict) else "default"
+    check_name(namespace if isinstance(namespace, str) else plain(namespace), "namespace in plan.json")
     prepare_results_dir(results_dir)
     run_dir = results_dir / plan.run_id
     run_dir.mkdir(parents=True, exist_ok=True)
+    with run_lock(run_dir):
+        return _collect(plan, manifests, namespace, run_dir, logs)
+
+
+def _collect(plan: Plan, manifests: Path, namespace: str, run_dir: Path, logs: Path | None) -> Path:
     write_json_atomic(run_dir / "plan.json", plan.as_record())
     summary = new_summary(plan, "kubernetes", ["harness", "collect", str(manifests)])
+    write_json_atomic(run_dir / "summary.json", summary)
     for job in plan.jobs:
         name = job_name(plan, job)
         if job.skip_reason is not None:
             result = placeholder_result(plan.run_id, job, "kubernetes", "skipped", job.skip_reason)
         else:
-            log_file = logs / f"{name}.log" if logs else None
-            text = (
-                (log_file.read_text(errors="replace") if log_file and log_file.is_file() else "")
-                if logs
-                else (_kubectl_log(name, namespace))
-            )
+            text = _saved_log(logs, name) if logs else _kubectl_log(name, namespace)
             (run_dir / "logs").mkdir(exist_ok=True)
             write_text_atomic(run_dir / "logs" / f"{job.framework}.pod.log", text)
             doc = extract_result(text)
@@ -251,14 +320,18 @@ def collect(manifests: Path, results_dir: Path, logs: Path | None) -> Path:
                 result = placeholder_result(
                     plan.run_id, job, "kubernetes", "invalid-output", f"no result in the log of job/{name}"
                 )
-                result["stderr_tail"] = "\n".join(text.splitlines()[-30:]) or None
+                result["stderr_tail"] = "\n".join(text.splitlines()[-30:])[-4000:] or None
             else:
                 try:
                     result = validate(doc, f"job/{name}")
+                    wrong = mismatch(result, job.framework, plan.suite, plan.run_id)
+                    if wrong:
+                        raise InvalidResult(f"job/{name}: the printed result {wrong}")
                 except InvalidResult as error:
                     result = placeholder_result(plan.run_id, job, "kubernetes", "invalid-output", str(error))
         write_json_atomic(run_dir / job.result_file(), result)
         summary["jobs"].append(summary_entry(job, result))
+        write_json_atomic(run_dir / "summary.json", summary)
     summary["finished_at"] = utc_now()
     write_json_atomic(run_dir / "summary.json", summary)
     return run_dir

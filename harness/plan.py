@@ -3,14 +3,24 @@
 from __future__ import annotations
 
 import datetime as dt
+import math
+import os
+import re
 import secrets
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from harness.catalog import get_framework, get_suite
 from harness.errors import HarnessError
+from harness.escape import plain
+from harness.schema import DEVICES, RUN_ID
 from suites.runtime.settings import CACHE_MODES
 from suites.runtime.spec import SMOKE_REPEAT, SMOKE_WARMUP, ParamValue, SpecError, SuiteSpec
+
+MAX_TIMEOUT_S = 7 * 24 * 3600.0  # a week: beyond it a wait would overflow some clocks, and no job needs it
+MAX_COUNT = 10_000  # repeat, warmup, threads: larger is a typo, and a result holds at most 10000 samples
+BACKENDS = ("local", "docker", "kubernetes", "compose")
+K8S_NAME = re.compile(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?")  # DNS-1123 subdomain
 
 
 @dataclass(frozen=True)
@@ -62,6 +72,67 @@ def new_run_id(suite: str) -> str:
     return f"{stamp}-{suite}-{secrets.token_hex(2)}"
 
 
+def check_timeout(timeout_s: float, option: str = "--timeout") -> float:
+    if not math.isfinite(timeout_s) or timeout_s <= 0 or timeout_s > MAX_TIMEOUT_S:
+        raise HarnessError(
+            f"{option} {timeout_s:g} must be a number of seconds above 0 and at most {MAX_TIMEOUT_S:g} (a week)"
+        )
+    return float(timeout_s)
+
+
+def _count(value: Any, option: str, least: int, allow_none: bool = False) -> int | None:
+    if value is None and allow_none:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise HarnessError(f"{option} {plain(value)!r} must be a whole number from {least} to {MAX_COUNT}")
+    if value < least:
+        raise HarnessError(f"{option} {value} must be at least {least}")
+    if value > MAX_COUNT:
+        raise HarnessError(f"{option} {value} must be at most {MAX_COUNT}")
+    return value
+
+
+def make_job(
+    spec: SuiteSpec,
+    framework: str,
+    params: dict[str, ParamValue],
+    *,
+    repeat: int | None,
+    warmup: int | None,
+    device: str,
+    threads: int | None,
+    timeout_s: float | None,
+    data_dir: str | None,
+    cache: str = "cold",
+    cache_dir: str | None = None,
+) -> Job:
+    """One job, every field checked; stack and skip reason come from the registry, never from a file."""
+    fw = get_framework(spec, framework)
+    if device not in DEVICES:
+        raise HarnessError(f"--device {plain(device)!r} is not cpu or gpu")
+    if data_dir is not None and (not isinstance(data_dir, str) or not data_dir or "\0" in data_dir):
+        raise HarnessError(f"data folder {plain(data_dir)!r} is not a path")
+    if cache not in CACHE_MODES:
+        raise HarnessError(f"--cache {plain(cache)!r} is not one of {', '.join(CACHE_MODES)}")
+    if cache_dir is not None and (cache != "warm" or not isinstance(cache_dir, str) or not os.path.isabs(cache_dir)):
+        raise HarnessError(f"cache folder {plain(cache_dir)!r} is not an absolute path of a warm cache")
+    return Job(
+        suite=spec.name,
+        framework=fw.name,
+        stack=fw.stack,
+        params=params,
+        repeat=_count(spec.repeat if repeat is None else repeat, "--repeat", 1) or 1,
+        warmup=_count(spec.warmup if warmup is None else warmup, "--warmup", 0) or 0,
+        device=device,
+        threads=_count(threads, "--threads", 1, allow_none=True),
+        timeout_s=check_timeout(spec.timeout_s if timeout_s is None else timeout_s),
+        skip_reason=spec.unsupported.get(fw.name),
+        data_dir=data_dir,
+        cache=cache,
+        cache_dir=cache_dir,
+    )
+
+
 def parse_params(spec: SuiteSpec, pairs: list[str], base: dict[str, ParamValue] | None = None) -> dict[str, ParamValue]:
     """Defaults, then `base` (e.g. the suite's smoke size), then the user's key=value pairs."""
     given: dict[str, ParamValue] = dict(base or {})
@@ -109,35 +180,99 @@ def make_plan(
     if smoke:
         repeat = SMOKE_REPEAT if repeat is None else repeat
         warmup = SMOKE_WARMUP if warmup is None else warmup
-    if repeat is not None and repeat < 1:
-        raise HarnessError(f"--repeat {repeat} must be at least 1")
-    if warmup is not None and warmup < 0:
-        raise HarnessError(f"--warmup {warmup} must be 0 or more")
-    if threads is not None and threads < 1:
-        raise HarnessError(f"--threads {threads} must be at least 1")
-    if timeout_s is not None and timeout_s <= 0:
-        raise HarnessError(f"--timeout {timeout_s} must be a positive number of seconds")
-    if cache not in CACHE_MODES:
-        raise HarnessError(f"--cache {cache!r} is not one of {', '.join(CACHE_MODES)}")
-    base = baseline or names[0]
-    if base not in names:
-        raise HarnessError(f"--baseline {base!r} is not among --frameworks ({', '.join(names)})")
     jobs = tuple(
-        Job(
-            suite=spec.name,
-            framework=name,
-            stack=get_framework(spec, name).stack,
-            params=values,
-            repeat=spec.repeat if repeat is None else repeat,
-            warmup=spec.warmup if warmup is None else warmup,
+        make_job(
+            spec,
+            name,
+            values,
+            repeat=repeat,
+            warmup=warmup,
             device=device,
             threads=threads,
-            timeout_s=spec.timeout_s if timeout_s is None else timeout_s,
-            skip_reason=spec.unsupported.get(name),
+            timeout_s=timeout_s,
             data_dir=data_dir,
             cache=cache,
             cache_dir=cache_dir if cache == "warm" else None,
         )
         for name in names
     )
+    base = baseline or names[0]
+    if base not in names:
+        raise HarnessError(f"--baseline {plain(base)!r} is not among --frameworks ({', '.join(names)})")
     return Plan(run_id=new_run_id(spec.name), suite=spec.name, baseline=base, jobs=jobs, backend=backend)
+
+
+def plan_from_record(record: Any, source: str) -> Plan:
+    """A plan read back from plan.json, re-validated exactly like a fresh one.
+
+    Everything that becomes a path or a command line (run id, suite, framework names, params,
+    counts, timeout) goes through the registry and the same checks as `make_plan`; stack and
+    skip reasons are looked up again, never taken from the file.
+    """
+    try:
+        return _plan_from_record(record)
+    except HarnessError as error:
+        raise HarnessError(f"{source}: not a plan this harness can run ({error}); start a new run") from None
+
+
+def _plan_from_record(record: Any) -> Plan:
+    if not isinstance(record, dict) or not isinstance(record.get("jobs"), list) or not record["jobs"]:
+        raise HarnessError("expected an object with a non-empty jobs list")
+    run_id = record.get("run_id")
+    if not isinstance(run_id, str) or not RUN_ID.fullmatch(run_id):
+        raise HarnessError(f"run_id {plain(run_id)!r} is not a run id")
+    suite = record.get("suite")
+    spec = get_suite(suite if isinstance(suite, str) else plain(suite))
+    jobs = []
+    for entry in record["jobs"]:
+        if not isinstance(entry, dict):
+            raise HarnessError("a job is not an object")
+        framework = entry.get("framework")
+        if entry.get("suite", spec.name) != spec.name:
+            raise HarnessError(f"job {plain(framework)!r} names suite {plain(entry.get('suite'))!r}, not {spec.name}")
+        given = entry.get("params", {})
+        if not isinstance(given, dict):
+            raise HarnessError(f"job {plain(framework)!r}: params is not an object")
+        try:
+            params = spec.resolve(given)
+        except SpecError as error:
+            raise HarnessError(str(error)) from None
+        timeout = entry.get("timeout_s", spec.timeout_s)
+        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)):
+            raise HarnessError(f"timeout_s {plain(timeout)!r} is not a number")
+        jobs.append(
+            make_job(
+                spec,
+                framework if isinstance(framework, str) else plain(framework),
+                params,
+                repeat=entry.get("repeat"),
+                warmup=entry.get("warmup"),
+                device=entry.get("device", "cpu"),
+                threads=entry.get("threads"),
+                timeout_s=timeout,
+                data_dir=entry.get("data_dir"),
+                cache=entry.get("cache", "cold"),
+                cache_dir=entry.get("cache_dir"),
+            )
+        )
+    names = [job.framework for job in jobs]
+    if len(set(names)) != len(names):
+        raise HarnessError("a framework is planned twice")
+    baseline = record.get("baseline")
+    if baseline not in names:
+        raise HarnessError(f"baseline {plain(baseline)!r} is not one of the planned frameworks")
+    backend = record.get("backend", "local")
+    if backend not in BACKENDS:
+        raise HarnessError(f"backend {plain(backend)!r} is not one of {', '.join(BACKENDS)}")
+    for job in jobs:
+        # The data folder is mounted into jobs: a host path must be absolute (as `run` records
+        # it), a cluster's is the name of a volume claim.
+        ok = (
+            job.data_dir is None
+            or (backend == "kubernetes" and K8S_NAME.fullmatch(job.data_dir) is not None)
+            or (backend != "kubernetes" and os.path.isabs(job.data_dir))
+        )
+        if not ok:
+            raise HarnessError(f"data_dir {plain(job.data_dir)!r} is not where a {backend} run keeps its data")
+    extra = {k: v for k, v in record.items() if k in ("rounds", "namespace")}
+    return Plan(run_id=run_id, suite=spec.name, baseline=str(baseline), jobs=tuple(jobs), backend=backend, extra=extra)

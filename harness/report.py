@@ -6,7 +6,9 @@ from pathlib import Path
 
 from tabulate import tabulate
 
+from harness import escape
 from harness.environment_view import environment_rows
+from harness.errors import HarnessError
 from harness.exports import Format, render_run
 from harness.figures import write_figures
 from harness.runs import Run
@@ -17,22 +19,46 @@ FAIRNESS_PREFIXES = ("settings.", "precision.", "variables.", "machine.cpu.", "d
 
 def environment_markdown(run: Run, only: tuple[str, ...] | None = None) -> str:
     frameworks, rows = environment_rows(run)
+    md = escape.markdown  # escaped before the bold markers are added, so only the data is inert
     table = [
-        [f"**{key}**" if differs else key] + [f"**{v}**" if differs else v for v in values]
+        [f"**{md(key)}**" if differs else md(key)] + [f"**{md(v)}**" if differs else md(v) for v in values]
         for key, values, differs in rows
         if only is None or key.startswith(only)
     ]
-    return tabulate(table, headers=["field"] + frameworks, tablefmt="github", disable_numparse=True)
+    return tabulate(table, headers=["field"] + [md(fw) for fw in frameworks], tablefmt="github", disable_numparse=True)
+
+
+def real_folder(path: Path, allow_link: bool = False) -> None:
+    """Create `path` as a folder of our own; a link planted in a run folder is never written through."""
+    if path.is_symlink() and not allow_link:
+        raise HarnessError(f"{path} is a symbolic link; remove it (a report is written only into a real folder)")
+    if path.exists() and not path.is_dir():
+        raise HarnessError(f"--out {path} is a file; give a folder for the report")
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise HarnessError(
+            f"--out {path}: cannot create the report folder ({error.strerror}); choose another"
+        ) from None
 
 
 def write_report(run: Run, out: Path, figures: bool = True) -> Path:
-    out.mkdir(parents=True, exist_ok=True)
-    parts = [f"# {run.summary.get('suite')} - run {run.summary.get('run_id')}", ""]
+    # A folder the user named may be a link; one inside the run folder (the default) may not.
+    real_folder(out, allow_link=run.path.resolve() not in out.absolute().parents)
+    try:
+        return _write_report(run, out, figures)
+    except OSError as error:
+        raise HarnessError(f"--out {out}: cannot write the report ({error.strerror}); choose another folder") from None
+
+
+def _write_report(run: Run, out: Path, figures: bool) -> Path:
+    parts = [f"# {escape.markdown(run.summary.get('suite'))} - run {escape.markdown(run.summary.get('run_id'))}", ""]
     parts.append(render_run(run, Format.markdown))
     if figures:
         images = write_figures(run, out / "figures")
         if images:
-            parts += ["", "## Figures", ""] + [f"![{p.stem}](figures/{p.name})" for p in images]
+            # file names come from the validated suite name only (figures.py)
+            parts += ["", "## Figures", ""] + [f"![{escape.markdown(p.stem)}](figures/{p.name})" for p in images]
     parts += [
         "",
         "## Fairness settings",

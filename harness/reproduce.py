@@ -12,10 +12,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness.catalog import get_framework, get_suite
+from harness.catalog import get_suite
 from harness.errors import HarnessError
-from harness.plan import Job, Plan, new_run_id
+from harness.plan import Job, Plan, make_job, new_run_id
 from harness.runs import Run, load_run, resolve_run
+from harness.safe_files import is_regular
 from harness.schema import InvalidResult, load_result
 from suites.runtime.spec import SpecError
 
@@ -37,7 +38,7 @@ def _source(ref: str, results_dir: Path) -> tuple[Run, list[dict[str, Any]]]:
             doc = load_result(path)
         except InvalidResult as error:
             raise HarnessError(str(error)) from None
-        run = load_run(path.parent) if (path.parent / "summary.json").is_file() else Run(path.parent, {}, {})
+        run = load_run(path.parent) if is_regular(path.parent / "summary.json") else Run(path.parent, {}, {})
         run.results = {doc["framework"]: doc}
         run.summary = dict(run.summary or {}, suite=doc["suite"], run_id=doc["run_id"], baseline=doc["framework"])
         return run, [doc]
@@ -49,25 +50,29 @@ def _source(ref: str, results_dir: Path) -> tuple[Run, list[dict[str, Any]]]:
 
 
 def _job(doc: dict[str, Any], data_dir: str | None) -> Job:
+    """The recorded job, put through the same checks as a fresh `harness run` (a file can be edited)."""
     spec = get_suite(doc["suite"])
-    framework = get_framework(spec, doc["framework"])
     try:
         params = spec.resolve(doc["params"])
     except SpecError as error:
         raise HarnessError(f"the recorded parameters no longer fit suite {spec.name}: {error}") from None
     settings = doc["settings"]
-    return Job(
-        suite=spec.name,
-        framework=framework.name,
-        stack=framework.stack,
-        params=params,
-        repeat=int(settings.get("repeat") or spec.repeat),
-        warmup=int(settings.get("warmup") if settings.get("warmup") is not None else spec.warmup),
-        device=doc["device"],
-        threads=settings.get("threads"),
-        timeout_s=spec.timeout_s,
-        data_dir=data_dir,
-    )
+    try:
+        return make_job(
+            spec,
+            doc["framework"],
+            params,
+            repeat=settings.get("repeat"),
+            warmup=settings.get("warmup"),
+            device=doc["device"],
+            threads=settings.get("threads"),
+            timeout_s=None,
+            data_dir=data_dir,
+        )
+    except HarnessError as error:
+        raise HarnessError(
+            f"the recorded settings of {doc['framework']} cannot be run ({error}); the result file was edited"
+        ) from None
 
 
 def plan_reproduction(
@@ -95,6 +100,13 @@ def plan_reproduction(
     return repro
 
 
+def job_stack(doc: dict[str, Any]) -> str:
+    """The stack the registry gives the recorded framework (the file's own `stack` is not trusted)."""
+    from harness.catalog import get_framework
+
+    return get_framework(get_suite(doc["suite"]), doc["framework"]).stack
+
+
 def _match_images(repro: Reproduction, docs: list[dict[str, Any]]) -> None:
     from harness.backends.docker_backend import variant_for
     from harness.images import connect, stack_image
@@ -105,12 +117,13 @@ def _match_images(repro: Reproduction, docs: list[dict[str, Any]]) -> None:
             if not record:
                 repro.warnings.append(f"{doc['framework']}: the result records no image; using the current lock")
                 continue
-            current = stack_image(doc["stack"], record.get("variant") or variant_for(doc["device"]))
+            current = stack_image(job_stack(doc), record.get("variant") or variant_for(doc["device"]))
             if current.lock_hash == record.get("lock_hash"):
                 continue  # the same lock: the backend reuses the tag or rebuilds it identically
             tags = {t for image in engine.client.images.list() for t in image.tags}
-            if record.get("tag") in tags:
-                repro.pinned[doc["stack"]] = record
+            complete = all(isinstance(record.get(k), str) for k in ("tag", "variant", "lock_hash"))
+            if complete and record.get("tag") in tags:
+                repro.pinned[job_stack(doc)] = record
                 repro.warnings.append(
                     f"{doc['framework']}: the lock changed since; reusing the recorded image {record['tag']}"
                 )

@@ -7,7 +7,6 @@ instead of whichever happened to run last.
 from __future__ import annotations
 
 import copy
-import json
 import statistics
 import sys
 from dataclasses import replace
@@ -15,9 +14,12 @@ from pathlib import Path
 from typing import Any
 
 from harness.backends.base import Backend
+from harness.errors import HarnessError
 from harness.plan import Plan
+from harness.run_lock import run_lock
 from harness.runner import execute, new_summary, prepare_results_dir, summary_entry
-from harness.schema import InvalidResult, load_result
+from harness.runs import mismatch
+from harness.schema import InvalidResult, load_result, load_summary
 from suites.runtime.files import write_json_atomic
 from suites.runtime.result import utc_now
 from suites.runtime.stats import summarize
@@ -32,8 +34,13 @@ def pool(docs: list[dict[str, Any]], run_id: str) -> dict[str, Any]:
         merged["reason"] = f"round {round_no}: {failed['reason']}"
     else:
         merged = copy.deepcopy(docs[0])
+        by_round = [{m["name"]: m for m in d["metrics"]} for d in docs]
+        partial = [m["name"] for m in merged["metrics"] if not all(m["name"] in names for names in by_round)]
+        merged["metrics"] = [m for m in merged["metrics"] if m["name"] not in partial]
+        if partial:
+            merged["notes"] = list(merged.get("notes", [])) + [f"not in every round, dropped: {', '.join(partial)}"]
         for metric in merged["metrics"]:
-            same = [next(m for m in d["metrics"] if m["name"] == metric["name"]) for d in docs]
+            same = [names[metric["name"]] for names in by_round]
             metric["samples"] = [s for m in same for s in m["samples"]]
             metric["stats"] = summarize(metric["samples"])
             # One observation per round: what `compare` tests significance on (samples of one
@@ -61,25 +68,42 @@ def execute_rounds(plan: Plan, backend: Backend, results_dir: Path, rounds: int,
     prepare_results_dir(results_dir)
     run_dir = results_dir / plan.run_id
     run_dir.mkdir(parents=True, exist_ok=False)
+    with run_lock(run_dir):
+        return _execute_rounds(plan, backend, run_dir, rounds, argv)
+
+
+def _execute_rounds(plan: Plan, backend: Backend, run_dir: Path, rounds: int, argv: list[str] | None) -> Path:
     write_json_atomic(run_dir / "plan.json", dict(plan.as_record(), rounds=rounds))
+    summary = new_summary(plan, backend.name, argv)
+    write_json_atomic(run_dir / "summary.json", summary)
     round_dirs = []
     interrupted = False
     for number in range(1, rounds + 1):
         print(f"== round {number}/{rounds}", flush=True)
         round_dir = execute(replace(plan, run_id=f"round-{number}"), backend, run_dir / "rounds", argv)
         round_dirs.append(round_dir)
-        if json.loads((round_dir / "summary.json").read_text()).get("interrupted"):
+        try:
+            stopped = bool(load_summary(round_dir / "summary.json").get("interrupted"))
+        except HarnessError as error:
+            print(f"warning: {error}", file=sys.stderr)
+            stopped = True
+        if stopped:
             interrupted = True
             break
-    summary = new_summary(plan, backend.name, argv)
     summary.update(rounds=len(round_dirs), interrupted=interrupted, finished_at=utc_now())
     for job in plan.jobs:
         docs = []
         for folder in round_dirs:
             try:
-                docs.append(load_result(folder / job.result_file()))
+                doc = load_result(folder / job.result_file())
             except InvalidResult as error:
                 print(f"warning: {error}", file=sys.stderr)
+                continue
+            wrong = mismatch(doc, job.framework, plan.suite, folder.name)
+            if wrong:
+                print(f"warning: {folder / job.result_file()}: {wrong}; ignored", file=sys.stderr)
+                continue
+            docs.append(doc)
         if not docs:
             continue
         merged = pool(docs, plan.run_id)

@@ -1,12 +1,15 @@
 """Executes a plan: one job at a time, one result file per job, whatever happens to the others.
 
 Every job ends with a status (docs/result-schema.md): ok, failed, timeout, oom,
-invalid-output, skipped or interrupted. The run summary is rewritten after every job,
-so a harness killed mid-run still leaves an index of what finished.
+invalid-output, skipped or interrupted. The run summary is written before the first job and
+rewritten after every job, so a harness killed at any point leaves a run that `--resume`
+finishes. One harness at a time works on a run folder (run_lock.py).
 """
 
 from __future__ import annotations
 
+import contextlib
+import math
 import os
 import shutil
 import signal
@@ -20,10 +23,13 @@ from typing import Any
 
 from harness import __version__
 from harness.backends.base import Backend, JobOutcome
-from harness.backends.streams import tail
 from harness.errors import HarnessError
-from harness.plan import Job, Plan
-from harness.schema import InvalidResult, load_result
+from harness.escape import plain
+from harness.plan import Job, Plan, plan_from_record
+from harness.run_lock import run_lock
+from harness.runs import mismatch
+from harness.safe_files import read_bytes
+from harness.schema import InvalidResult, load_result, parse_json
 from suites.runtime.files import write_json_atomic
 from suites.runtime.result import new_result, utc_now
 
@@ -32,6 +38,7 @@ MIN_FREE_MB = 100.0
 
 
 def prepare_results_dir(results_dir: Path) -> None:
+    need = min_free_mb()  # a bad setting is refused before anything is created
     if results_dir.exists() and not results_dir.is_dir():
         raise HarnessError(f"--results-dir {results_dir} is a file; give a directory")
     try:
@@ -40,12 +47,24 @@ def prepare_results_dir(results_dir: Path) -> None:
             pass
     except OSError as error:
         raise HarnessError(f"--results-dir {results_dir} is not writable ({error.strerror}); choose another") from None
-    need = float(os.environ.get("HARNESS_MIN_FREE_MB", MIN_FREE_MB))
     free = shutil.disk_usage(results_dir).free / 2**20
     if free < need:
         raise HarnessError(
             f"--results-dir {results_dir} has {free:.0f} MiB free, less than the {need:g} MiB a run needs; free space"
         )
+
+
+def min_free_mb() -> float:
+    text = os.environ.get("HARNESS_MIN_FREE_MB", "").strip()
+    if not text:
+        return MIN_FREE_MB
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value) or value < 0:
+        raise HarnessError(f"HARNESS_MIN_FREE_MB={plain(text)!r} is not a number of MiB (e.g. 100); fix or unset it")
+    return value
 
 
 def placeholder_result(run_id: str, job: Job, backend: str, status: str, reason: str) -> dict[str, Any]:
@@ -65,16 +84,18 @@ def placeholder_result(run_id: str, job: Job, backend: str, status: str, reason:
     return result
 
 
-def _classify(job: Job, out: Path, outcome: JobOutcome) -> tuple[dict[str, Any] | None, str, str]:
+def _classify(run_id: str, job: Job, out: Path, outcome: JobOutcome) -> tuple[dict[str, Any] | None, str, str]:
     """(the job's own valid result or None, status, reason) from what the backend saw."""
     if outcome.timed_out:
         return None, "timeout", f"killed after {job.timeout_s:g} s (raise it with --timeout)"
     if outcome.oom:
         return None, "oom", "killed for exceeding its memory limit (raise it with --memory)"
+    if outcome.result_problem is not None:
+        return None, "invalid-output", outcome.result_problem
     try:
         result = load_result(out)
     except InvalidResult as error:
-        if out.exists():
+        if os.path.lexists(out):
             out.replace(out.with_suffix(".invalid.json"))  # kept for inspection
             return None, "invalid-output", str(error)
         if outcome.exit_code is None:
@@ -85,17 +106,20 @@ def _classify(job: Job, out: Path, outcome: JobOutcome) -> tuple[dict[str, Any] 
     if (result["suite"], result["framework"]) != (job.suite, job.framework):
         out.replace(out.with_suffix(".invalid.json"))
         return None, "invalid-output", f"result file names {result['suite']}/{result['framework']}, not this job"
+    if result["run_id"] != run_id:
+        out.replace(out.with_suffix(".invalid.json"))
+        return None, "invalid-output", f"result file belongs to run {result['run_id']}, not this run"
     return result, result["status"], result["reason"] or ""
 
 
 def finalize(run_id: str, job: Job, backend: str, out: Path, outcome: JobOutcome) -> dict[str, Any]:
     """The job's result as written: its own valid file, or a placeholder saying what went wrong."""
-    result, status, reason = _classify(job, out, outcome)
+    result, status, reason = _classify(run_id, job, out, outcome)
     if result is None:
         result = placeholder_result(run_id, job, backend, status, reason)
         result["duration_s"] = outcome.wall_s
     if result["status"] not in ("ok", "skipped") and not result.get("stderr_tail"):
-        result["stderr_tail"] = tail(outcome.stderr_log) or None
+        result["stderr_tail"] = outcome.stderr_tail or None
     result["environment"]["launch"] = {**outcome.annotations, "exit_code": outcome.exit_code, "wall_s": outcome.wall_s}
     if "image" in outcome.annotations and result.get("image") is None:
         result["image"] = outcome.annotations["image"]
@@ -104,23 +128,61 @@ def finalize(run_id: str, job: Job, backend: str, out: Path, outcome: JobOutcome
 
 
 class Interrupted(KeyboardInterrupt):
-    """SIGTERM, treated like Ctrl-C: stop the running job, keep everything finished."""
+    """SIGTERM or SIGHUP, treated like Ctrl-C: stop the running job, keep everything finished."""
+
+
+def _terminals() -> list[int]:
+    """stdout/stderr fds that are terminals now (after a hangup isatty itself fails with EIO)."""
+    found = []
+    for fd in (1, 2):
+        with contextlib.suppress(OSError):
+            if os.isatty(fd):
+                found.append(fd)
+    return found
+
+
+def _quiet_dead_terminal(fds: list[int]) -> None:
+    """After a hangup the terminal is gone and writing to it fails (EIO): send that output nowhere.
+
+    Only terminals are redirected; output to a file or a pipe still gets the final lines.
+    """
+    for fd in fds:
+        with contextlib.suppress(OSError):
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, fd)
+            os.close(devnull)
 
 
 @contextmanager
 def sigterm_as_interrupt() -> Iterator[None]:
+    terminals = _terminals()
+
     def handler(signum: int, frame: FrameType | None) -> None:
+        if signum == signal.SIGHUP:
+            _quiet_dead_terminal(terminals)
         raise Interrupted()
 
     try:
-        previous = signal.signal(signal.SIGTERM, handler)
+        previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGTERM, signal.SIGHUP)}
     except ValueError:  # not the main thread: nothing to install
         yield
         return
     try:
         yield
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for sig, old in previous.items():
+            signal.signal(sig, old)
+
+
+def say(text: str) -> None:
+    """Progress on the terminal; a terminal that went away must not stop the run."""
+    with contextlib.suppress(OSError, ValueError):
+        print(text, flush=True)
+
+
+def warn(text: str) -> None:
+    with contextlib.suppress(OSError, ValueError):
+        print(text, file=sys.stderr, flush=True)
 
 
 def summary_entry(job: Job, result: dict[str, Any]) -> dict[str, Any]:
@@ -160,76 +222,76 @@ def execute(
         prepare_results_dir(results_dir)
         run_dir = results_dir / plan.run_id
         run_dir.mkdir(parents=True, exist_ok=False)
-        write_json_atomic(run_dir / "plan.json", plan.as_record())
-        previous: dict[str, dict[str, Any]] = {}
     else:
         prepare_results_dir(resume_dir.parent)
         run_dir = resume_dir
-        previous = _previous_results(run_dir)
+    with run_lock(run_dir):
+        if resume_dir is None:
+            write_json_atomic(run_dir / "plan.json", plan.as_record())
+        return _execute(plan, backend, run_dir, argv, resume=resume_dir is not None)
+
+
+def _execute(plan: Plan, backend: Backend, run_dir: Path, argv: list[str] | None, resume: bool) -> Path:
+    previous = _previous_results(run_dir, plan) if resume else {}
     summary = new_summary(plan, backend.name, argv)
+    # Written before the first job: a harness killed during it leaves a run `--resume` can finish.
+    write_json_atomic(run_dir / "summary.json", summary)
     interrupted = False
     with sigterm_as_interrupt():
         for job in plan.jobs:
             out = run_dir / job.result_file()
             kept = previous.get(job.framework)
-            if kept is not None and kept["status"] == "ok":
-                result = kept
-            elif interrupted:
-                result = placeholder_result(
-                    plan.run_id, job, backend.name, "interrupted", "the run was interrupted first"
-                )
-                write_json_atomic(out, result)
-            elif job.skip_reason is not None:
-                result = placeholder_result(plan.run_id, job, backend.name, "skipped", job.skip_reason)
-                write_json_atomic(out, result)
-            else:
-                if kept is not None:
-                    out.replace(out.with_suffix(".previous.json"))  # the attempt being retried
-                print(f"-> {job.suite}/{job.framework} ({job.stack} stack, {backend.name})", flush=True)
-                try:
-                    result = finalize(plan.run_id, job, backend.name, out, backend.run_job(job, plan.run_id, run_dir))
-                except KeyboardInterrupt:
-                    # The backend has already stopped its process or container on the way out.
-                    interrupted = True
-                    print("\ninterrupted: stopping; finished jobs are kept", file=sys.stderr, flush=True)
+            try:
+                if kept is not None and kept["status"] == "ok":
+                    result = kept
+                elif interrupted:
                     result = placeholder_result(
-                        plan.run_id, job, backend.name, "interrupted", "interrupted while running"
+                        plan.run_id, job, backend.name, "interrupted", "the run was interrupted first"
                     )
                     write_json_atomic(out, result)
+                elif job.skip_reason is not None:
+                    result = placeholder_result(plan.run_id, job, backend.name, "skipped", job.skip_reason)
+                    write_json_atomic(out, result)
+                else:
+                    if kept is not None or os.path.lexists(out):
+                        out.replace(out.with_suffix(".previous.json"))  # the attempt being retried
+                    say(f"-> {job.suite}/{job.framework} ({job.stack} stack, {backend.name})")
+                    result = finalize(plan.run_id, job, backend.name, out, backend.run_job(job, plan.run_id, run_dir))
+            except KeyboardInterrupt:
+                # The backend has already stopped its process or container on the way out.
+                interrupted = True
+                warn("\ninterrupted: stopping; finished jobs are kept")
+                result = placeholder_result(plan.run_id, job, backend.name, "interrupted", "interrupted while running")
+                write_json_atomic(out, result)
             summary["jobs"].append(summary_entry(job, result))
             write_json_atomic(run_dir / "summary.json", summary)
-    summary["finished_at"] = utc_now()
-    summary["interrupted"] = interrupted
-    write_json_atomic(run_dir / "summary.json", summary)
+        summary["finished_at"] = utc_now()
+        summary["interrupted"] = interrupted
+        write_json_atomic(run_dir / "summary.json", summary)
     return run_dir
 
 
-def _previous_results(run_dir: Path) -> dict[str, dict[str, Any]]:
+def _previous_results(run_dir: Path, plan: Plan) -> dict[str, dict[str, Any]]:
+    """The valid results of a run being resumed, read only under the planned frameworks' names."""
     found = {}
-    for path in run_dir.glob("*.json"):
-        if path.name in ("plan.json", "summary.json") or path.name.count(".") > 1:
-            continue
+    for job in plan.jobs:
         try:
-            doc = load_result(path)
+            doc = load_result(run_dir / job.result_file())
         except InvalidResult:
             continue
-        found[doc["framework"]] = doc
+        if mismatch(doc, job.framework, plan.suite, plan.run_id) is None:
+            found[job.framework] = doc
     return found
 
 
-def load_plan(run_dir: Path) -> Plan:
-    """The plan a run was started with, for --resume."""
-    import json
+MAX_PLAN_BYTES = 16 * 2**20
 
+
+def load_plan(run_dir: Path) -> Plan:
+    """The plan a run was started with (for --resume), validated like a fresh one."""
+    path = run_dir / "plan.json"
     try:
-        record = json.loads((run_dir / "plan.json").read_text(encoding="utf-8"))
-        jobs = tuple(Job(**job) for job in record["jobs"])
-        return Plan(
-            run_id=record["run_id"],
-            suite=record["suite"],
-            baseline=record["baseline"],
-            jobs=jobs,
-            backend=record.get("backend", "local"),
-        )
-    except (OSError, ValueError, KeyError, TypeError) as error:
-        raise HarnessError(f"{run_dir / 'plan.json'}: cannot resume this run ({error}); start a new run") from None
+        record = parse_json(read_bytes(path, MAX_PLAN_BYTES), str(path))
+    except HarnessError as error:
+        raise HarnessError(f"cannot resume this run: {error}; start a new run") from None
+    return plan_from_record(record, str(path))

@@ -1,14 +1,20 @@
-"""Reading a finished run folder back: the summary, every valid result, and what was rejected."""
+"""Reading a finished run folder back: the summary, every valid result, and what was rejected.
+
+Every file is read through the safe reader (no links followed, regular files only, size
+capped) and validated; a result is only accepted under the name its summary entry gives, for
+the framework, suite and run that entry belongs to.
+"""
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from harness.errors import HarnessError
-from harness.schema import InvalidResult, load_result
+from harness.escape import plain
+from harness.safe_files import is_regular
+from harness.schema import InvalidResult, job_entry_problem, load_result, load_summary
 
 
 @dataclass
@@ -30,31 +36,40 @@ class Run:
 
 def resolve_run(ref: str, results_dir: Path) -> Path:
     for candidate in (Path(ref), results_dir / ref):
-        if (candidate / "summary.json").is_file():
+        if is_regular(candidate / "summary.json"):
             return candidate
     raise HarnessError(
-        f"no run found at {ref!r} (looked for summary.json there and in {results_dir}); see `ls {results_dir}`"
+        f"no run found at {plain(ref)!r} (looked for summary.json there and in {results_dir}); see `ls {results_dir}`"
     )
 
 
+def mismatch(doc: dict[str, Any], framework: str, suite: str, run_id: str) -> str | None:
+    """Why a valid result does not belong at this place of this run, or None."""
+    if doc["framework"] != framework or doc["suite"] != suite:
+        return f"names {doc['suite']}/{doc['framework']}, but the summary expects {suite}/{framework} there"
+    if doc["run_id"] != run_id:
+        return f"belongs to run {doc['run_id']}, not to this run ({run_id})"
+    return None
+
+
 def load_run(path: Path) -> Run:
-    try:
-        summary = json.loads((path / "summary.json").read_text(encoding="utf-8"))
-        if not isinstance(summary, dict) or not isinstance(summary.get("jobs"), list):
-            raise ValueError("expected an object with a jobs list")
-    except (OSError, ValueError) as error:
-        raise HarnessError(f"{path / 'summary.json'}: unreadable run summary ({error})") from None
+    summary = load_summary(path / "summary.json")
     results: dict[str, dict[str, Any]] = {}
     problems: list[str] = []
     for entry in summary["jobs"]:
-        name = str(entry.get("file", "")) if isinstance(entry, dict) else ""
-        if not name or Path(name).name != name or not name.endswith(".json"):
-            problems.append(f"summary.json: job entry {entry!r} has no plain result file name")
+        problem = job_entry_problem(entry, summary["suite"])
+        if problem:
+            problems.append(f"summary.json: {problem}")
             continue
+        name = entry["file"]
         try:
             doc = load_result(path / name)
         except InvalidResult as error:
             problems.append(str(error))
+            continue
+        wrong = mismatch(doc, entry["framework"], summary["suite"], summary["run_id"])
+        if wrong or doc["framework"] in results:
+            problems.append(f"{path / name}: {wrong or 'listed twice in summary.json'}; ignored")
             continue
         results[doc["framework"]] = doc
     return Run(path=path, summary=summary, results=results, problems=problems)

@@ -5,8 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from tabulate import tabulate
-
+from harness import escape
 from harness.fairness import not_comparable
 from harness.gate import CheckRow, evaluate
 from harness.plausibility import ESCAPED, IMPLAUSIBLE, Finding, escaped, exclusions, lint, sync_state
@@ -21,7 +20,7 @@ def _metric_names(run: Run) -> list[str]:
     """Metrics of the jobs that produced numbers (a failed job's partial metrics are not shown)."""
     names: list[str] = []
     for result in run.results.values():
-        for metric in _metrics(result).values():
+        for metric in _metrics(result).values():  # a failed job's partial metrics have no row
             if metric["name"] not in names:
                 names.append(metric["name"])
     return names
@@ -215,8 +214,10 @@ def render(run: Run, tablefmt: str = "simple") -> str:
     def title(text: str) -> list[str]:
         return ["", f"### {text}" if markdown else text]
 
+    esc = escape.for_tablefmt(tablefmt)
+
     def bullet(text: str) -> str:
-        return f"- {text.strip()}" if markdown else text
+        return f"- {esc(text.strip())}" if markdown else esc(text)
 
     checks = evaluate(run)
     incomparable = not_comparable(run)
@@ -225,10 +226,10 @@ def render(run: Run, tablefmt: str = "simple") -> str:
     head = f"suite {run.summary.get('suite')} | run {run.summary.get('run_id')} | backend {run.summary.get('backend')}"
     if first is not None:
         head += f" | device {first['device']} | params " + ", ".join(f"{k}={v}" for k, v in first["params"].items())
-    parts = [f"**{head}**" if markdown else head, ""]
+    parts = [f"**{esc(head)}**" if markdown else esc(head), ""]
     if run.results:
         headers, rows = timing_rows(run, flagged)
-        parts.append(tabulate(rows, headers=headers, tablefmt=tablefmt, disable_numparse=True))
+        parts.append(escape.table(rows, headers, tablefmt))
         parts.append("")
         parts.append(
             "cells: median ±IQR of the steady samples, (ratio to "
@@ -241,7 +242,7 @@ def render(run: Run, tablefmt: str = "simple") -> str:
     parts += _integrity_lines(run, title, bullet)
     if checks:
         headers, rows = check_rows(run, checks)
-        parts += title("checks") + [tabulate(rows, headers=headers, tablefmt=tablefmt, disable_numparse=True)]
+        parts += title("checks") + [escape.table(rows, headers, tablefmt)]
     versions = []
     for fw, result in run.results.items():
         v = result["environment"].get("versions", {})

@@ -53,7 +53,10 @@ def test_an_adapter_missing_a_function_is_named(tmp_path: Path) -> None:
     adapter = repo / "suites" / "runtime" / "adapter_numpy.py"
     adapter.write_text(adapter.read_text().replace("def barrier_for(", "def _barrier_for("))
     proc = contract_in(repo)
-    assert proc.returncode == 1 and "framework numpy: adapter suites.runtime.adapter_numpy lacks barrier_for" in proc.stderr
+    assert (
+        proc.returncode == 1
+        and "framework numpy: adapter suites.runtime.adapter_numpy lacks barrier_for" in proc.stderr
+    )
 
 
 @pytest.mark.slow

@@ -19,6 +19,8 @@ class JobOutcome:
     # backend facts recorded into the result (e.g. image tag and id for docker)
     annotations: dict[str, Any] = field(default_factory=dict)
     oom: bool = False  # killed for memory (docker's OOMKilled flag)
+    stderr_tail: str = ""  # kept in memory while the job ran, never read back from the log file
+    result_problem: str | None = None  # why the job's result file was refused (a link, a FIFO, too large)
 
 
 class Backend(Protocol):

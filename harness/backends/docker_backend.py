@@ -1,28 +1,33 @@
 """Docker backend: one container per job, one at a time, in the job's pinned stack image.
 
-Each container gets no network, `suites/` read-only, the run folder (for the result file) and
-the data folder (read-only) mounted, a read-only root filesystem with a tmpfs /tmp, no
-capabilities, no-new-privileges and a pids limit; it runs as the invoking user's uid:gid so the
-result files belong to that user (as the image's `bench` user when the harness runs as root).
-Containers carry labels (run id, suite, framework) so leftovers can be found and removed.
+Each container gets no network, `suites/` read-only, its own empty job folder (for its result
+file and artefacts, backends/job_folder.py) and the data folder (read-only) mounted, a read-only
+root filesystem with a size-capped tmpfs /tmp, a memory limit (by default a share of the
+engine's memory), no capabilities, no-new-privileges and a pids limit. It runs as the invoking
+user's uid:gid (as the image's `bench` user when the harness runs as root; then only the job
+folder is handed to that user, never the run folder). Its output reaches the harness through
+the Docker API only, so logs and stderr tails are written and kept host-side. Containers carry
+labels (run id, suite, framework) so leftovers can be found and removed.
 """
 
 from __future__ import annotations
 
 import contextlib
+import io
 import os
 import re
 import secrets
-import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
+from harness.backends import job_folder
 from harness.backends.base import JobOutcome, job_command
 from harness.backends.docker_transfer import OUT_SUBDIR, fetch_results, job_volumes, tar_folder, tar_writable_dir
-from harness.backends.streams import stdout_echo
+from harness.backends.reaper import Reaper
+from harness.backends.streams import Tail, pump, stdout_echo
 from harness.errors import HarnessError
 from harness.images import (
     DEFAULT_BASE_IMAGE,
@@ -36,6 +41,7 @@ from harness.images import (
 )
 from harness.limits import Limits
 from harness.plan import Job
+from harness.safe_files import create
 from suites.runtime.registry import SUITES_DIR
 
 WORKDIR = "/opt/harness"
@@ -43,8 +49,13 @@ SUITES_MOUNT = f"{WORKDIR}/suites"
 RESULTS_MOUNT = "/results"
 DATA_MOUNT = "/data"
 PIDS_LIMIT = 4096  # threads count too: OpenMP pools on many-core GPU hosts plus compile workers
-# exec: torch.compile and Triton load the shared objects they compile into /tmp.
-TMPFS = {"/tmp": "rw,exec,nosuid,nodev,mode=1777"}
+# exec: torch.compile and Triton load the shared objects they compile into /tmp. Capped: tmpfs
+# pages are memory, and a job filling /tmp must hit a limit of its own, not the host's RAM.
+TMPFS_SIZE = "2g"
+TMPFS = {"/tmp": f"rw,exec,nosuid,nodev,mode=1777,size={TMPFS_SIZE}"}
+# Without --memory a job still gets a limit: this share of the engine's memory, so a runaway job
+# is OOM-killed (status oom) instead of pushing the host into swap or its own OOM killer.
+DEFAULT_MEMORY_SHARE = 0.8
 NVIDIA_HINT = "GPU jobs need the NVIDIA driver and the NVIDIA Container Toolkit on the Docker host"
 
 
@@ -80,14 +91,20 @@ class GpuRequest:
 
 
 class JobContainer:
-    """A created container that is always removed on the way out, whatever happened inside."""
+    """A created container that is always removed on the way out, whatever happened inside.
 
-    def __init__(self, client: Any, create_kwargs: dict[str, Any]) -> None:
+    The reaper hears of it before it exists, so it is removed even if this process is SIGKILLed.
+    """
+
+    def __init__(self, client: Any, create_kwargs: dict[str, Any], reaper: Reaper | None = None) -> None:
         self.client = client
         self.create_kwargs = create_kwargs
+        self.reaper = reaper
         self.container: Any = None
 
     def __enter__(self) -> JobContainer:
+        if self.reaper is not None:
+            self.reaper.track("container", self.create_kwargs["name"])
         self.container = self.client.containers.create(**self.create_kwargs)
         return self
 
@@ -103,28 +120,8 @@ class JobContainer:
         except docker.errors.APIError as error:
             if "already in progress" not in str(error):
                 raise
-
-
-def _pump(chunks: Iterator[bytes], log: Path, echo: IO[str] | None) -> threading.Thread:
-    def copy() -> None:
-        pending = b""
-        with log.open("wb") as sink:
-            for chunk in chunks:
-                sink.write(chunk)
-                sink.flush()
-                if echo is not None:
-                    pending += chunk
-                    *lines, pending = pending.split(b"\n")
-                    for line in lines:
-                        echo.write("  " + line.decode("utf-8", "replace") + "\n")
-                    echo.flush()
-            if echo is not None and pending:
-                echo.write("  " + pending.decode("utf-8", "replace") + "\n")
-                echo.flush()
-
-    thread = threading.Thread(target=copy, daemon=True)
-    thread.start()
-    return thread
+        if self.reaper is not None:
+            self.reaper.untrack("container", self.create_kwargs["name"])
 
 
 class DockerBackend:
@@ -150,10 +147,16 @@ class DockerBackend:
         self.wheelhouse = wheelhouse
         self.base_image = base_image
         self._images: dict[tuple[str, str], Ensured] = {}
+        self.reaper = Reaper()
+        info = engine.client.info()
         if self.limits.cpus is not None:
-            available = int(engine.client.info().get("NCPU") or 0)
+            available = int(info.get("NCPU") or 0)
             if available and self.limits.cpus > available:
                 raise HarnessError(f"--cpus {self.limits.cpus:g} is more than the Docker host's {available} CPUs")
+        total = int(info.get("MemTotal") or 0)
+        self.memory_bytes = self.limits.memory_bytes
+        if self.memory_bytes is None and total:
+            self.memory_bytes = int(total * DEFAULT_MEMORY_SHARE) // 2**20 * 2**20  # whole MiB, as the kernel pages it
 
     # -- images -------------------------------------------------------------------------------
 
@@ -174,7 +177,7 @@ class DockerBackend:
             def echo(line: str) -> None:
                 nonlocal sink
                 if sink is None and build_log is not None:  # only a build that happens leaves a log
-                    sink = build_log.open("w")
+                    sink = io.TextIOWrapper(create(build_log.parent, build_log.name), encoding="utf-8")
                     if self.echo:
                         print(f"   building {image.tag} (first use; later runs reuse it)", flush=True)
                 if sink is not None:
@@ -199,11 +202,12 @@ class DockerBackend:
         return IMAGE_USER if uid == 0 else (uid, gid)
 
     def create_kwargs(
-        self, job: Job, run_id: str, run_dir: Path, image: Ensured, volumes: dict[str, str] | None = None
+        self, job: Job, run_id: str, work: Path, image: Ensured, volumes: dict[str, str] | None = None
     ) -> dict[str, Any]:
         """Everything the container is created with: pure, so tests can read the isolation.
 
-        `volumes` (mount point -> named volume) replaces the bind mounts in copy mode.
+        `work` is the job's own folder (mounted writable at /results); `volumes` (mount point ->
+        named volume) replaces the bind mounts in copy mode.
         """
         from docker.types import Mount
 
@@ -213,7 +217,7 @@ class DockerBackend:
             out_dir = RESULTS_MOUNT
             mounts = [
                 Mount(SUITES_MOUNT, str(SUITES_DIR), type="bind", read_only=True),
-                Mount(RESULTS_MOUNT, str(run_dir.resolve()), type="bind", read_only=False),
+                Mount(RESULTS_MOUNT, str(work.resolve()), type="bind", read_only=False),
             ]
             if job.data_dir is not None and Path(job.data_dir).is_dir():
                 mounts.append(Mount(DATA_MOUNT, str(Path(job.data_dir).resolve()), type="bind", read_only=True))
@@ -254,24 +258,43 @@ class DockerBackend:
         }
         if self.limits.cpus is not None:
             kwargs["nano_cpus"] = int(self.limits.cpus * 1e9)
-        if self.limits.memory_bytes is not None:
-            kwargs["mem_limit"] = self.limits.memory_bytes
-            kwargs["memswap_limit"] = self.limits.memory_bytes  # no swap: a swapping job times nothing real
+        if self.memory_bytes is not None:
+            kwargs["mem_limit"] = self.memory_bytes
+            kwargs["memswap_limit"] = self.memory_bytes  # no swap: a swapping job times nothing real
         if job.device == "gpu":
             kwargs["device_requests"] = [(self.gpus or GpuRequest()).device_request()]
         return kwargs
 
     def run_job(self, job: Job, run_id: str, run_dir: Path) -> JobOutcome:
+        work = job_folder.fresh(run_dir, job)
+        try:
+            outcome = self._run_job(job, run_id, run_dir / "logs", work)
+            found = job_folder.harvest(work, run_dir, job)
+        finally:
+            job_folder.discard(work)
+        outcome.result_problem = outcome.result_problem or found.problem
+        if found.skipped:
+            outcome.annotations["artifacts_skipped"] = found.skipped
+        return outcome
 
-        logs = run_dir / "logs"
+    def _run_job(self, job: Job, run_id: str, logs: Path, work: Path) -> JobOutcome:
         logs.mkdir(parents=True, exist_ok=True)
         stdout_log, stderr_log = logs / f"{job.framework}.stdout.log", logs / f"{job.framework}.stderr.log"
         started = time.perf_counter()
 
         def not_started(message: str, annotations: dict[str, Any] | None = None) -> JobOutcome:
-            stdout_log.touch()
-            stderr_log.write_text(message.rstrip() + "\n")
-            return JobOutcome(None, False, stdout_log, stderr_log, time.perf_counter() - started, annotations or {})
+            create(logs, stdout_log.name).close()
+            with create(logs, stderr_log.name) as sink:
+                sink.write(message.rstrip().encode() + b"\n")
+            return JobOutcome(
+                None,
+                False,
+                stdout_log,
+                stderr_log,
+                time.perf_counter() - started,
+                annotations or {},
+                stderr_tail=message.strip(),
+            )
 
         try:
             image = self.image_for(job, logs / f"{job.stack}-{variant_for(job.device)}.build.log")
@@ -283,7 +306,7 @@ class DockerBackend:
             volumes = None
             if self.transfer == "copy":
                 volumes = stack.enter_context(self._volumes(job, run_id, image))
-            return self._run_container(job, run_id, run_dir, image, volumes, annotations, not_started, started)
+            return self._run_container(job, run_id, logs, work, image, volumes, annotations, not_started, started)
 
     def _volumes(self, job: Job, run_id: str, image: Ensured) -> Any:
         uid, gid = self.container_user()
@@ -292,13 +315,14 @@ class DockerBackend:
             fills[DATA_MOUNT] = tar_folder(Path(job.data_dir), skip_caches=False)
         labels = {f"{LABEL}.run-id": run_id, f"{LABEL}.suite": job.suite, f"{LABEL}.framework": job.framework}
         name = f"fw-harness-{run_id}-{job.framework}-{secrets.token_hex(2)}"
-        return job_volumes(self.engine.client, name, labels, image.image_id, fills)
+        return job_volumes(self.engine.client, name, labels, image.image_id, fills, self.reaper)
 
     def _run_container(
         self,
         job: Job,
         run_id: str,
-        run_dir: Path,
+        logs: Path,
+        work: Path,
         image: Ensured,
         volumes: dict[str, str] | None,
         annotations: dict[str, Any],
@@ -308,9 +332,8 @@ class DockerBackend:
         import docker.errors
         import requests.exceptions
 
-        logs = run_dir / "logs"
         stdout_log, stderr_log = logs / f"{job.framework}.stdout.log", logs / f"{job.framework}.stderr.log"
-        kwargs = self.create_kwargs(job, run_id, run_dir, image, volumes)
+        kwargs = self.create_kwargs(job, run_id, work, image, volumes)
         annotations["container"] = {
             "name": kwargs["name"],
             "user": kwargs["user"],
@@ -322,43 +345,49 @@ class DockerBackend:
             "transfer": self.transfer,
             "mounts": [{"target": m["Target"], "read_only": bool(m.get("ReadOnly"))} for m in kwargs["mounts"]],
         }
-        handed_over = self._hand_over(run_dir)
+        if volumes is None:
+            self._hand_over(work)
         timed_out, exit_code, oom = False, None, False
-        try:
-            with JobContainer(self.engine.client, kwargs) as job_container:
-                container = job_container.container
-                annotations["container"]["id"] = container.id
-                try:
-                    container.start()
-                except docker.errors.APIError as error:
-                    hint = f" ({NVIDIA_HINT})" if job.device == "gpu" else ""
-                    return not_started(f"container did not start: {error.explanation or error}{hint}", annotations)
-                pumps = [
-                    _pump(
-                        container.logs(stdout=True, stderr=False, stream=True, follow=True),
-                        stdout_log,
-                        stdout_echo(self.echo),
-                    ),
-                    _pump(container.logs(stdout=False, stderr=True, stream=True, follow=True), stderr_log, None),
-                ]
-                try:
-                    exit_code = int(container.wait(timeout=job.timeout_s)["StatusCode"])
-                except (requests.exceptions.ReadTimeout, requests.exceptions.ConnectionError):
-                    timed_out = True
-                    with contextlib.suppress(docker.errors.APIError):  # it may have exited meanwhile
-                        container.kill()
-                for thread in pumps:
-                    thread.join(timeout=10)
-                if volumes is not None:
-                    fetch_results(container, f"{RESULTS_MOUNT}/{OUT_SUBDIR}", run_dir)
-                container.reload()
-                state = container.attrs.get("State", {})
-                oom = bool(state.get("OOMKilled"))
-                if exit_code is None and not timed_out:
-                    exit_code = state.get("ExitCode")
-        finally:
-            if handed_over:
-                self._take_back(run_dir)
+        tail = Tail()
+        problem: str | None = None
+        with JobContainer(self.engine.client, kwargs, self.reaper) as job_container:
+            container = job_container.container
+            annotations["container"]["id"] = container.id
+            try:
+                container.start()
+            except docker.errors.APIError as error:
+                hint = f" ({NVIDIA_HINT})" if job.device == "gpu" else ""
+                return not_started(f"container did not start: {error.explanation or error}{hint}", annotations)
+            pumps = [
+                pump(
+                    container.logs(stdout=True, stderr=False, stream=True, follow=True),
+                    create(logs, stdout_log.name),
+                    stdout_echo(self.echo),
+                ),
+                pump(
+                    container.logs(stdout=False, stderr=True, stream=True, follow=True),
+                    create(logs, stderr_log.name),
+                    None,
+                    tail,
+                ),
+            ]
+            try:
+                exit_code = int(container.wait(timeout=job.timeout_s)["StatusCode"])
+            except (requests.exceptions.ReadTimeout, requests.exceptions.ConnectionError):
+                timed_out = True
+                with contextlib.suppress(docker.errors.APIError):  # it may have exited meanwhile
+                    container.kill()
+            for thread in pumps:
+                thread.join(timeout=10)
+            if volumes is not None:
+                problem = fetch_results(
+                    container, f"{RESULTS_MOUNT}/{OUT_SUBDIR}", work, job.result_file(), job_folder.artifacts_name(job)
+                )
+            container.reload()
+            state = container.attrs.get("State", {})
+            oom = bool(state.get("OOMKilled"))
+            if exit_code is None and not timed_out:
+                exit_code = state.get("ExitCode")
         return JobOutcome(
             exit_code=exit_code,
             timed_out=timed_out,
@@ -367,23 +396,14 @@ class DockerBackend:
             wall_s=time.perf_counter() - started,
             annotations=annotations,
             oom=oom,
+            stderr_tail=tail.text(),
+            result_problem=problem,
         )
 
     # -- ownership when the harness runs as root ----------------------------------------------
 
-    def _hand_over(self, run_dir: Path) -> bool:
-        """Root on the host: let the image's user write the result file into the run folder."""
-        if os.getuid() != 0:
-            return False
-        os.chown(run_dir, *IMAGE_USER)
-        return True
-
     @staticmethod
-    def _take_back(run_dir: Path) -> None:
-        """Give everything the job wrote back to root, so the run folder looks like a local run's."""
-        for path in [run_dir, *run_dir.rglob("*")]:
-            try:
-                if path.lstat().st_uid == IMAGE_USER[0] or path == run_dir:
-                    os.lchown(path, 0, 0)
-            except OSError:
-                pass
+    def _hand_over(work: Path) -> None:
+        """Root on the host: the image's user may write into this job's own folder, nothing else."""
+        if os.getuid() == 0:
+            os.chown(work, *IMAGE_USER)

@@ -18,6 +18,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from harness.errors import HarnessError
+from harness.safe_files import write_bytes_atomic
 
 OUT_SUBDIR = "out"  # the job writes here: a folder the job's user owns inside the results volume
 
@@ -63,7 +64,7 @@ def tar_writable_dir(name: str, uid: int, gid: int) -> bytes:
 
 @contextmanager
 def job_volumes(
-    client: Any, name: str, labels: dict[str, str], image_id: str, fills: dict[str, bytes]
+    client: Any, name: str, labels: dict[str, str], image_id: str, fills: dict[str, bytes], reaper: Any = None
 ) -> Iterator[dict[str, str]]:
     """Named volumes (mount point -> volume name) filled through a loader; removed on the way out."""
     from docker.types import Mount
@@ -72,7 +73,11 @@ def job_volumes(
     created = []
     try:
         for volume in volumes.values():
+            if reaper is not None:
+                reaper.track("volume", volume)
             created.append(client.volumes.create(name=volume, labels=labels))
+        if reaper is not None:
+            reaper.track("container", f"{name}-loader")
         loader = client.containers.create(
             image_id,
             ["true"],
@@ -87,37 +92,78 @@ def job_volumes(
                     raise HarnessError(f"the Docker engine refused the copy into {target}")
         finally:
             loader.remove(force=True)
+            if reaper is not None:
+                reaper.untrack("container", f"{name}-loader")
         yield volumes
     finally:
         for volume in created:
             # a volume still held by a dying container is left for `harness clean`
             with contextlib.suppress(Exception):
                 volume.remove(force=True)
+                if reaper is not None:
+                    reaper.untrack("volume", volume.name)
 
 
-def fetch_results(container: Any, source: str, run_dir: Path) -> None:
-    """Copy the job's result folder out of its (stopped) container into the run folder."""
+def _archive(container: Any, path: str, limit: int) -> bytes | None:
+    """The tar of one path in the container, read no further than `limit` bytes; None if absent."""
     import docker.errors
 
     try:
-        stream, _ = container.get_archive(source)
+        stream, _ = container.get_archive(path)
     except docker.errors.NotFound:
-        return  # nothing written: the runner reports invalid-output or the failure
-    data = b"".join(stream)
-    root = PurePosixPath(source).name
-    with tarfile.open(fileobj=io.BytesIO(data)) as tar:
-        for member in tar.getmembers():
-            parts = PurePosixPath(member.name).parts
-            if not parts or parts[0] != root or ".." in parts or member.issym() or member.islnk():
-                continue  # only plain files and folders under the result folder come back
-            relative = Path(*parts[1:]) if len(parts) > 1 else None
-            if relative is None:
-                continue
-            target = run_dir / relative
-            if member.isdir():
-                target.mkdir(parents=True, exist_ok=True)
-            elif member.isfile():
-                target.parent.mkdir(parents=True, exist_ok=True)
+        return None
+    data = bytearray()
+    for chunk in stream:
+        data += chunk
+        if len(data) > limit:
+            close = getattr(stream, "close", None)
+            if close is not None:
+                close()
+            raise ValueError(f"{PurePosixPath(path).name} is larger than {limit} bytes")
+    return bytes(data)
+
+
+def fetch_results(container: Any, source: str, work: Path, result_name: str, artifacts_name: str) -> str | None:
+    """Copy the job's own result file and artefact folder out of its (stopped) container.
+
+    Only those two names are asked for, each read to a size limit; from the archives only
+    regular files under the asked-for name come back (no links, devices or other paths). They
+    land in the host-side job folder, from which job_folder.harvest takes them like a bind
+    mount's. Returns why the result file was refused, or None.
+    """
+    from harness.backends.job_folder import MAX_ARTIFACT_BYTES, MAX_ARTIFACT_FILES
+    from harness.schema import MAX_RESULT_BYTES
+
+    tar_overhead = 1024 * (MAX_ARTIFACT_FILES + 2)
+    problem = None
+    for name, limit, files in (
+        (result_name, MAX_RESULT_BYTES + tar_overhead, 1),
+        (artifacts_name, MAX_ARTIFACT_BYTES + tar_overhead, MAX_ARTIFACT_FILES),
+    ):
+        try:
+            data = _archive(container, f"{source}/{name}", limit)
+        except ValueError as error:
+            if name == result_name:
+                problem = f"refused its result file {result_name}: {error}"
+            continue
+        if data is None:
+            continue
+        with tarfile.open(fileobj=io.BytesIO(data)) as tar:
+            taken = 0
+            for member in tar.getmembers():
+                parts = PurePosixPath(member.name).parts
+                if not parts or parts[0] != name or ".." in parts or any(p in ("", ".") for p in parts):
+                    continue  # only what is under the asked-for name
+                if name == result_name and len(parts) == 1 and not member.isfile():
+                    problem = f"refused its result file {result_name}: not a regular file in the container"
+                    continue
+                if not member.isfile() or taken >= files:
+                    continue
+                target = work.joinpath(*parts)
                 extracted = tar.extractfile(member)
-                if extracted is not None:
-                    target.write_bytes(extracted.read())
+                if extracted is None:
+                    continue
+                target.parent.mkdir(parents=True, exist_ok=True)
+                write_bytes_atomic(target, extracted.read())
+                taken += 1
+    return problem

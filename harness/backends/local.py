@@ -1,8 +1,14 @@
-"""Local backend: the job contract in a subprocess of a local Python (development, CI, no Docker)."""
+"""Local backend: the job contract in a subprocess of a local Python (development, CI, no Docker).
+
+The job writes only into its own folder (backends/job_folder.py); its output goes through pipes
+into logs the harness created, and it dies with the harness: a SIGKILLed harness takes its job
+along (PR_SET_PDEATHSIG), so no job runs on, orphaned, after its run is gone.
+"""
 
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import math
 import os
 import resource
@@ -11,12 +17,28 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
+from harness.backends import job_folder
 from harness.backends.base import JobOutcome, job_command
-from harness.backends.streams import pump, stdout_echo
+from harness.backends.streams import Tail, pump, read_chunks, stdout_echo
 from harness.limits import Limits
 from harness.plan import Job
+from harness.safe_files import create
 from suites.runtime.registry import SUITES_DIR
+
+PR_SET_PDEATHSIG = 1  # linux/prctl.h
+
+
+def _prctl() -> Any:
+    """libc's prctl, looked up before any fork (ctypes must not load libraries in the child)."""
+    try:
+        return ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):  # not Linux: no parent-death signal
+        return None
+
+
+_PRCTL = _prctl()
 
 
 class LocalBackend:
@@ -27,8 +49,12 @@ class LocalBackend:
         self.echo = echo
         self.limits = limits or Limits()
 
-    def _apply_limits(self) -> None:
-        """Runs in the child before exec: the local stand-ins for a container's limits."""
+    def _child_setup(self, parent: int) -> None:
+        """Runs in the child before exec: die with the harness, then the local stand-ins for limits."""
+        if _PRCTL is not None:
+            _PRCTL(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+            if os.getppid() != parent:  # the harness died before the line above: do not run orphaned
+                os._exit(1)
         if self.limits.memory_bytes is not None:
             # Address-space cap: allocations beyond it raise MemoryError, which the job reports as oom.
             resource.setrlimit(resource.RLIMIT_AS, (self.limits.memory_bytes, self.limits.memory_bytes))
@@ -40,9 +66,19 @@ class LocalBackend:
         return self.pythons.get(stack, sys.executable)
 
     def run_job(self, job: Job, run_id: str, run_dir: Path) -> JobOutcome:
-        logs = run_dir / "logs"
-        logs.mkdir(parents=True, exist_ok=True)
-        out = run_dir / job.result_file()
+        work = job_folder.fresh(run_dir, job)
+        try:
+            outcome = self._run(job, run_id, run_dir / "logs", work)
+            found = job_folder.harvest(work, run_dir, job)
+        finally:
+            job_folder.discard(work)
+        outcome.result_problem = found.problem
+        if found.skipped:
+            outcome.annotations["artifacts_skipped"] = found.skipped
+        return outcome
+
+    def _run(self, job: Job, run_id: str, logs: Path, work: Path) -> JobOutcome:
+        out = work / job.result_file()
         cache_dir = None
         if job.cache == "warm" and job.cache_dir is not None:
             cache_dir = str(Path(job.cache_dir) / job.stack)  # one per stack: versions never mix
@@ -59,24 +95,35 @@ class LocalBackend:
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(SUITES_DIR.parent), env.get("PYTHONPATH")]))
         env["PYTHONUNBUFFERED"] = "1"
-        started = time.perf_counter()
-        # Own session: a timeout kills the job and anything it spawned (compilers, workers).
         stdout_log, stderr_log = logs / f"{job.framework}.stdout.log", logs / f"{job.framework}.stderr.log"
+        stdout_sink, stderr_sink = create(logs, stdout_log.name), create(logs, stderr_log.name)
+        started = time.perf_counter()
+        parent = os.getpid()
         try:
+            # Own session: a timeout kills the job and anything it spawned (compilers, workers).
             proc = subprocess.Popen(
                 cmd,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
+                stdin=subprocess.DEVNULL,
                 env=env,
                 start_new_session=True,
-                preexec_fn=self._apply_limits if self.limits != Limits() else None,
+                preexec_fn=lambda: self._child_setup(parent),
             )
         except OSError as error:  # e.g. a --python path that does not exist: this job fails, the run goes on
-            stderr_log.write_text(f"cannot start {cmd[0]}: {error}\n")
-            stdout_log.write_text("")
-            return JobOutcome(None, False, stdout_log, stderr_log, time.perf_counter() - started)
+            message = f"cannot start {cmd[0]}: {error}\n"
+            with stderr_sink:
+                stderr_sink.write(message.encode())
+            stdout_sink.close()
+            return JobOutcome(
+                None, False, stdout_log, stderr_log, time.perf_counter() - started, stderr_tail=message.strip()
+            )
         assert proc.stdout is not None and proc.stderr is not None
-        pumps = [pump(proc.stdout, stdout_log, stdout_echo(self.echo)), pump(proc.stderr, stderr_log, None)]
+        tail = Tail()
+        pumps = [
+            pump(read_chunks(proc.stdout), stdout_sink, stdout_echo(self.echo)),
+            pump(read_chunks(proc.stderr), stderr_sink, None, tail),
+        ]
         timed_out = False
         try:
             proc.wait(timeout=job.timeout_s)
@@ -87,6 +134,8 @@ class LocalBackend:
                 with contextlib.suppress(ProcessLookupError):
                     os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait()
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(proc.pid, signal.SIGKILL)  # what the job left running in its session
             for thread in pumps:
                 thread.join(timeout=5)
         return JobOutcome(
@@ -96,4 +145,5 @@ class LocalBackend:
             stderr_log=stderr_log,
             wall_s=time.perf_counter() - started,
             annotations={"python": self.python_for(job.stack)},
+            stderr_tail=tail.text(),
         )

@@ -52,7 +52,16 @@ class Adapter(Protocol):
         ...
 
 
-ADAPTER_FUNCTIONS = ("configure", "device", "initialise", "sync", "barrier_for", "holds_work", "precision_probe", "environment")
+ADAPTER_FUNCTIONS = (
+    "configure",
+    "device",
+    "initialise",
+    "sync",
+    "barrier_for",
+    "holds_work",
+    "precision_probe",
+    "environment",
+)
 
 
 @dataclass(frozen=True)

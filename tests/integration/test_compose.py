@@ -72,6 +72,9 @@ def test_compose_up_runs_the_default_comparison(engine: Any, tmp_path: Path) -> 
             assert info["Config"]["User"] == "10001:10001" and info["State"]["ExitCode"] == 0
             mounts = {m["Destination"]: m for m in info["Mounts"]}
             assert mounts["/opt/harness/suites"]["RW"] is False and mounts["/data"]["RW"] is False
+            # each job mounts only its own folder writable, never the run folder or ./results
+            assert mounts["/results"]["Source"].endswith(f"/results/.compose-jobs/{stack}")
+            assert info["HostConfig"]["Memory"] > 0 and "size=2g" in info["HostConfig"]["Tmpfs"]["/tmp"]
         # results belong to whoever owns ./results, not to the containers' user
         owner = (clone / "results").stat().st_uid
         assert all(p.stat().st_uid == owner for p in run.rglob("*"))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import sys
@@ -96,7 +97,13 @@ def test_clean_removes_what_a_killed_harness_left(cpu_images: dict[str, Any], en
     for line in proc.stdout:
         if "hanging on purpose" in line:
             break
-    proc.kill()  # SIGKILL: no chance to clean up
+    # SIGKILL of the harness and of its reaper (as when the whole session is OOM-killed): no chance to clean up
+    reapers = subprocess.run(["pgrep", "-P", str(proc.pid), "-f", "harness.backends.reaper"], capture_output=True,
+                             text=True).stdout.split()  # fmt: skip
+    assert reapers, "the docker backend runs a reaper beside each harness"
+    for pid in reapers:
+        os.kill(int(pid), signal.SIGKILL)
+    proc.kill()
     proc.wait()
     stranded = [c for c in engine.containers.list(all=True, filters={"label": RUN_LABEL})]
     assert stranded

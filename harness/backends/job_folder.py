@@ -1,0 +1,80 @@
+"""Each job's own writable folder, and what the harness takes back from it.
+
+A job may write only into `<run>/.jobs/<framework>-<random>/`: its result file and its artefact folder.
+The run folder itself (logs, plan, summary, other jobs' results) is never handed to a job. After
+the job, the harness copies back the job's own `<framework>.json` (a regular, singly linked file
+within the size limit, read without following links) and the regular files of
+`<framework>-artifacts/`, then removes the folder. Whatever else the job left there -- links
+to host files, FIFOs, devices, other names -- is never read and goes with the folder.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import secrets
+import stat
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from harness.plan import Job
+from harness.safe_files import MissingFile, UnsafeFile, copy_regular_tree, read_bytes, remove_tree, write_bytes_atomic
+from harness.schema import MAX_RESULT_BYTES
+
+WORK_DIR = ".jobs"
+MAX_ARTIFACT_BYTES = 256 * 2**20
+MAX_ARTIFACT_FILES = 1000
+
+
+def artifacts_name(job: Job) -> str:
+    """The artefact folder the job runtime writes beside its result (suites/__main__.py)."""
+    return f"{job.framework}-artifacts"
+
+
+def fresh(run_dir: Path, job: Job) -> Path:
+    """An empty folder for this job only."""
+    root = run_dir / WORK_DIR
+    try:
+        if not stat.S_ISDIR(os.lstat(root).st_mode):
+            remove_tree(root)
+    except FileNotFoundError:
+        pass
+    root.mkdir(mode=0o755, exist_ok=True)
+    # A fresh name each time: whatever a previous attempt left (even a tree it made unremovable)
+    # can never be mistaken for this job's output, nor block it.
+    work = root / f"{job.framework}-{secrets.token_hex(4)}"
+    work.mkdir(mode=0o755)
+    return work
+
+
+@dataclass
+class Harvest:
+    problem: str | None = None  # the result file exists but is not one the harness accepts
+    skipped: list[str] = field(default_factory=list)  # artefacts left behind, and why
+
+
+def harvest(work: Path, run_dir: Path, job: Job) -> Harvest:
+    """Copy the job's own result and artefacts from its folder into the run folder."""
+    found = Harvest()
+    try:
+        data = read_bytes(work / job.result_file(), MAX_RESULT_BYTES, single_link=True)
+    except MissingFile:
+        pass  # the runner reports the missing result (failed or invalid-output)
+    except UnsafeFile as error:
+        found.problem = f"refused its result file {job.result_file()}: {error.reason}"
+    else:
+        write_bytes_atomic(run_dir / job.result_file(), data)
+    copied = copy_regular_tree(
+        work / artifacts_name(job),
+        run_dir / artifacts_name(job),
+        max_bytes=MAX_ARTIFACT_BYTES,
+        max_files=MAX_ARTIFACT_FILES,
+    )
+    found.skipped = copied.skipped
+    return found
+
+
+def discard(work: Path) -> None:
+    remove_tree(work)
+    with contextlib.suppress(OSError):
+        work.parent.rmdir()  # the last job's folder gone: no empty .jobs left in the run

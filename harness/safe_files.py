@@ -1,0 +1,268 @@
+"""Reading and writing run files without trusting what is on disk.
+
+A job (or anyone who edits a run folder) can leave a symbolic link, a FIFO or a device where a
+result or a log is expected. Every read here opens without following links, refuses anything
+but a regular file and reads at most a limit; every write replaces a planted link instead of
+writing through it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import stat
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, BinaryIO
+
+from harness.errors import HarnessError
+
+_READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+_CHUNK = 1 << 20
+
+
+class UnsafeFile(HarnessError):
+    """Not a plain, readable file of an acceptable size; `reason` says which, without the path."""
+
+    def __init__(self, path: Path, reason: str) -> None:
+        super().__init__(f"{path}: {reason}")
+        self.path = path
+        self.reason = reason
+
+
+class MissingFile(UnsafeFile):
+    pass
+
+
+def kind(mode: int) -> str:
+    for test, name in (
+        (stat.S_ISLNK, "symbolic link"),
+        (stat.S_ISDIR, "directory"),
+        (stat.S_ISFIFO, "FIFO"),
+        (stat.S_ISSOCK, "socket"),
+        (stat.S_ISCHR, "character device"),
+        (stat.S_ISBLK, "block device"),
+    ):
+        if test(mode):
+            return name
+    return "regular file" if stat.S_ISREG(mode) else "special file"
+
+
+def _refuse(path: Path, mode: int) -> UnsafeFile:
+    return UnsafeFile(path, f"is a {kind(mode)}, not a regular file")
+
+
+def _open_regular(path: Path, single_link: bool) -> tuple[int, os.stat_result]:
+    """An fd on a regular file reached without following a link at its last component."""
+    try:
+        before = os.lstat(path)
+    except FileNotFoundError:
+        raise MissingFile(path, "is missing") from None
+    except OSError as error:
+        raise UnsafeFile(path, f"cannot be read ({error.strerror})") from None
+    if not stat.S_ISREG(before.st_mode):  # never open a FIFO or a device, not even non-blocking
+        raise _refuse(path, before.st_mode)
+    try:
+        fd = os.open(path, _READ_FLAGS)
+    except FileNotFoundError:
+        raise MissingFile(path, "is missing") from None
+    except OSError as error:
+        if error.errno == errno.ELOOP:
+            raise _refuse(path, stat.S_IFLNK) from None
+        raise UnsafeFile(path, f"cannot be read ({error.strerror})") from None
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode) or (info.st_dev, info.st_ino) != (before.st_dev, before.st_ino):
+        os.close(fd)
+        raise UnsafeFile(path, "changed while it was opened; read it again when nothing writes it")
+    if single_link and info.st_nlink > 1:
+        os.close(fd)
+        raise UnsafeFile(path, "is a hard link to another file; only a file of its own is accepted")
+    return fd, info
+
+
+def read_bytes(path: Path, limit: int, *, single_link: bool = False, what: str = "file") -> bytes:
+    """The whole content of a regular file (no link followed) of at most `limit` bytes."""
+    fd, info = _open_regular(path, single_link)
+    try:
+        if info.st_size > limit:
+            raise UnsafeFile(path, f"{info.st_size} bytes is too large for a {what} (limit {limit})")
+        chunks, total = [], 0
+        while True:  # st_size can lie (a file still growing): stop at the limit regardless
+            chunk = os.read(fd, min(_CHUNK, limit + 1 - total))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            total += len(chunk)
+            if total > limit:
+                raise UnsafeFile(path, f"more than {limit} bytes is too large for a {what} (limit {limit})")
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
+def read_text(path: Path, limit: int) -> str:
+    return read_bytes(path, limit).decode("utf-8", errors="replace")
+
+
+def read_tail(path: Path, max_bytes: int) -> bytes:
+    """The last `max_bytes` of a regular file (no link followed); b'' when it is missing."""
+    try:
+        fd, info = _open_regular(path, single_link=False)
+    except MissingFile:
+        return b""
+    try:
+        os.lseek(fd, max(0, info.st_size - max_bytes), os.SEEK_SET)
+        return os.read(fd, max_bytes)
+    finally:
+        os.close(fd)
+
+
+def is_regular(path: Path) -> bool:
+    try:
+        return stat.S_ISREG(os.lstat(path).st_mode)
+    except OSError:
+        return False
+
+
+@contextlib.contextmanager
+def _directory(path: Path) -> Iterator[int]:
+    path.mkdir(parents=True, exist_ok=True)
+    try:
+        fd = os.open(path, _DIR_FLAGS)
+    except OSError as error:
+        raise UnsafeFile(path, f"is not a plain directory ({error.strerror}); remove it") from None
+    try:
+        yield fd
+    finally:
+        os.close(fd)
+
+
+def create(folder: Path, name: str, mode: int = 0o644) -> BinaryIO:
+    """A new, empty file `name` in `folder` opened for writing; a link or FIFO there is removed first."""
+    with _directory(folder) as dir_fd:
+        for _ in range(3):
+            with contextlib.suppress(FileNotFoundError, IsADirectoryError):
+                os.unlink(name, dir_fd=dir_fd)
+            try:
+                fd = os.open(
+                    name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, mode, dir_fd=dir_fd
+                )
+            except FileExistsError:
+                continue  # someone re-created it in between: remove and try again
+            except OSError as error:
+                raise UnsafeFile(folder / name, f"cannot be written ({error.strerror})") from None
+            return os.fdopen(fd, "wb")
+    raise UnsafeFile(folder / name, "keeps being re-created by another process; stop it and run again")
+
+
+def write_bytes_atomic(path: Path, data: bytes) -> None:
+    """Replace `path` with `data` in one rename: a planted link is replaced, never written through."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def remove_tree(path: Path) -> None:
+    """Remove a folder a job wrote into; links in it are removed, never followed."""
+    try:
+        info = os.lstat(path)
+    except FileNotFoundError:
+        return
+    if not stat.S_ISDIR(info.st_mode):
+        path.unlink(missing_ok=True)
+        return
+    import shutil
+
+    def unlock(func: Any, name: str, exc: Any) -> None:
+        """A job may leave folders without write or read permission: open them up (never via a link)."""
+        for candidate in (name, os.path.dirname(name)):
+            with contextlib.suppress(OSError):
+                if stat.S_ISDIR(os.lstat(candidate).st_mode):
+                    os.chmod(candidate, 0o700)
+
+    for _ in range(8):  # each pass opens up (at least) one more level of locked folders
+        shutil.rmtree(path, onerror=unlock)  # fd-based on Linux: safe against planted links
+        if not os.path.lexists(path):
+            return
+
+
+@dataclass
+class Copied:
+    files: int = 0
+    bytes: int = 0
+    skipped: list[str] = field(default_factory=list)
+
+
+def copy_regular_tree(source: Path, target: Path, *, max_bytes: int, max_files: int, max_depth: int = 8) -> Copied:
+    """Copy only the regular, singly linked files under `source` (no link followed) into `target`.
+
+    What is skipped (links, FIFOs, devices, hard links, anything past the limits) is named in
+    `Copied.skipped`, so the result can say that part of the artefacts was dropped and why.
+    """
+    copied = Copied()
+    try:
+        top = os.lstat(source)
+    except FileNotFoundError:
+        return copied
+    if not stat.S_ISDIR(top.st_mode):
+        copied.skipped.append(f"{source.name} ({kind(top.st_mode)})")
+        return copied
+    for folder, dirs, files, dir_fd in os.fwalk(source, follow_symlinks=False):
+        relative = Path(folder).relative_to(source)
+        linked = [d for d in dirs if stat.S_ISLNK(os.lstat(d, dir_fd=dir_fd).st_mode)]
+        if len(relative.parts) >= max_depth and dirs:
+            copied.skipped.append(f"{relative} (folders nested deeper than {max_depth})")
+            dirs[:] = []  # fwalk recurses: a hostile tree a thousand folders deep is not walked
+        for name in sorted(files) + linked:
+            where = relative / name
+            try:
+                info = os.lstat(name, dir_fd=dir_fd)
+            except OSError:
+                continue
+            if not stat.S_ISREG(info.st_mode) or info.st_nlink > 1:
+                copied.skipped.append(f"{where} ({'hard link' if stat.S_ISREG(info.st_mode) else kind(info.st_mode)})")
+                continue
+            if copied.files >= max_files or copied.bytes + info.st_size > max_bytes:
+                copied.skipped.append(f"{where} (over the artefact limit of {max_files} files, {max_bytes} bytes)")
+                continue
+            try:
+                fd = os.open(name, _READ_FLAGS, dir_fd=dir_fd)
+            except OSError:
+                copied.skipped.append(f"{where} (unreadable)")
+                continue
+            try:
+                if not stat.S_ISREG(os.fstat(fd).st_mode):
+                    copied.skipped.append(f"{where} (changed while copied)")
+                    continue
+                budget = max_bytes - copied.bytes
+                chunks, size = [], 0
+                while size <= budget:
+                    chunk = os.read(fd, min(_CHUNK, budget + 1 - size))
+                    if not chunk:
+                        break
+                    chunks.append(chunk)
+                    size += len(chunk)
+                data = b"".join(chunks)
+            finally:
+                os.close(fd)
+            if len(data) > budget:
+                copied.skipped.append(f"{where} (grew past the artefact limit)")
+                continue
+            (target / relative).mkdir(parents=True, exist_ok=True)
+            write_bytes_atomic(target / where, data)
+            copied.files += 1
+            copied.bytes += len(data)
+    return copied
