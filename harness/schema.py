@@ -83,6 +83,9 @@ def _problem(doc: dict[str, Any]) -> str | None:
             return f"{where}.stats: expected finite {', '.join(STAT_KEYS)}"
         if stats["n"] != len(samples):
             return f"{where}.stats.n is {stats['n']} but there are {len(samples)} samples"
+    problem = _optional_problem(doc)
+    if problem:
+        return problem
     for i, check in enumerate(doc["checks"]):
         if not isinstance(check, dict) or not isinstance(check.get("name"), str):
             return f"checks[{i}]: expected an object with a name"
@@ -91,6 +94,42 @@ def _problem(doc: dict[str, Any]) -> str | None:
         for key in ("limit", "rtol"):
             if check.get(key) is not None and not _number(check[key]):
                 return f"checks[{i}] ({check['name']}).{key}: expected a finite number or null"
+    return None
+
+
+_DATASET_TEXT = ("name", "origin", "repo", "revision", "fingerprint", "used_fingerprint", "sha256", "what")
+TARGET_STATUSES = ("reached", "not reached")
+
+
+def _optional_problem(doc: dict[str, Any]) -> str | None:
+    """The training suites' `dataset` and `training` fields: shown in reports, so typed strictly."""
+    dataset = doc.get("dataset")
+    if dataset is not None:
+        if not isinstance(dataset, dict) or not isinstance(dataset.get("name"), str):
+            return "dataset: expected an object with a name"
+        for key in _DATASET_TEXT:
+            if dataset.get(key) is not None and not isinstance(dataset[key], str):
+                return f"dataset.{key}: expected a string or null"
+        for key in ("train_samples", "test_samples"):
+            value = dataset.get(key)
+            if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 0):
+                return f"dataset.{key}: expected a non-negative integer"
+    training = doc.get("training")
+    if training is None:
+        return None
+    if not isinstance(training, dict):
+        return "training: expected an object"
+    target = training.get("target")
+    if target is not None:
+        if not isinstance(target, dict) or target.get("status") not in TARGET_STATUSES:
+            return f"training.target.status: expected one of {', '.join(TARGET_STATUSES)}"
+        if not _number(target.get("accuracy")):
+            return "training.target.accuracy: expected a finite number"
+        for key in ("seconds", "wall_seconds", "epochs"):
+            if target["status"] == "reached" and not _number(target.get(key)):
+                return f"training.target.{key}: a reached target needs a finite number"
+            if target["status"] == "not reached" and target.get(key) is not None:
+                return f"training.target.{key}: a target that was not reached has no {key}"
     return None
 
 

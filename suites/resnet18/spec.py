@@ -1,7 +1,7 @@
 """Seed 004 "Jax&Flax ResNet18": cats vs dogs, cold vs warm epochs, and where GPU memory goes."""
 
 from suites.runtime.spec import CheckSpec, Param, SuiteSpec
-from suites.runtime.training import common_params
+from suites.runtime.training import FIRST_STEP_CHECKS, common_params
 
 # The seed recorded none of image size, batch size, optimiser or epochs. Chosen: 64x64 images
 # (the default of `harness data import catsdogs`, and small enough for a CPU run), batch 64,
@@ -10,8 +10,8 @@ _SHARED = {
     p.name: p
     for p in common_params(
         datasets=("synthetic", "catsdogs"),
-        dataset_help="synthetic: learnable two-class images from the seed; catsdogs: `harness data import catsdogs "
-        "PATH` (folders 0/ cats, 1/ dogs)",
+        dataset_help="synthetic: learnable two-class images from the seed; catsdogs: `harness data fetch catsdogs` "
+        "(the hub's microsoft/cats_vs_dogs) or `harness data import catsdogs PATH` (folders 0/ cats, 1/ dogs)",
         epochs=5,
         batch_size=64,
         lr=1e-3,
@@ -34,7 +34,8 @@ SPEC = SuiteSpec(
     ),
     frameworks=("flax", "pytorch"),
     params=(
-        *(p for name, p in _SHARED.items() if name != "variant"),
+        # One idiomatic path per framework (no variants) and the dataset always device-resident.
+        *(p for name, p in _SHARED.items() if name not in ("variant", "data")),
         Param(
             "image_size",
             "int",
@@ -52,6 +53,7 @@ SPEC = SuiteSpec(
         ),
     ),
     checks=(
+        *FIRST_STEP_CHECKS,
         # Both models are built from the same list of tensors (PyTorch names and layouts);
         # equal counts rule out the seed-000 kind of mistake (another padding, a bias too many).
         CheckSpec("param_count", "trainable parameters: 11 177 025 for ResNet18 with one output", rtol=0.0),
