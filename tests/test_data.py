@@ -166,7 +166,10 @@ def test_fetch_from_a_mirror_stores_the_arrays(name: str, fakes: Fakes, server: 
                         "--force")  # fmt: skip
     assert code == 0, out
     again = datasets.read_manifest(tmp_path, name)
-    assert again is not None and (again["sha256"], again["fingerprint"]) == (manifest["sha256"], manifest["fingerprint"])
+    assert again is not None and (again["sha256"], again["fingerprint"]) == (
+        manifest["sha256"],
+        manifest["fingerprint"],
+    )
     assert again["created_at"] >= manifest["created_at"]
 
 
@@ -362,7 +365,12 @@ def _png_declaring(width: int, height: int) -> bytes:
         return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF)
 
     header = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
-    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(b"\x00" * 64)) + chunk(b"IEND", b"")
+    return (
+        b"\x89PNG\r\n\x1a\n"
+        + chunk(b"IHDR", header)
+        + chunk(b"IDAT", zlib.compress(b"\x00" * 64))
+        + chunk(b"IEND", b"")
+    )
 
 
 @pytest.mark.parametrize("side", [9_000, 60_000])  # over the harness's 64 MP cap; over Pillow's own bomb error
@@ -386,7 +394,9 @@ def test_a_decompression_bomb_stops_the_import_in_one_line(side: int, tmp_path: 
                "http://127.0.0.1:9/?q=1"],
 )  # fmt: skip
 def test_a_bad_mirror_url_is_one_line(mirror: str, tmp_path: Path) -> None:
-    code, out = _invoke("data", "fetch", "mnist", "--source", "archive", "--mirror", mirror, "--data-dir", str(tmp_path))
+    code, out = _invoke(
+        "data", "fetch", "mnist", "--source", "archive", "--mirror", mirror, "--data-dir", str(tmp_path)
+    )
     assert code == 2 and "--mirror" in out and "\n" not in out.strip()
     assert not (tmp_path / "mnist").exists()  # refused before anything was written
 

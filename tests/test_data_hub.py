@@ -230,5 +230,7 @@ def test_fetch_convert_run_through_datasets(name: str, suite: str, params: tuple
     manifest = json.loads((data / name / "manifest.json").read_text())
     assert doc["params"]["dataset"] == "auto" and doc["status"] == "ok"
     assert doc["dataset"]["name"] == name and doc["dataset"]["origin"] == "hub"
-    assert doc["dataset"]["fingerprint"] == manifest["fingerprint"] and doc["dataset"]["revision"] == manifest["revision"]
+    assert (
+        doc["dataset"]["fingerprint"] == manifest["fingerprint"] and doc["dataset"]["revision"] == manifest["revision"]
+    )
     assert doc["dataset"]["repo"] == hub.HUB[name].repo

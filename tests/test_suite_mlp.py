@@ -96,4 +96,6 @@ def test_host_data_pipeline_trains_the_same_model(results: Path) -> None:
     for fw in ("flax", "pytorch"):
         a, b = read(device / f"{fw}.json"), read(host / f"{fw}.json")
         assert b["training"]["data"] == "host" and any("data=host" in n for n in b["notes"])
-        assert metric(a, "train loss (last epoch)")[0] == pytest.approx(metric(b, "train loss (last epoch)")[0], rel=1e-5)
+        assert metric(a, "train loss (last epoch)")[0] == pytest.approx(
+            metric(b, "train loss (last epoch)")[0], rel=1e-5
+        )

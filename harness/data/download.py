@@ -49,6 +49,8 @@ def check_mirror(url: str) -> str:
     if parts.query or parts.fragment:
         raise HarnessError(f"--mirror {url!r}: a base URL has no ?query or #fragment; archive names are appended")
     return url
+
+
 USER_AGENT = "fw-harness-data/1 (+https://github.com/)"
 
 

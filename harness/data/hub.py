@@ -15,6 +15,7 @@ resized (cats vs dogs, whose photos vary in size).
 
 from __future__ import annotations
 
+import importlib
 import random
 import re
 import tempfile
@@ -73,7 +74,7 @@ HUB: dict[str, HubDataset] = {
 def datasets_module() -> Any:
     """`datasets`, imported only for `--source hub`: every other command works without it."""
     try:
-        import datasets
+        datasets = importlib.import_module("datasets")
     except ImportError:
         raise HarnessError(
             f"--source hub needs Hugging Face `datasets` on the host: {INSTALL_HINT} "
@@ -176,7 +177,9 @@ def _check_columns(entry: HubDataset, split: Any, name: str) -> None:
             )
     feature = split.features[entry.image]
     if not isinstance(feature, ds.Image):
-        raise HarnessError(f"{entry.repo} split {name}: column {entry.image!r} holds {type(feature).__name__}, not images")
+        raise HarnessError(
+            f"{entry.repo} split {name}: column {entry.image!r} holds {type(feature).__name__}, not images"
+        )
     labels = split.features[entry.label]
     names = getattr(labels, "names", None)
     if names is not None and tuple(names) != entry.classes:

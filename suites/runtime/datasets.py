@@ -6,9 +6,11 @@ Layout of the data folder (written by `harness data` on the host, read here):
     <data>/<name>/<name>.npz      uint8 images (N, H, W, C) and uint8 labels (N,), per split
 
 The manifest helpers are standard library only, because the host imports them too (to list
-datasets and to refuse a run whose dataset is missing before any job starts). Everything
-that builds arrays imports NumPy inside the function: every framework stack ships NumPy, and
-all frameworks receive the same NumPy arrays, so they train on identical data.
+datasets and to refuse a run whose dataset is missing before any job starts). A manifest is
+read back as hostile input: every field is type-checked and the array file must be the one
+beside it. Everything that builds arrays imports NumPy inside the function: every framework
+stack ships NumPy, and all frameworks receive the same NumPy arrays, so they train on identical
+data -- which the `used_fingerprint` in each result lets a reader verify.
 """
 
 from __future__ import annotations
@@ -276,7 +278,9 @@ def fetched_images(data_dir: Path | None, name: str, classes: int) -> ImageData:
     for split in ("train", "test"):
         labels = arrays[f"{split}_labels"]
         if labels.size and (int(labels.min()) < 0 or int(labels.max()) >= classes):
-            raise JobError(f"dataset {name}: {split} labels outside 0..{classes - 1}: run `{fetch_command(name)} --force`")
+            raise JobError(
+                f"dataset {name}: {split} labels outside 0..{classes - 1}: run `{fetch_command(name)} --force`"
+            )
     sha = manifest["sha256"]
     source = manifest.get("source") or {}
     record = {

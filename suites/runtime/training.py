@@ -71,8 +71,14 @@ def common_params(
                  + dataset_help) if real else dataset_help  # fmt: skip
     return (
         Param("dataset", "str", choices[0], help_text, choices=choices),
-        Param("epochs", "int", epochs, "training epochs (the most, with target_accuracy); epoch 1 (compilation) "
-              "is reported apart", min=2, max=1000),  # fmt: skip
+        Param(
+            "epochs",
+            "int",
+            epochs,
+            "training epochs (the most, with target_accuracy); epoch 1 (compilation) is reported apart",
+            min=2,
+            max=1000,
+        ),  # fmt: skip
         Param("batch_size", "int", batch_size, "samples per training step", min=1, max=65536),
         Param("lr", "float", lr, "learning rate", min=0.0, max=10.0),
         Param(
@@ -324,9 +330,7 @@ def record(ctx: Context, history: History, *, flops_per_sample: float | None = N
         ctx.note("one epoch only (target reached in epoch 1): no steady epoch, epoch time and throughput not reported")
     last = history.epochs[-1]
     ctx.value("train loss (first epoch)", first.loss, unit="", better="lower", description="mean loss of epoch 1")
-    ctx.value(
-        "train loss (last epoch)", last.loss, unit="", better="lower", description="mean loss of the last epoch"
-    )
+    ctx.value("train loss (last epoch)", last.loss, unit="", better="lower", description="mean loss of the last epoch")
     ctx.value(
         "compilations (first epoch)",
         first.compilations,

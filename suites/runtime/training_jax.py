@@ -173,13 +173,12 @@ def first_step_probe(
 
     # Compiled (two small programs): op-by-op dispatch compiles every primitive and took 25 s
     # for the mnist CNN on the development CPU, against a few seconds here.
-    @nnx.jit
     def step(m: Any, opt: Any) -> tuple[Any, Any]:
         loss, grads = nnx.value_and_grad(loss_of)(m)
         opt.update(m, grads)
         return loss, loss_of(m)
 
-    loss, loss_after = step(probe, optimizer)
+    loss, loss_after = nnx.jit(step)(probe, optimizer)
     after = snapshot(probe)
     loss_after = float(loss_after)
     training.first_step_checks(
