@@ -146,3 +146,44 @@ def test_first_step_values_are_layout_independent_norms() -> None:
     values = next(c for c in ctx.checks if c["name"] == "first_step_weights")["value"]
     assert values == next(c for c in transposed.checks if c["name"] == "first_step_weights")["value"]
     assert values[1] == pytest.approx(np.sqrt(6) * 0.5 / 0.5)
+
+
+def test_the_probe_leaves_the_training_model_at_its_initial_weights() -> None:
+    import jax.numpy as jnp
+    import numpy as np
+    import optax
+    import torch
+    from flax import nnx
+
+    from suites.mlp.common import LAYERS
+    from suites.runtime import training_jax, training_torch
+
+    names = [layer.name for layer in LAYERS]
+    x = jnp.asarray(np.random.default_rng(0).normal(size=(8, 2)), jnp.float32)
+    y = jnp.asarray(np.arange(8) % 2)
+
+    class MLP(nnx.Module):
+        def __init__(self) -> None:
+            self.hidden, self.out = nnx.Linear(2, 10, rngs=nnx.Rngs(0)), nnx.Linear(10, 2, rngs=nnx.Rngs(1))
+
+        def __call__(self, v: Any) -> Any:
+            return self.out(nnx.relu(self.hidden(v)))
+
+    model = MLP()
+    before = training_jax._params_by_name(model, names)
+    training_jax.first_step_probe(
+        _ctx("mlp", "flax"), model=model, tx=optax.adam(0.1), loss_of=lambda m: training_jax.cross_entropy(m(x), y),
+        snapshot=lambda m: training_jax._params_by_name(m, names), order=sorted(before), lr=0.1,
+    )  # fmt: skip
+    after = training_jax._params_by_name(model, names)
+    assert all(np.array_equal(before[k], after[k]) for k in before)
+
+    net = torch.nn.Sequential(torch.nn.Linear(2, 10), torch.nn.ReLU(), torch.nn.Linear(10, 2))
+    start = {k: v.clone() for k, v in net.state_dict().items()}
+    opt = torch.optim.Adam(net.parameters(), lr=0.1)
+    xt, yt = torch.from_numpy(np.array(x)), torch.from_numpy(np.array(y)).long()
+    training_torch.first_step_probe(
+        _ctx("mlp", "pytorch"), model=net, optimizer=opt,
+        loss_of=lambda m: torch.nn.functional.cross_entropy(m(xt), yt), order=sorted(start), lr=0.1,
+    )  # fmt: skip
+    assert all(torch.equal(start[k], v) for k, v in net.state_dict().items()) and not opt.state

@@ -165,8 +165,7 @@ def first_step_probe(
     """
     from flax import nnx
 
-    graphdef, state = nnx.split(model)
-    probe = nnx.merge(graphdef, state)
+    probe = nnx.clone(model)  # its own Variables: merge(split(model)) would share them with the model
     probe.train() if train_mode else probe.eval()
     optimizer = nnx.Optimizer(probe, tx, wrt=nnx.Param)
     before = snapshot(probe)
