@@ -234,3 +234,26 @@ def test_fetch_convert_run_through_datasets(name: str, suite: str, params: tuple
         doc["dataset"]["fingerprint"] == manifest["fingerprint"] and doc["dataset"]["revision"] == manifest["revision"]
     )
     assert doc["dataset"]["repo"] == hub.HUB[name].repo
+
+
+def test_a_repository_with_a_loading_script_falls_back_to_the_hubs_parquet_branch(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The hub itself cannot be reached here: its answers are stood in for by the local copy."""
+    built = _mnist_repo(tmp_path / "copy")
+    real = hf.load_dataset_builder
+    asked: list[str | None] = []
+
+    def hub_stand_in(path: str, revision: str | None = None, **kwargs: Any) -> Any:
+        assert path == "ylecun/mnist"
+        asked.append(revision)
+        if revision is None:
+            raise RuntimeError("Dataset scripts are no longer supported, but found mnist.py")
+        return real(str(built.folder), **kwargs)
+
+    monkeypatch.setattr(hf, "load_dataset_builder", hub_stand_in)
+    code, out = _invoke("data", "fetch", "mnist", "--data-dir", str(tmp_path / "data"))
+    assert code == 0, out
+    assert asked == [None, hub.PARQUET_BRANCH]
+    manifest = datasets.read_manifest(tmp_path / "data", "mnist")
+    assert manifest is not None and manifest["source"]["requested_revision"] == hub.PARQUET_BRANCH

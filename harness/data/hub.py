@@ -35,7 +35,8 @@ from harness.errors import HarnessError
 INSTALL_HINT = "pip install 'fw-harness[data]'"
 _COMMIT = re.compile(r"[0-9a-f]{40}")
 _REVISION = re.compile(r"[A-Za-z0-9][A-Za-z0-9._/-]{0,127}")
-MAX_SKIPPED_LISTED = 1000  # the manifest lists unreadable rows up to this many
+MAX_SKIPPED_LISTED = 1000
+PARQUET_BRANCH = "refs/convert/parquet"  # the hub's own parquet export of every public dataset  # the manifest lists unreadable rows up to this many
 
 
 @dataclass(frozen=True)
@@ -140,7 +141,15 @@ def load(entry: HubDataset, *, revision: str | None, from_dir: Path | None) -> L
     else:
         where = f"https://huggingface.co/datasets/{entry.repo}"
         try:
-            builder = ds.load_dataset_builder(entry.repo, revision=revision)
+            try:
+                builder = ds.load_dataset_builder(entry.repo, revision=revision)
+            except Exception as error:
+                # A repository still holding a loading script (which `datasets` >= 3 no longer runs):
+                # the hub's parquet conversion of the same data lives on this branch.
+                if revision is not None or "script" not in str(error).lower():
+                    raise
+                revision = PARQUET_BRANCH
+                builder = ds.load_dataset_builder(entry.repo, revision=revision)
             builder.download_and_prepare()
             splits, kind = dict(builder.as_dataset().items()), "hub"
         except Exception as error:  # offline, a proxy, a renamed repository: one line, never a traceback
