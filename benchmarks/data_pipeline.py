@@ -5,11 +5,11 @@ on the device and a step gathers its own batch. data=host: every step gathers it
 NumPy arrays / CPU tensors on the host and copies it to the device (jax.device_put, .to(device)),
 which is what a loop fed from host arrays does. Both train the same model on the same batches.
 
-    python benchmarks/data_pipeline.py [--samples 5120] [--epochs 3] [--rounds 2]
+    python benchmarks/data_pipeline.py [--samples 5120] [--epochs 3] [--rounds 4]
                                        [--frameworks flax,pytorch] [--threads N] [--device cpu|gpu]
 
-Each round runs device then host back to back for each framework (interleaved, so drift hits
-both alike); printed: the best round's median steady epoch of each, and the median over rounds
+Each round runs device and host back to back for each framework, in alternating order (ABBA, so
+drift from other load hits both alike); printed: the best round's median steady epoch of each, and the median over rounds
 of the paired host/device ratio (> 1: the host pipeline costs that much more per epoch).
 """
 
@@ -53,7 +53,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--samples", type=int, default=40 * BATCH)
     parser.add_argument("--epochs", type=int, default=3)
-    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--rounds", type=int, default=4)
     parser.add_argument("--seed", type=int, default=42)
     parser.add_argument("--threads", type=int)
     parser.add_argument("--device", choices=("cpu", "gpu"), default="cpu")
@@ -68,9 +68,14 @@ def main() -> None:
         for framework in args.frameworks.split(","):
             device: list[float] = []
             host: list[float] = []
-            for _ in range(args.rounds):
-                device.append(run_suite(framework, "device", args, Path(tmp)))
-                host.append(run_suite(framework, "host", args, Path(tmp)))
+            for number in range(args.rounds):
+                # ABBA: the order alternates, so drift from other load does not always hit one side.
+                if number % 2 == 0:
+                    device.append(run_suite(framework, "device", args, Path(tmp)))
+                    host.append(run_suite(framework, "host", args, Path(tmp)))
+                else:
+                    host.append(run_suite(framework, "host", args, Path(tmp)))
+                    device.append(run_suite(framework, "device", args, Path(tmp)))
             paired = statistics.median(h / d for d, h in zip(device, host, strict=True))
             print(f"{framework:10} {min(device):15.3f} {min(host):13.3f} {paired:12.3f}")
             rounds = ", ".join(f"{d:.3f}/{h:.3f}" for d, h in zip(device, host, strict=True))
