@@ -225,10 +225,8 @@ def run(
     counter = CompileCounter()
     n_params = param_count(model)
     load_weights(model, training.initial_weights(layers, seed))
-    host_orders = np.asarray(data.orders) if not data.host else data.orders
-    first_idx = host_orders[0, :batch]
-    x_first = jax.device_put(np.asarray(data.train_x[first_idx]) if data.host else data.train_x[first_idx], ctx.device)
-    y_first = jax.device_put(np.asarray(data.train_y[first_idx]) if data.host else data.train_y[first_idx], ctx.device)
+    first_idx = np.asarray(data.orders[0, :batch])  # the first batch, wherever the data lives
+    x_first, y_first = jax.device_put((data.train_x[first_idx], data.train_y[first_idx]), ctx.device)
     with jax.default_device(ctx.device):
         model.eval()  # dropout off: the initial loss is a deterministic function of the weights
         logits = model(prepare(x_first, None))
