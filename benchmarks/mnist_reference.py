@@ -140,7 +140,8 @@ def run_reference(framework: str, samples: int, epochs: int, seed: int) -> list[
 def run_suite(framework: str, samples: int, epochs: int, seed: int, results: Path, variant: str) -> list[float]:
     proc = subprocess.run(
         [sys.executable, "-m", "harness.cli", "run", "--suite", "mnist", "--frameworks", framework,
-         "--backend", "local", "--param", f"train_samples={samples}", "--param", "test_samples=1000",
+         "--backend", "local", "--param", "dataset=synthetic", "--param", f"train_samples={samples}",
+         "--param", "test_samples=1000",
          "--param", f"epochs={epochs}", "--param", f"seed={seed}", "--param", f"variant={variant}",
          "--results-dir", str(results), "-q"],
         capture_output=True, text=True, cwd=REPO, env=_env(),

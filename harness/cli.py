@@ -223,7 +223,7 @@ def run(
     named = plan.jobs[0].params.get("dataset") if plan.jobs else None
     if isinstance(named, str) and plan.jobs[0].data_dir is not None:
         # A missing dataset is one line naming the fetch command, before any job starts.
-        require_dataset(Path(plan.jobs[0].data_dir), named)
+        require_dataset(Path(plan.jobs[0].data_dir), named, plan.suite)
     if rounds < 1:
         raise HarnessError(f"--rounds {rounds} must be at least 1")
     limits = make_limits(memory, cpus)

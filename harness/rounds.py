@@ -13,6 +13,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from harness import time_to_target
 from harness.backends.base import Backend
 from harness.errors import HarnessError
 from harness.plan import Plan
@@ -27,6 +28,7 @@ from suites.runtime.stats import summarize
 
 def pool(docs: list[dict[str, Any]], run_id: str) -> dict[str, Any]:
     """One result from the same job's rounds: samples concatenated, first calls kept per round."""
+    docs = time_to_target.drop_partial_metrics(docs)
     failed = next((d for d in docs if d["status"] != "ok"), None)
     if failed is not None:
         merged = copy.deepcopy(failed)
@@ -58,6 +60,9 @@ def pool(docs: list[dict[str, Any]], run_id: str) -> dict[str, Any]:
             if all(v is not None for v in per_round):
                 check["value"] = per_round
         merged["notes"] = list(merged.get("notes", [])) + [f"samples pooled from {len(docs)} interleaved rounds"]
+        target = time_to_target.pool(docs)
+        if target is not None:
+            merged["training"] = dict(merged.get("training") or {}, target=target)
     merged["run_id"] = run_id
     merged["settings"] = dict(merged["settings"], rounds=len(docs))
     merged["duration_s"] = sum(d["duration_s"] or 0.0 for d in docs)
@@ -80,7 +85,9 @@ def _execute_rounds(plan: Plan, backend: Backend, run_dir: Path, rounds: int, ar
     interrupted = False
     for number in range(1, rounds + 1):
         print(f"== round {number}/{rounds}", flush=True)
-        round_dir = execute(replace(plan, run_id=f"round-{number}"), backend, run_dir / "rounds", argv)
+        # A time-to-target round trains from its own seed (the variation that figure really has).
+        jobs = tuple(replace(job, params=time_to_target.round_params(job.params, number)) for job in plan.jobs)
+        round_dir = execute(replace(plan, run_id=f"round-{number}", jobs=jobs), backend, run_dir / "rounds", argv)
         round_dirs.append(round_dir)
         try:
             stopped = bool(load_summary(round_dir / "summary.json").get("interrupted"))

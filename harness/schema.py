@@ -277,10 +277,70 @@ def _problem(doc: dict[str, Any]) -> str | None:
         problem = _metric_problem(i, metric, seen)
         if problem:
             return problem
+    problem = _optional_problem(doc)
+    if problem:
+        return problem
     for i, check in enumerate(doc["checks"]):
         problem = _check_problem(i, check)
         if problem:
             return problem
+    return None
+
+
+_DATASET_TEXT = ("name", "origin", "repo", "revision", "fingerprint", "used_fingerprint", "sha256", "what")
+TARGET_STATUSES = ("reached", "not reached")
+
+
+def _optional_problem(doc: dict[str, Any]) -> str | None:
+    """The training suites' `dataset` and `training` fields: shown in reports, so typed strictly."""
+    dataset = doc.get("dataset")
+    if dataset is not None:
+        if not isinstance(dataset, dict) or not isinstance(dataset.get("name"), str):
+            return "dataset: expected an object with a name"
+        for key in _DATASET_TEXT:
+            if dataset.get(key) is not None and not isinstance(dataset[key], str):
+                return f"dataset.{key}: expected a string or null"
+        for key in ("train_samples", "test_samples"):
+            value = dataset.get(key)
+            if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 0):
+                return f"dataset.{key}: expected a non-negative integer"
+    training = doc.get("training")
+    if training is None:
+        return None
+    if not isinstance(training, dict):
+        return "training: expected an object"
+    target = training.get("target")
+    if target is not None:
+        if not isinstance(target, dict) or target.get("status") not in TARGET_STATUSES:
+            return f"training.target.status: expected one of {', '.join(TARGET_STATUSES)}"
+        if not number(target.get("accuracy")):
+            return "training.target.accuracy: expected a finite number"
+        for key in ("seconds", "wall_seconds", "epochs"):
+            if target["status"] == "reached" and not number(target.get(key)):
+                return f"training.target.{key}: a reached target needs a finite number"
+            if target["status"] == "not reached" and target.get(key) is not None:
+                return f"training.target.{key}: a target that was not reached has no {key}"
+        return _pooled_target_problem(target)
+    return None
+
+
+def _pooled_target_problem(target: dict[str, Any]) -> str | None:
+    """What harness/time_to_target.py adds over rounds: reports format every one of these."""
+    if target.get("best_accuracy") is not None and not number(target["best_accuracy"]):
+        return "training.target.best_accuracy: expected a finite number"
+    interval = target.get("seconds_interval")
+    if interval is not None and not (
+        isinstance(interval, list) and len(interval) == 2 and all(number(v) for v in interval)
+    ):
+        return "training.target.seconds_interval: expected two finite numbers"
+    rounds = target.get("rounds")
+    if rounds is None:
+        return None
+    if not isinstance(rounds, list) or not all(isinstance(r, dict) for r in rounds) or len(rounds) > MAX_SAMPLES:
+        return "training.target.rounds: expected a list of objects"
+    reached = target.get("reached_rounds")
+    if not isinstance(reached, int) or isinstance(reached, bool) or not 0 <= reached <= len(rounds):
+        return "training.target.reached_rounds: expected a whole number up to the number of rounds"
     return None
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from harness import escape
+from harness import escape, time_to_target
 from harness.fairness import not_comparable
 from harness.gate import CheckRow, evaluate
 from harness.plausibility import ESCAPED, IMPLAUSIBLE, Finding, escaped, exclusions, lint, sync_state
@@ -226,10 +226,18 @@ def render(run: Run, tablefmt: str = "simple") -> str:
     head = f"suite {run.summary.get('suite')} | run {run.summary.get('run_id')} | backend {run.summary.get('backend')}"
     if first is not None:
         head += f" | device {first['device']} | params " + ", ".join(f"{k}={v}" for k, v in first["params"].items())
+        data = time_to_target.dataset_label(first)
+        if data:
+            head += f" | {data}"
     parts = [f"**{esc(head)}**" if markdown else esc(head), ""]
     if run.results:
         headers, rows = timing_rows(run, flagged)
         parts.append(escape.table(rows, headers, tablefmt))
+        targets = {fw: time_to_target.cell(result) for fw, result in run.results.items()}
+        if any(t is not None for t in targets.values()):
+            rows = [[fw, t or "no target set"] for fw, t in targets.items()]
+            parts += title("time to target accuracy (training clock; evaluation excluded)")
+            parts.append(escape.table(rows, ["framework", "time to target"], tablefmt))
         parts.append("")
         parts.append(
             "cells: median ±IQR of the steady samples, (ratio to "

@@ -148,6 +148,10 @@ def run_job(args: argparse.Namespace) -> int:
     result["environment"] = env
     if ctx is not None:
         result["metrics"], result["checks"], result["notes"] = ctx.metrics, ctx.checks, ctx.notes
+        if ctx.dataset is not None:
+            result["dataset"] = ctx.dataset
+        if ctx.training:
+            result["training"] = ctx.training
         for metric in ctx.metrics:
             s = metric["stats"]
             _log(prefix, f"{metric['name']}: median {s['median']:.6g} {metric['unit']} (n={s['n']})")

@@ -62,7 +62,7 @@ def write_run(path: Path, docs: list[dict[str, Any]], baseline: str | None = Non
         jobs.append({"framework": doc["framework"], "status": doc["status"], "reason": doc["reason"], "file": name})
     summary = {
         "run_id": "r1",
-        "suite": "xla",
+        "suite": docs[0]["suite"],
         "baseline": baseline or docs[0]["framework"],
         "backend": "local",
         "jobs": jobs,

@@ -17,6 +17,7 @@ import io
 import json
 import pickle
 import struct
+import subprocess
 import tarfile
 import threading
 from collections.abc import Iterator
@@ -141,10 +142,12 @@ def _invoke(*args: str) -> tuple[int, str]:
 @pytest.mark.parametrize("name", ["mnist", "cifar10"])
 def test_fetch_from_a_mirror_stores_the_arrays(name: str, fakes: Fakes, server: str, fake_checksums: None,
                                                tmp_path: Path) -> None:  # fmt: skip
-    code, out = _invoke("data", "fetch", name, "--mirror", server, "--data-dir", str(tmp_path))
+    code, out = _invoke("data", "fetch", name, "--source", "archive", "--mirror", server, "--data-dir", str(tmp_path))
     assert code == 0, out
     manifest = datasets.read_manifest(tmp_path, name)
     assert manifest is not None and manifest["name"] == name
+    # The archives' published MD5s are the revision; the content fingerprint is the arrays' own.
+    assert manifest["revision"].startswith("md5 ") and len(manifest["fingerprint"]) == 64
     assert all(f["from"].startswith(server) for f in manifest["source"]["files"])
     assert not (tmp_path / name / ".downloads").exists()  # archives removed after conversion
     arrays = datasets.load_fetched(tmp_path, name)  # the job-side reader, sha256 verified
@@ -156,15 +159,23 @@ def test_fetch_from_a_mirror_stores_the_arrays(name: str, fakes: Fakes, server: 
             got = got[..., 0]
         np.testing.assert_array_equal(got, want)
     assert arrays["train_images"].dtype == np.uint8
-    # Fetching again is refused unless forced.
-    code, out = _invoke("data", "fetch", name, "--mirror", server, "--data-dir", str(tmp_path))
+    # Fetching again is refused unless forced; forced, the same archives give the same file.
+    code, out = _invoke("data", "fetch", name, "--source", "archive", "--mirror", server, "--data-dir", str(tmp_path))
     assert code == 2 and "--force" in out
-    code, out = _invoke("data", "fetch", name, "--mirror", server, "--data-dir", str(tmp_path), "--force")
+    code, out = _invoke("data", "fetch", name, "--source", "archive", "--mirror", server, "--data-dir", str(tmp_path),
+                        "--force")  # fmt: skip
     assert code == 0, out
+    again = datasets.read_manifest(tmp_path, name)
+    assert again is not None and (again["sha256"], again["fingerprint"]) == (
+        manifest["sha256"],
+        manifest["fingerprint"],
+    )
+    assert again["created_at"] >= manifest["created_at"]
 
 
 def test_fetch_from_a_local_folder(fakes: Fakes, fake_checksums: None, tmp_path: Path) -> None:
-    code, out = _invoke("data", "fetch", "mnist", "--from", str(fakes.folder), "--data-dir", str(tmp_path))
+    code, out = _invoke("data", "fetch", "mnist", "--source", "archive", "--from", str(fakes.folder),
+                        "--data-dir", str(tmp_path))  # fmt: skip
     assert code == 0, out
     assert (fakes.folder / "train-images-idx3-ubyte.gz").exists()  # the user's own files stay
     assert datasets.load_fetched(tmp_path, "mnist")["test_labels"].shape == (N_TEST,)
@@ -172,7 +183,7 @@ def test_fetch_from_a_local_folder(fakes: Fakes, fake_checksums: None, tmp_path:
 
 def test_wrong_checksum_is_refused_by_the_real_cli(server: str, tmp_path: Path) -> None:
     """The published md5s, fake archives: one line, exit 2, no dataset written, no fallback to the internet."""
-    proc = harness("data", "fetch", "mnist", "--mirror", server, "--data-dir", str(tmp_path))
+    proc = harness("data", "fetch", "mnist", "--source", "archive", "--mirror", server, "--data-dir", str(tmp_path))
     assert proc.returncode == 2, proc.stderr
     assert "does not match the published f68b3c2dcbeaaa9fbdd348bbdeb94873" in proc.stderr
     errors = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
@@ -181,18 +192,19 @@ def test_wrong_checksum_is_refused_by_the_real_cli(server: str, tmp_path: Path) 
 
 
 def test_unreachable_mirror_names_the_offline_route(tmp_path: Path) -> None:
-    code, out = _invoke("data", "fetch", "mnist", "--mirror", "http://127.0.0.1:9/", "--data-dir", str(tmp_path))
+    code, out = _invoke("data", "fetch", "mnist", "--source", "archive", "--mirror", "http://127.0.0.1:9/",
+                        "--data-dir", str(tmp_path))  # fmt: skip
     assert code == 2 and "--from FOLDER" in out
 
 
 def test_list_shows_present_and_missing(fakes: Fakes, fake_checksums: None, tmp_path: Path) -> None:
-    _invoke("data", "fetch", "mnist", "--from", str(fakes.folder), "--data-dir", str(tmp_path))
+    _invoke("data", "fetch", "mnist", "--source", "archive", "--from", str(fakes.folder), "--data-dir", str(tmp_path))
     code, out = _invoke("data", "list", "--data-dir", str(tmp_path))
     assert code == 0
     lines = {line.split()[0]: line for line in out.splitlines() if line.split()}
     assert "present" in lines["mnist"] and f"{N_TRAIN} / {N_TEST}" in lines["mnist"] and "28x28x1" in lines["mnist"]
     assert "missing" in lines["cifar10"] and "harness data fetch cifar10" in lines["cifar10"]
-    assert "harness data import catsdogs PATH" in lines["catsdogs"]
+    assert "harness data fetch catsdogs" in lines["catsdogs"]
 
 
 def test_import_catsdogs(tmp_path: Path) -> None:
@@ -258,7 +270,7 @@ def test_idx_with_a_wrong_length_is_refused(tmp_path: Path) -> None:
 def test_job_side_missing_and_tampered_datasets(fakes: Fakes, fake_checksums: None, tmp_path: Path) -> None:
     with pytest.raises(JobError, match="harness data fetch cifar10"):
         datasets.load_fetched(tmp_path, "cifar10")
-    _invoke("data", "fetch", "mnist", "--from", str(fakes.folder), "--data-dir", str(tmp_path))
+    _invoke("data", "fetch", "mnist", "--source", "archive", "--from", str(fakes.folder), "--data-dir", str(tmp_path))
     manifest_path = tmp_path / "mnist" / "manifest.json"
     manifest = json.loads(manifest_path.read_text())
     manifest["sha256"] = "0" * 64
@@ -286,3 +298,159 @@ def test_synthetic_images_are_seeded_and_class_dependent() -> None:
     means = np.stack([a.train_x[a.train_y == c].reshape(-1, 784).mean(0) for c in range(10)])
     guess = np.argmin(((a.test_x.reshape(-1, 784)[:, None, :] - means[None]) ** 2).sum(-1), axis=1)
     assert (guess == a.test_y).mean() > 0.5
+
+
+# ---------------------------------------------------------------------------------------------
+# Hostile inputs: each is one line and exit 2 (or a refused download), never a traceback.
+
+
+def _one_line_exit_2(proc: subprocess.CompletedProcess[str]) -> str:
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert len(errors) == 1 and "Traceback" not in proc.stderr, proc.stderr
+    return errors[0]
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"arrays": ["train_images"]},
+        {"bytes": "many"},
+        {"file": "../../outside.npz"},
+        {"sha256": 12},
+        {"arrays": {"train_images": {"shape": "28x28", "dtype": "uint8"}}},
+        {"fingerprint": ["not", "hex"]},
+    ],
+    ids=["arrays-list", "bytes-text", "file-outside", "sha-number", "shape-text", "fingerprint-list"],
+)
+def test_a_wrongly_typed_manifest_is_one_line_everywhere(change: dict[str, object], fakes: Fakes,
+                                                        fake_checksums: None, tmp_path: Path) -> None:  # fmt: skip
+    _invoke("data", "fetch", "mnist", "--source", "archive", "--from", str(fakes.folder), "--data-dir", str(tmp_path))
+    path = tmp_path / "mnist" / "manifest.json"
+    path.write_text(json.dumps({**json.loads(path.read_text()), **change}))
+    # The job side refuses it with the fix...
+    with pytest.raises(JobError, match="--force"):
+        datasets.load_fetched(tmp_path, "mnist")
+    # ...`data list` marks it invalid instead of crashing...
+    code, out = _invoke("data", "list", "--data-dir", str(tmp_path))
+    assert code == 0 and "invalid" in next(line for line in out.splitlines() if line.startswith("mnist"))
+    # ...and a run stops before any job, in one line (the real CLI).
+    proc = harness("run", "--suite", "mnist", "--param", "dataset=mnist", "--data-dir", str(tmp_path),
+                   "--backend", "local", "--results-dir", str(tmp_path / "results"))  # fmt: skip
+    assert "harness data fetch mnist --force" in _one_line_exit_2(proc)
+    assert not (tmp_path / "results").exists()
+    # Writing the dataset again repairs it without --force.
+    code, out = _invoke("data", "fetch", "mnist", "--source", "archive", "--from", str(fakes.folder),
+                        "--data-dir", str(tmp_path))  # fmt: skip
+    assert code == 0, out
+
+
+def test_manifest_that_is_not_json_or_huge(tmp_path: Path) -> None:
+    folder = tmp_path / "mnist"
+    folder.mkdir()
+    (folder / "mnist.npz").write_bytes(b"x")
+    (folder / "manifest.json").write_text("{not json")
+    with pytest.raises(datasets.ManifestError, match="not valid JSON"):
+        datasets.read_manifest(tmp_path, "mnist")
+    (folder / "manifest.json").write_bytes(b" " * (datasets.MAX_MANIFEST_BYTES + 1))
+    with pytest.raises(datasets.ManifestError, match="larger than"):
+        datasets.read_manifest(tmp_path, "mnist")
+
+
+def _png_declaring(width: int, height: int) -> bytes:
+    """A tiny PNG whose header declares width x height RGB pixels (a decompression bomb's shape)."""
+    import zlib
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF)
+
+    header = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
+    return (
+        b"\x89PNG\r\n\x1a\n"
+        + chunk(b"IHDR", header)
+        + chunk(b"IDAT", zlib.compress(b"\x00" * 64))
+        + chunk(b"IEND", b"")
+    )
+
+
+@pytest.mark.parametrize("side", [9_000, 60_000])  # over the harness's 64 MP cap; over Pillow's own bomb error
+def test_a_decompression_bomb_stops_the_import_in_one_line(side: int, tmp_path: Path) -> None:
+    from PIL import Image
+
+    root = tmp_path / "pets"
+    for label in ("0", "1"):
+        (root / label).mkdir(parents=True)
+        for i in range(3):
+            Image.new("RGB", (20, 20), (40 * i, 90, 20)).save(root / label / f"{i}.png")
+    (root / "1" / "bomb.png").write_bytes(_png_declaring(side, side))
+    proc = harness("data", "import", "catsdogs", str(root), "--size", "16", "--data-dir", str(tmp_path / "data"))
+    line = _one_line_exit_2(proc)
+    assert "1/bomb.png" in line and "megapixels" in line
+    assert datasets.read_manifest(tmp_path / "data", "catsdogs") is None
+
+
+@pytest.mark.parametrize(
+    "mirror", ["not a url", "ftp://mirror.example/mnist/", "file:///etc/", "http://127.0.0.1:port/", "https:///x/",
+               "http://127.0.0.1:9/?q=1"],
+)  # fmt: skip
+def test_a_bad_mirror_url_is_one_line(mirror: str, tmp_path: Path) -> None:
+    code, out = _invoke(
+        "data", "fetch", "mnist", "--source", "archive", "--mirror", mirror, "--data-dir", str(tmp_path)
+    )
+    assert code == 2 and "--mirror" in out and "\n" not in out.strip()
+    assert not (tmp_path / "mnist").exists()  # refused before anything was written
+
+
+def test_a_bad_mirror_url_through_the_real_cli(tmp_path: Path) -> None:
+    proc = harness("data", "fetch", "mnist", "--source", "archive", "--mirror", "ftp://x/", "--data-dir", str(tmp_path))
+    assert "not an http(s) URL" in _one_line_exit_2(proc)
+
+
+class _Endless(http.server.BaseHTTPRequestHandler):
+    """Streams up to 200 MiB for any path; `announce` sends that size as Content-Length."""
+
+    announce = False
+    sent: list[int] = []
+
+    def do_GET(self) -> None:
+        total = 200 << 20
+        self.send_response(200)
+        if self.announce:
+            self.send_header("Content-Length", str(total))
+        self.end_headers()
+        block, sent = b"\0" * (1 << 16), 0
+        try:
+            while sent < total:
+                self.wfile.write(block)
+                sent += len(block)
+        except OSError:  # the client stopped reading and closed
+            pass
+        finally:
+            type(self).sent.append(sent)
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+@pytest.mark.parametrize("announce", [False, True])
+def test_downloads_stop_at_the_published_size(announce: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A server sending far more than the archive's published size: refused, and not read to the end."""
+    handler = type("Handler", (_Endless,), {"announce": announce, "sent": []})
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    try:
+        code, out = _invoke("data", "fetch", "mnist", "--source", "archive", "--mirror",
+                            f"http://127.0.0.1:{httpd.server_address[1]}/", "--data-dir", str(tmp_path))  # fmt: skip
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+    assert code == 2 and "train-images-idx3-ubyte.gz" in out
+    published = sources.SOURCES["mnist"].archives[0].size
+    if announce:
+        assert f"announces {200 << 20} bytes" in out
+    else:
+        assert f"sent more than the published {published} bytes" in out
+    # The client read at most the published size (plus what sat in socket buffers when it hung up).
+    assert handler.sent and max(handler.sent) < published + (16 << 20) < (200 << 20)
+    assert not any((tmp_path / "mnist").rglob("*.part")) and datasets.read_manifest(tmp_path, "mnist") is None

@@ -32,7 +32,7 @@ def test_augmentation_matches_crop_then_resize_and_both_frameworks_agree() -> No
     aux[0] = [0, 32, 0, 32, 0]  # identity
     aux[1] = [0, 32, 0, 32, 1]  # pure flip
     aux[2] = [3, 27, 2, 29, 1]  # crop and flip
-    ours = models_torch.prepare(torch.from_numpy(images).permute(0, 3, 1, 2), torch.from_numpy(aux))
+    ours = models_torch.make_prepare("cpu")(torch.from_numpy(images).permute(0, 3, 1, 2), torch.from_numpy(aux))
     for b in range(16):
         top, h, left, w, flip = (int(v) for v in aux[b])
         img = torch.from_numpy(images[b]).permute(2, 0, 1).float()[None]
@@ -57,7 +57,7 @@ def test_augmentation_matches_crop_then_resize_and_both_frameworks_agree() -> No
 
 def test_cifar10_trains_identically_in_flax_and_pytorch(results: Path) -> None:
     proc = harness(
-        "run", "--suite", "cifar10", "--frameworks", "flax,pytorch", "--backend", "local",
+        "run", "--suite", "cifar10", "--frameworks", "flax,pytorch", "--backend", "local", "--param", "dataset=synthetic",
         "--param", "train_samples=512", "--param", "test_samples=200", "--param", "epochs=2",
         "--param", "batch_size=64", "--param", "lr=0.002", "--param", "artifacts=true", "--results-dir", str(results),
     )  # fmt: skip

@@ -72,3 +72,30 @@ def test_eager_jax_compiles_every_primitive_and_scan_skips_pytorch(results: Path
     assert skipped["status"] == "skipped" and "lax.scan" in skipped["reason"]
     # Same data, same weights, same updates: scan and per-step jit learn the same model.
     assert abs(metric(eager, "train loss (last epoch)")[0] - metric(scan, "train loss (last epoch)")[0]) < 1e-4
+
+
+def test_a_target_no_run_reaches_is_a_status_never_a_number(results: Path) -> None:
+    run, table = run_mlp(results, "epochs=2", "train_samples=512", "target_accuracy=100")
+    for fw in ("flax", "pytorch"):
+        doc = load_result(run / f"{fw}.json")
+        assert doc["status"] == "ok"
+        target = doc["training"]["target"]
+        assert target["status"] == "not reached" and target["seconds"] is None and target["epochs"] is None
+        assert target["epochs_run"] == 2 and len(target["accuracy_per_epoch"]) == 2
+        names = {m["name"] for m in doc["metrics"]}
+        assert not names & {"time to target", "wall time to target", "epochs to target"}
+        assert "evaluation time" in names
+        assert any(n.startswith("time to target: not reached") for n in doc["notes"])
+    assert not any(line.startswith("time to target") for line in table.splitlines())  # no row, no number
+
+
+def test_host_data_pipeline_trains_the_same_model(results: Path) -> None:
+    """data=host feeds the same batches from the host: the same losses as data=device, to float32 noise."""
+    device, _ = run_mlp(results, "epochs=2", "train_samples=512")
+    host, _ = run_mlp(results, "epochs=2", "train_samples=512", "data=host")
+    for fw in ("flax", "pytorch"):
+        a, b = read(device / f"{fw}.json"), read(host / f"{fw}.json")
+        assert b["training"]["data"] == "host" and any("data=host" in n for n in b["notes"])
+        assert metric(a, "train loss (last epoch)")[0] == pytest.approx(
+            metric(b, "train loss (last epoch)")[0], rel=1e-5
+        )

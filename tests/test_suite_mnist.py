@@ -32,7 +32,7 @@ def test_mnist_trains_the_same_model_in_flax_and_pytorch(results: Path) -> None:
     # 100 steps: enough to reach the plateau, so the two frameworks' accuracies (which differ only
     # by their dropout streams) land inside the suite's 5-point band instead of mid-climb.
     proc = harness(
-        "run", "--suite", "mnist", "--frameworks", "flax,pytorch", "--backend", "local",
+        "run", "--suite", "mnist", "--frameworks", "flax,pytorch", "--backend", "local", "--param", "dataset=synthetic",
         "--param", "train_samples=1600", "--param", "test_samples=500", "--param", "epochs=2",
         "--param", "batch_size=32", "--param", "drop_last=true",
         "--param", "artifacts=true", "--results-dir", str(results),
@@ -49,7 +49,10 @@ def test_mnist_trains_the_same_model_in_flax_and_pytorch(results: Path) -> None:
         assert metric(doc, "test accuracy")["samples"][0] > 60.0  # chance is 10 %
         assert check(doc, "param_count") == PARAMS
         assert metric(doc, "throughput")["unit"] == "samples/s"
-        assert metric(doc, "peak memory")["samples"][0] > 50  # MiB of resident memory
+        assert metric(doc, "peak memory")["samples"][0] > 0  # MiB above the baseline just before training
+        assert metric(doc, "memory before training")["samples"][0] > 50  # the framework, model and data
+        assert doc["dataset"]["name"] == "synthetic" and doc["dataset"]["train_samples"] == 1600
+        assert doc["training"]["data"] == "device"
         assert (run / f"{fw}-artifacts" / "model_summary.txt").read_text().rstrip().endswith(f"{PARAMS:,}")
         log = (run / "logs" / f"{fw}.stdout.log").read_text()
         assert "epoch 1/2: loss" in log and "epoch 2/2: loss" in log  # the live progress lines
@@ -61,6 +64,9 @@ def test_mnist_trains_the_same_model_in_flax_and_pytorch(results: Path) -> None:
     for name in ("train_step.jaxpr.txt", "train_step.stablehlo.txt", "train_step.hlo.txt"):
         assert (run / "flax-artifacts" / name).stat().st_size > 1000
     assert "conv_general_dilated" in (run / "flax-artifacts" / "train_step.jaxpr.txt").read_text()
+    # Both trained on the same bytes: the fingerprint of the arrays each job really used.
+    assert flax["dataset"]["used_fingerprint"] == read(run / "pytorch.json")["dataset"]["used_fingerprint"]
+    assert read(run / "pytorch.json")["training"]["cudnn_benchmark"] is False
     # The same initial weights give the same logits: the two models are one function.
     np.testing.assert_allclose(check(flax, "initial_logits"), check(read(run / "pytorch.json"), "initial_logits"),
                                rtol=1e-3, atol=1e-5)  # fmt: skip
@@ -91,8 +97,18 @@ def test_the_job_itself_refuses_a_missing_dataset(tmp_path: Path) -> None:
     assert "Traceback" not in proc.stderr
 
 
+def test_default_auto_dataset_refuses_before_any_job_when_mnist_is_absent(results: Path, tmp_path: Path) -> None:
+    """`dataset=auto` (the default) on an empty data folder: one line naming both ways out, exit 2."""
+    proc = harness("run", "--suite", "mnist", "--data-dir", str(tmp_path / "empty"), "--backend", "local",
+                   "--results-dir", str(results))  # fmt: skip
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr
+    assert "`harness data fetch mnist`" in proc.stderr and "--param dataset=synthetic" in proc.stderr
+    assert not results.exists()
+
+
 def test_fetched_data_is_read_from_the_data_folder(results: Path, tmp_path: Path) -> None:
-    """A dataset in the folder's format (as `harness data fetch` writes it) feeds the job."""
+    """A dataset in the folder's format (as `harness data fetch` writes it) feeds the job; `auto` picks it."""
     rng = np.random.default_rng(1)
     arrays = {
         "train_images": rng.integers(0, 256, (96, 28, 28, 1), dtype=np.uint8),
@@ -106,12 +122,42 @@ def test_fetched_data_is_read_from_the_data_folder(results: Path, tmp_path: Path
             writer.add(key, array.shape, "uint8", array.tobytes())
         return {}
 
-    write_dataset(tmp_path, "mnist", fill, classes=[str(i) for i in range(10)], source={"kind": "test"}, command="t")
+    written = write_dataset(tmp_path, "mnist", fill, classes=[str(i) for i in range(10)], source={"kind": "test"},
+                            command="t", revision="test-revision-1")  # fmt: skip
     proc = harness(
-        "run", "--suite", "mnist", "--frameworks", "pytorch", "--param", "dataset=mnist", "--param", "epochs=2",
+        "run", "--suite", "mnist", "--frameworks", "pytorch", "--param", "epochs=2",
         "--param", "batch_size=32", "--data-dir", str(tmp_path), "--backend", "local", "--results-dir", str(results),
     )  # fmt: skip
     assert proc.returncode == 0, proc.stdout + proc.stderr
     doc = read(run_folder(proc.stdout) / "pytorch.json")
+    assert doc["params"]["dataset"] == "auto"
     assert metric(doc, "throughput")["samples"] and any("mnist from the data folder" in n for n in doc["notes"])
     assert any("96 train, 40 test" in n for n in doc["notes"])
+    # The result names the data: the manifest's fingerprint and revision travel into it.
+    dataset = doc["dataset"]
+    assert dataset["name"] == "mnist" and dataset["fingerprint"] == written.manifest["fingerprint"]
+    assert dataset["revision"] == "test-revision-1" and dataset["sha256"] == written.manifest["sha256"]
+
+
+def test_time_to_target_on_mnist_in_both_frameworks(results: Path) -> None:
+    """target_accuracy stops at the first epoch reaching it, and reports training time, wall time, epochs."""
+    proc = harness(
+        "run", "--suite", "mnist", "--frameworks", "flax,pytorch", "--backend", "local", "--param", "dataset=synthetic",
+        "--param", "train_samples=640", "--param", "test_samples=200", "--param", "epochs=6",
+        "--param", "batch_size=32", "--param", "target_accuracy=50", "--results-dir", str(results),
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    run = run_folder(proc.stdout)
+    for fw in ("flax", "pytorch"):
+        doc = load_result(run / f"{fw}.json")
+        target = doc["training"]["target"]
+        assert target["status"] == "reached" and target["accuracy"] == 50.0
+        k = target["epochs"]
+        assert len(target["accuracy_per_epoch"]) == k < 6  # stopped at the first epoch reaching it
+        assert target["accuracy_per_epoch"][-1] >= 50.0 and all(a < 50.0 for a in target["accuracy_per_epoch"][:-1])
+        assert metric(doc, "epochs to target")["samples"] == [k]
+        train_s, wall_s = metric(doc, "time to target")["samples"][0], metric(doc, "wall time to target")["samples"][0]
+        # Training time excludes the evaluations, which have their own clock; wall time includes them.
+        assert 0 < train_s < wall_s and len(metric(doc, "evaluation time")["samples"]) == k
+        assert metric(doc, "test accuracy")["samples"] == [target["accuracy_per_epoch"][-1]]
+    assert "time to target" in proc.stdout

@@ -9,7 +9,7 @@ import typer
 from tabulate import tabulate
 
 from harness.data import fetch as fetching
-from harness.data import imports, store
+from harness.data import hub, imports, store
 from harness.data.sources import IMPORTED, SOURCES
 from harness.errors import HarnessError
 from suites.runtime.datasets import fetch_command
@@ -27,33 +27,62 @@ DataDir = Annotated[
 def _summary(written: store.Written) -> str:
     m = written.manifest
     shapes = ", ".join(f"{k} {tuple(v['shape'])}" for k, v in m["arrays"].items())
-    return f"{m['name']}: {shapes}; {store.human_bytes(m['bytes'])} in {written.folder} (sha256 {m['sha256'][:16]})"
+    revision = f"revision {m['revision'][:12]}, " if m.get("revision") else ""
+    return (
+        f"{m['name']}: {shapes}; {store.human_bytes(m['bytes'])} in {written.folder} "
+        f"({revision}fingerprint {m['fingerprint'][:16]})"
+    )
 
 
 @app.command("fetch")
 def fetch_cmd(
-    name: Annotated[str, typer.Argument(help=f"dataset: {', '.join(SOURCES)}")],
+    name: Annotated[str, typer.Argument(help=f"dataset: {', '.join(fetching.fetchable())}")],
     data_dir: DataDir = None,
+    source: Annotated[
+        str,
+        typer.Option(
+            "--source",
+            help="hub: Hugging Face `datasets` (its cache and progress; needs the fw-harness data extra); "
+            "archive: the canonical archives with their published MD5s (mnist, cifar10)",
+        ),
+    ] = "hub",
+    revision: Annotated[
+        Optional[str], typer.Option("--revision", help="hub: branch, tag or commit of the dataset repository")
+    ] = None,
     mirror: Annotated[
-        list[str], typer.Option("--mirror", help="base URL to fetch from instead of the canonical hosts; repeatable")
+        list[str],
+        typer.Option("--mirror", help="archive: base URL to fetch from instead of the canonical hosts; repeatable"),
     ] = [],  # noqa: B006
     from_dir: Annotated[
         Optional[Path],
-        typer.Option("--from", help="folder already holding the original archive files (offline machines)"),
+        typer.Option(
+            "--from",
+            help="offline: a local copy (hub: the repository's parquet files or a save_to_disk folder; "
+            "archive: the original archive files)",
+        ),
     ] = None,
     force: Annotated[bool, typer.Option("--force", help="write the dataset again even if present")] = False,
-    keep_archives: Annotated[bool, typer.Option("--keep-archives", help="keep the downloaded archives")] = False,
+    keep_archives: Annotated[bool, typer.Option("--keep-archives", help="archive: keep the downloads")] = False,
+    size: Annotated[int, typer.Option(help="catsdogs: images are centre-cropped and resized to SIZE x SIZE")] = 64,
+    test_fraction: Annotated[float, typer.Option(help="catsdogs: share held out as the test split")] = 0.2,
+    seed: Annotated[int, typer.Option(help="catsdogs: seed of the train/test split")] = 42,
 ) -> None:
-    """Download a dataset's canonical archives, verify their checksums, store one array file + manifest."""
+    """Download a dataset (the hub by default), check it, store one array file + manifest."""
     written = fetching.fetch(
         name,
         (data_dir or store.default_data_dir()).resolve(),
+        source=source,
+        revision=revision,
         mirrors=mirror,
         from_dir=from_dir,
         force=force,
         keep_archives=keep_archives,
+        size=size,
+        test_fraction=test_fraction,
+        seed=seed,
     )
-    typer.echo(_summary(written))
+    skipped = written.manifest.get("skipped_count") or 0
+    typer.echo(_summary(written) + (f"; skipped {skipped} unreadable images" if skipped else ""))
 
 
 @app.command("import")
@@ -86,19 +115,25 @@ def import_cmd(
 def list_cmd(data_dir: DataDir = None) -> None:
     """Known datasets and what the data folder holds."""
     folder = (data_dir or store.default_data_dir()).resolve()
-    found = store.present(folder)
+    found, broken = store.present(folder)
+    known = sorted(set(SOURCES) | set(hub.HUB) | set(IMPORTED))
     rows = []
-    for name in list(SOURCES) + list(IMPORTED) + [n for n in found if n not in SOURCES and n not in IMPORTED]:
+    for name in known + [n for n in sorted(set(found) | set(broken)) if n not in known]:
         m = found.get(name)
+        if name in broken:
+            rows.append([name, "invalid", "-", "-", "-", "-", f"{broken[name]}; {fetch_command(name)} --force"])
+            continue
         if m is None:
-            rows.append([name, "missing", "-", "-", "-", fetch_command(name)])
+            rows.append([name, "missing", "-", "-", "-", "-", fetch_command(name)])
             continue
         arrays = m["arrays"]
         train, test = arrays.get("train_images", {}).get("shape"), arrays.get("test_images", {}).get("shape")
         shape = "x".join(str(d) for d in train[1:]) if train else "-"
         rows.append(
             [name, "present", f"{train[0] if train else '-'} / {test[0] if test else '-'}", shape,
-             store.human_bytes(m["bytes"]), m.get("created_at", "")]
+             store.human_bytes(m["bytes"]), (m.get("revision") or "-")[:12], m.get("created_at", "")]
         )  # fmt: skip
     typer.echo(f"data folder: {folder}")
-    typer.echo(tabulate(rows, headers=["dataset", "status", "train / test", "image", "size", "fetched / how"]))
+    typer.echo(
+        tabulate(rows, headers=["dataset", "status", "train / test", "image", "size", "revision", "fetched / how"])
+    )

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import hashlib
+import http.client
+import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -23,7 +26,31 @@ from harness.data.sources import Archive
 from harness.errors import HarnessError
 
 CHUNK = 1 << 16
-TIMEOUT_S = 60.0
+TIMEOUT_S = 60.0  # per socket operation
+MIN_RATE = 50_000  # bytes/s: a download slower than this overall is given up (a stalled server)
+
+
+class TooLarge(Exception):
+    """The server sent (or announced) more bytes than the archive's published size."""
+
+
+def check_mirror(url: str) -> str:
+    """A --mirror must be an http(s) base URL; anything else is one line, before any download."""
+    try:
+        parts = urllib.parse.urlsplit(url)
+        parts.port  # noqa: B018 -- raises ValueError for a port that is not a number
+    except ValueError:
+        raise HarnessError(f"--mirror {url!r} is not a URL; expected e.g. https://mirror.example.org/mnist/") from None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise HarnessError(
+            f"--mirror {url!r} is not an http(s) URL with a host; expected e.g. https://mirror.example.org/mnist/ "
+            "(a local folder: use --from FOLDER)"
+        )
+    if parts.query or parts.fragment:
+        raise HarnessError(f"--mirror {url!r}: a base URL has no ?query or #fragment; archive names are appended")
+    return url
+
+
 USER_AGENT = "fw-harness-data/1 (+https://github.com/)"
 
 
@@ -60,13 +87,28 @@ def _hashes(path: Path) -> tuple[str, str]:
 
 
 def _download_one(url: str, part: Path, archive: Archive, progress: Progress) -> tuple[str, str]:
-    """Stream `url` into `part`; returns (md5, sha256) of what arrived."""
+    """Stream `url` into `part`; returns (md5, sha256) of what arrived.
+
+    Never more than the archive's published size is read (any other size cannot match its
+    MD5), and the whole transfer has a deadline, so a hostile or broken server cannot fill the
+    disk or hold the command forever.
+    """
     request = urllib.request.Request(url, headers={"User-Agent": USER_AGENT})
     md5, sha = hashlib.md5(usedforsecurity=False), hashlib.sha256()
+    deadline = time.monotonic() + TIMEOUT_S + archive.size / MIN_RATE
+    received = 0
     with urllib.request.urlopen(request, timeout=TIMEOUT_S) as response, part.open("wb") as out:
         length = response.headers.get("Content-Length")
-        task = progress.add_task(archive.name, total=int(length) if length else archive.size)
-        while chunk := response.read(CHUNK):
+        announced = int(length) if length and length.strip().isdigit() else None
+        if announced is not None and announced > archive.size:
+            raise TooLarge(f"announces {announced} bytes, the published archive has {archive.size}")
+        task = progress.add_task(archive.name, total=announced or archive.size)
+        while chunk := response.read(min(CHUNK, archive.size + 1 - received)):
+            received += len(chunk)
+            if received > archive.size:
+                raise TooLarge(f"sent more than the published {archive.size} bytes; stopped reading")
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"slower than {MIN_RATE // 1000} kB/s overall; gave up")
             out.write(chunk)
             md5.update(chunk)
             sha.update(chunk)
@@ -87,9 +129,15 @@ def download(archive: Archive, bases: Sequence[str], folder: Path, progress: Pro
         except urllib.error.HTTPError as error:
             problems.append(f"{url}: HTTP {error.code}")
             continue
-        except (urllib.error.URLError, TimeoutError, ConnectionError, OSError) as error:
+        except TooLarge as error:
+            part.unlink(missing_ok=True)
+            problems.append(f"{url}: {error}")
+            continue
+        except (urllib.error.URLError, TimeoutError, OSError, ValueError, http.client.HTTPException) as error:
+            # HTTPException / ValueError: a malformed or cut-off response (status line, headers, body)
             reason = getattr(error, "reason", error)
-            problems.append(f"{url}: {reason}")
+            part.unlink(missing_ok=True)
+            problems.append(f"{url}: {reason or type(error).__name__}")
             continue
         if md5 != archive.md5:
             part.unlink(missing_ok=True)

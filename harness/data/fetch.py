@@ -1,4 +1,9 @@
-"""`harness data fetch NAME`: archives -> verified -> one .npz + manifest in the data folder."""
+"""`harness data fetch NAME`: the hub (default) or the canonical archives -> one .npz + manifest.
+
+`--source hub` goes through Hugging Face `datasets` (hub.py); `--source archive` downloads the
+publishers' archives and verifies their published MD5s (mnist, cifar10). `--from DIR` reads a
+local copy of either instead of the network.
+"""
 
 from __future__ import annotations
 
@@ -6,12 +11,19 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from harness.data import download, formats, store
+from harness.data import download, formats, hub, store
 from harness.data.npz import NpzWriter
-from harness.data.sources import SOURCES, Source
+from harness.data.sources import IMPORTED, SOURCES, Source
 from harness.errors import HarnessError
 
+SOURCE_KINDS = ("hub", "archive")
+
 DOWNLOADS = ".downloads"  # inside the dataset folder while fetching; removed afterwards
+
+
+def archives_revision(fetched: Sequence[download.Fetched]) -> str:
+    """The canonical archives never change: their published MD5s name the version."""
+    return "md5 " + " ".join(f.archive.md5 for f in fetched)
 
 
 def _source_record(fetched: Sequence[download.Fetched]) -> dict[str, Any]:
@@ -58,41 +70,67 @@ def _cifar10(writer: NpzWriter, files: dict[str, Path]) -> dict[str, Any]:
 CONVERTERS = {"mnist": _mnist, "cifar10": _cifar10}
 
 
+def fetchable() -> list[str]:
+    return sorted(set(hub.HUB) | set(SOURCES))
+
+
 def fetch(
     name: str,
     data_dir: Path,
     *,
+    source: str = "hub",
+    revision: str | None = None,
     mirrors: Sequence[str] = (),
     from_dir: Path | None = None,
     force: bool = False,
     keep_archives: bool = False,
+    size: int = 64,
+    test_fraction: float = 0.2,
+    seed: int = 42,
 ) -> store.Written:
     """Download (or take from `from_dir`), verify, convert and store one dataset."""
+    if name not in hub.HUB and name not in SOURCES:
+        raise HarnessError(f"unknown dataset {name!r}; fetchable: {', '.join(fetchable())}")
+    if source not in SOURCE_KINDS:
+        raise HarnessError(f"--source {source!r} is not one of {', '.join(SOURCE_KINDS)}")
+    if source == "hub":
+        if mirrors:
+            raise HarnessError("--mirror applies to --source archive; for a hub mirror set HF_ENDPOINT")
+        entry = hub.HUB[name]
+        hub.datasets_module()  # a missing extra is refused before anything is written
+        store.prepare_folder(data_dir, name, force)
+        loaded = hub.load(entry, revision=revision, from_dir=from_dir)
+        return hub.convert(
+            entry, loaded, data_dir, from_dir=from_dir, size=size, test_fraction=test_fraction, seed=seed,
+            command=f"harness data fetch {name} --source hub",
+        )  # fmt: skip
     if name not in SOURCES:
-        raise HarnessError(
-            f"unknown dataset {name!r}; fetchable: {', '.join(SOURCES)} (catsdogs: `harness data import`)"
-        )
-    source: Source = SOURCES[name]
+        also = f" (or `harness data import {name} PATH`)" if name in IMPORTED else ""
+        raise HarnessError(f"{name} has no canonical archive: use --source hub{also}")
+    if revision is not None:
+        raise HarnessError("--revision applies to --source hub; the canonical archives have one version")
+    archive_source: Source = SOURCES[name]
+    bases = [download.check_mirror(m) for m in mirrors] or list(archive_source.urls)
     folder = store.prepare_folder(data_dir, name, force)
     work = folder / DOWNLOADS
     # --mirror replaces the canonical hosts (an institutional mirror, or a test server): a
     # mirror that fails must not silently fall back to the internet.
-    bases = list(mirrors) or list(source.urls)
     fetched: list[download.Fetched] = []
     try:
         if from_dir is not None:
-            fetched = [download.from_folder(a, from_dir) for a in source.archives]
+            fetched = [download.from_folder(a, from_dir) for a in archive_source.archives]
         else:
             with download.progress_bar() as bar:
-                fetched = [download.download(a, bases, work, bar) for a in source.archives]
+                fetched = [download.download(a, bases, work, bar) for a in archive_source.archives]
         files = {f.archive.name: f.path for f in fetched}
         written = store.write_dataset(
             data_dir,
             name,
             lambda writer: CONVERTERS[name](writer, files),
-            classes=list(source.classes),
+            classes=list(archive_source.classes),
             source=_source_record(fetched),
-            command=f"harness data fetch {name}",
+            command=f"harness data fetch {name} --source archive",
+            revision=archives_revision(fetched),
         )
     finally:
         if not keep_archives:

@@ -3,7 +3,8 @@
 PATH holds `0/` (cats) and `1/` (dogs). Each image is converted to RGB, centre-cropped to a
 square and resized to SIZE x SIZE with a Lanczos filter (Pillow, an optional host extra). A
 seeded shuffle of the sorted file list decides the test split, so the same folder always gives
-the same arrays. Unreadable files (the public Kaggle set has a few) are skipped and listed.
+the same arrays. Unreadable files (the public Kaggle set has a few) are skipped and listed; an
+image declaring more pixels than images.MAX_PIXELS (a decompression bomb) stops the import.
 """
 
 from __future__ import annotations
@@ -18,21 +19,12 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
 from harness.data import store
+from harness.data.images import Unreadable, decode, pillow, square
 from harness.data.npz import NpzWriter
 from harness.errors import HarnessError
 
 IMAGE_SUFFIXES = {".jpg", ".jpeg", ".png", ".bmp", ".gif", ".webp", ".tif", ".tiff"}
 FOLDER_CLASSES = (("0", "cat"), ("1", "dog"))
-
-
-def _pillow() -> Any:
-    try:
-        from PIL import Image
-    except ImportError:
-        raise HarnessError(
-            "importing images needs Pillow on the host: pip install 'fw-harness[data]' (or pip install Pillow)"
-        ) from None
-    return Image
 
 
 def _files(root: Path) -> list[tuple[Path, int]]:
@@ -50,18 +42,10 @@ def _files(root: Path) -> list[tuple[Path, int]]:
     return found
 
 
-def _square(image: Any, size: int, lanczos: Any) -> bytes:
-    rgb = image.convert("RGB")
-    w, h = rgb.size
-    side = min(w, h)
-    left, top = (w - side) // 2, (h - side) // 2
-    return bytes(rgb.crop((left, top, left + side, top + side)).resize((size, size), lanczos).tobytes())
-
-
 def import_catsdogs(
     root: Path, data_dir: Path, *, size: int, test_fraction: float, seed: int, force: bool, name: str = "catsdogs"
 ) -> store.Written:
-    image_module = _pillow()
+    image_module = pillow()
     lanczos = image_module.Resampling.LANCZOS
     if not 8 <= size <= 1024:
         raise HarnessError(f"--size {size} must be between 8 and 1024 pixels")
@@ -88,11 +72,11 @@ def import_catsdogs(
                 with raw[part].open("wb") as out:
                     for i in indices:
                         path, label = files[i]
+                        where = str(path.relative_to(root))
                         try:
-                            with image_module.open(path) as image:
-                                pixels = _square(image, size, lanczos)
-                        except (OSError, ValueError, SyntaxError):  # Pillow's ways of saying "not an image"
-                            skipped.append(str(path.relative_to(root)))
+                            pixels = square(decode(image_module, path, where, "RGB"), size, lanczos)
+                        except Unreadable:
+                            skipped.append(where)
                         else:
                             out.write(pixels)
                             labels[part].append(label)

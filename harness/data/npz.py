@@ -2,11 +2,14 @@
 
 The .npy format is a magic string, a version, a little header dict and the raw C-order bytes;
 .npz is a zip of .npy files. Writing them directly keeps NumPy off the host while jobs read
-the files with `numpy.load(path, allow_pickle=False)`.
+the files with `numpy.load(path, allow_pickle=False)`. Members carry a fixed timestamp, so the
+same arrays give the same file, and each array's content sha256 is kept for the manifest's
+fingerprint (suites/runtime/datasets.fingerprint).
 """
 
 from __future__ import annotations
 
+import hashlib
 import math
 import struct
 import zipfile
@@ -15,6 +18,7 @@ from pathlib import Path
 from types import TracebackType
 
 MAGIC = b"\x93NUMPY"
+EPOCH = (1980, 1, 1, 0, 0, 0)  # the zip format's earliest date: no wall-clock time in the file
 DESCR = {"uint8": "|u1", "int32": "<i4", "float32": "<f4"}
 ITEMSIZE = {"uint8": 1, "int32": 4, "float32": 4}
 
@@ -31,22 +35,30 @@ def npy_header(shape: tuple[int, ...], dtype: str) -> bytes:
 class NpzWriter:
     """Adds arrays one at a time, streaming their bytes, to a deflate-compressed .npz."""
 
-    def __init__(self, path: Path, compresslevel: int = 6) -> None:
+    def __init__(self, path: Path) -> None:
         self.path = path
-        self._zip = zipfile.ZipFile(path, "w", compression=zipfile.ZIP_DEFLATED, compresslevel=compresslevel)
+        self._zip = zipfile.ZipFile(path, "w", compression=zipfile.ZIP_DEFLATED)
         self.arrays: dict[str, dict[str, object]] = {}
+        # (name, dtype, shape, sha256 of the raw bytes) per array: the dataset fingerprint's input
+        self.contents: list[tuple[str, str, tuple[int, ...], str]] = []
 
     def add(self, name: str, shape: tuple[int, ...], dtype: str, chunks: Iterable[bytes] | bytes) -> None:
         expected = math.prod(shape) * ITEMSIZE[dtype]
         written = 0
-        with self._zip.open(f"{name}.npy", "w", force_zip64=True) as member:
+        digest = hashlib.sha256()
+        info = zipfile.ZipInfo(f"{name}.npy", date_time=EPOCH)
+        info.compress_type = zipfile.ZIP_DEFLATED  # at zlib's default level
+        info.external_attr = 0o644 << 16
+        with self._zip.open(info, "w", force_zip64=True) as member:
             member.write(npy_header(shape, dtype))
             for chunk in [chunks] if isinstance(chunks, (bytes, bytearray, memoryview)) else chunks:
                 member.write(chunk)
+                digest.update(chunk)
                 written += len(chunk)
         if written != expected:
             raise ValueError(f"array {name}: wrote {written} bytes, shape {shape} {dtype} needs {expected}")
         self.arrays[name] = {"shape": list(shape), "dtype": dtype}
+        self.contents.append((name, dtype, tuple(int(d) for d in shape), digest.hexdigest()))
 
     def close(self) -> None:
         self._zip.close()

@@ -20,14 +20,21 @@ from harness import __version__
 from harness.data.npz import NpzWriter
 from harness.errors import HarnessError
 from suites.runtime.datasets import (
+    AUTO,
     FORMAT,
     FORMAT_VERSION,
     MANIFEST,
     SYNTHETIC,
+    ManifestError,
+    auto_missing_message,
+    auto_target,
     dataset_dir,
+    fetch_command,
+    fingerprint,
     missing_message,
     read_manifest,
     sha256_file,
+    valid_name,
 )
 
 
@@ -41,10 +48,24 @@ class Written:
     manifest: dict[str, Any]
 
 
+def manifest(data_dir: Path, name: str) -> dict[str, Any] | None:
+    """`read_manifest` for host commands: a malformed manifest is one line naming the fix."""
+    try:
+        return read_manifest(data_dir, name)
+    except ManifestError as error:
+        raise HarnessError(f"{error}: run `{fetch_command(name)} --force` to write the dataset again") from None
+
+
 def prepare_folder(data_dir: Path, name: str, force: bool) -> Path:
     """The dataset's folder, refusing to overwrite a present dataset unless `force`."""
+    if not valid_name(name):
+        raise HarnessError(f"{name!r} is not a dataset name (lower-case letters, digits, - and _)")
     folder = dataset_dir(data_dir, name)
-    if read_manifest(data_dir, name) is not None and not force:
+    try:
+        existing = read_manifest(data_dir, name)
+    except ManifestError:
+        existing = None  # a broken manifest protects nothing: writing the dataset again repairs it
+    if existing is not None and not force:
         raise HarnessError(f"dataset {name} is already in {folder}; add --force to fetch and write it again")
     try:
         folder.mkdir(parents=True, exist_ok=True)
@@ -62,6 +83,7 @@ def write_dataset(
     classes: list[str],
     source: dict[str, Any],
     command: str,
+    revision: str | None = None,
 ) -> Written:
     """`fill(writer)` adds the arrays and returns extra manifest fields; the manifest comes last."""
     folder = dataset_dir(data_dir, name)
@@ -83,6 +105,10 @@ def write_dataset(
         "sha256": sha256_file(final),
         "bytes": final.stat().st_size,
         "arrays": writer.arrays,
+        # The content's id (independent of the zip container) and the upstream version it came
+        # from: both travel into every result that trains on this dataset.
+        "fingerprint": fingerprint(writer.contents),
+        "revision": revision,
         "layout": "images uint8 (N, H, W, C); labels uint8 (N,)",
         "classes": classes,
         "source": source,
@@ -100,10 +126,32 @@ def remove_downloads(folder: Path) -> None:
     shutil.rmtree(folder, ignore_errors=True)
 
 
-def require(data_dir: Path, dataset: str) -> None:
-    """Before any job starts: a named dataset must be in the data folder (the job checks again)."""
-    if dataset != SYNTHETIC and read_manifest(data_dir, dataset) is None:
+def require(data_dir: Path, dataset: str, suite: str | None = None) -> None:
+    """Before any job starts: a named dataset must be in the data folder (the job checks again).
+
+    `auto` (the training suites' default) needs the suite to know which real dataset it means.
+    """
+    if dataset == SYNTHETIC:
+        return
+    if dataset == AUTO:
+        target = _auto_target(suite)
+        if target is None:
+            return
+        if manifest(data_dir, target) is None:
+            raise HarnessError(auto_missing_message(target, data_dir))
+        return
+    if not valid_name(dataset) or manifest(data_dir, dataset) is None:
         raise HarnessError(missing_message(dataset, data_dir))
+
+
+def _auto_target(suite: str | None) -> str | None:
+    from harness.catalog import get_suite
+
+    if suite is None:
+        return None
+    spec = get_suite(suite)
+    choices = next((p.choices for p in spec.params if p.name == "dataset"), None) or ()
+    return auto_target(choices)
 
 
 def human_bytes(n: float) -> str:
@@ -114,14 +162,20 @@ def human_bytes(n: float) -> str:
     return f"{n:.1f} GiB"
 
 
-def present(data_dir: Path) -> dict[str, dict[str, Any]]:
-    """Every dataset in the folder with a readable manifest, by name."""
+def present(data_dir: Path) -> tuple[dict[str, dict[str, Any]], dict[str, str]]:
+    """(datasets with a valid manifest, datasets whose manifest is broken -> why), by name."""
     found: dict[str, dict[str, Any]] = {}
+    broken: dict[str, str] = {}
     if not data_dir.is_dir():
-        return found
+        return found, broken
     for child in sorted(data_dir.iterdir()):
-        if child.is_dir():
-            manifest = read_manifest(data_dir, child.name)
-            if manifest is not None:
-                found[child.name] = manifest
-    return found
+        if child.is_symlink() or not child.is_dir() or not valid_name(child.name):
+            continue
+        try:
+            read = read_manifest(data_dir, child.name)
+        except ManifestError as error:
+            broken[child.name] = str(error)
+            continue
+        if read is not None:
+            found[child.name] = read
+    return found, broken

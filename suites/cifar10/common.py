@@ -22,7 +22,8 @@ from suites.runtime.datasets import (
     subset,
     synthetic_images,
 )
-from suites.runtime.training import Layer
+from suites.runtime.errors import JobError
+from suites.runtime.training import Layer, dataset_name, use_data
 
 SIZE = 32
 SHAPE = (SIZE, SIZE, 3)
@@ -76,17 +77,25 @@ def load(ctx: Context) -> tuple[ImageData, Any, Any]:
     import numpy as np
 
     p = ctx.params
-    if p["dataset"] == SYNTHETIC:
+    name = dataset_name(ctx)
+    if name == SYNTHETIC:
         data = synthetic_images(
             SHAPE, CLASSES, p["train_samples"] or TRAIN, p["test_samples"] or TEST, p["seed"], "CIFAR-10"
         )
     else:
-        full = fetched_images(ctx.data_dir, p["dataset"], CLASSES)
-        train_x, train_y = split_off(full.train_x, full.train_y, TRAIN, p["seed"])
-        data = ImageData(train_x, train_y, full.test_x, full.test_y, CLASSES, full.source + ", 45k of 50k train")
+        full = fetched_images(ctx.data_dir, name, CLASSES)
+        if full.shape != SHAPE:
+            raise JobError(f"{name} images have shape {full.shape}, CIFAR-10's are {SHAPE}")
+        # The seed's 45k/5k split of the 50k training images (a smaller stored set keeps 90 %).
+        keep = TRAIN if len(full.train_y) >= TRAIN + VALIDATION else len(full.train_y) * 9 // 10
+        train_x, train_y = split_off(full.train_x, full.train_y, keep, p["seed"])
+        data = ImageData(
+            train_x, train_y, full.test_x, full.test_y, CLASSES, full.source + f", {keep} of {len(full.train_y)} train",
+            full.record,
+        )  # fmt: skip
         data = subset(data, p["train_samples"], p["test_samples"])
     n = len(data.train_y)
-    ctx.note(f"data: {data.source}; {n} train, {len(data.test_y)} test samples")
+    use_data(ctx, data)
     orders = epoch_orders(n, p["epochs"], p["seed"], shuffle=True)
     rng = np.random.default_rng(np.random.SeedSequence([p["seed"], 0xA06]))
     aux = np.stack([crop_params(rng, n) for _ in range(p["epochs"])])

@@ -30,4 +30,5 @@ def run(ctx: Context) -> None:
         artifacts=p["artifacts"],
         flops_per_sample=flops_per_sample(),
         title=TITLE,
+        lr=p["lr"],
     )

@@ -7,7 +7,7 @@ from suites.runtime.context import Context
 def run(ctx: Context) -> None:
     import torch
 
-    from suites.cifar10.models_torch import CNN, prepare
+    from suites.cifar10.models_torch import CNN, make_prepare
     from suites.runtime import training_torch
 
     p = ctx.params
@@ -20,7 +20,7 @@ def run(ctx: Context) -> None:
         ctx,
         model=model,
         optimizer=torch.optim.Adam(model.parameters(), lr=p["lr"]),
-        prepare=prepare,
+        prepare=make_prepare(ctx.device),
         data=data,
         layers=LAYERS,
         seed=p["seed"],
@@ -31,4 +31,5 @@ def run(ctx: Context) -> None:
         artifacts=p["artifacts"],
         flops_per_sample=flops_per_sample(),
         title=TITLE,
+        lr=p["lr"],
     )

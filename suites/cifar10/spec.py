@@ -1,7 +1,7 @@
 """Seed 002 "CNN": a small CNN on CIFAR-10 with flip + random-resized-crop augmentation."""
 
 from suites.runtime.spec import CheckSpec, SuiteSpec
-from suites.runtime.training import common_params
+from suites.runtime.training import FIRST_STEP_CHECKS, common_params
 
 SPEC = SuiteSpec(
     name="cifar10",
@@ -19,6 +19,7 @@ SPEC = SuiteSpec(
         drop_last=True,  # the seed's training loader dropped the last partial batch
     ),
     checks=(
+        *FIRST_STEP_CHECKS,
         CheckSpec("param_count", "trainable parameters (the same architecture must give the same count)", rtol=0.0),
         # Shared NumPy initial weights (runtime/training.py): equal logits before any step = one function.
         CheckSpec(

@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from suites.runtime.context import Context
-from suites.runtime.datasets import ImageData, epoch_orders, subset, toy_set
-from suites.runtime.training import Layer
+from suites.runtime.datasets import ImageData, epoch_orders, subset, synthetic_record, toy_set
+from suites.runtime.training import Layer, use_data
 
 SIZE = 10_000  # the seed's ToyDataset(size=10000)
 TRAIN_FRACTION = 0.8
@@ -26,7 +26,8 @@ def load(ctx: Context) -> tuple[ImageData, Any]:
     rows = np.random.default_rng(p["seed"]).permutation(SIZE)
     n_train = int(TRAIN_FRACTION * SIZE)
     train, test = rows[:n_train], rows[n_train:]
-    data = ImageData(x[train], y[train], x[test], y[test], 2, f"toy set of seed 002 ({SIZE} points, seed {p['seed']})")
+    what = f"toy set of seed 002 ({SIZE} points, seed {p['seed']})"
+    data = ImageData(x[train], y[train], x[test], y[test], 2, what, synthetic_record(what, p["seed"]))
     data = subset(data, p["train_samples"], p["test_samples"])
-    ctx.note(f"data: {data.source}; {len(data.train_y)} train, {len(data.test_y)} test points")
+    use_data(ctx, data, unit="points")
     return data, epoch_orders(len(data.train_y), p["epochs"], p["seed"], shuffle=False)

@@ -43,4 +43,5 @@ def run(ctx: Context) -> None:
         artifacts=p["artifacts"],
         flops_per_sample=None,
         title=TITLE,
+        lr=p["lr"],
     )

@@ -45,4 +45,5 @@ def run(ctx: Context) -> None:
         artifacts=p["artifacts"],
         flops_per_sample=None,
         title=TITLE,
+        lr=p["lr"],
     )

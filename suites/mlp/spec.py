@@ -1,7 +1,7 @@
 """Seed 002 "MLP": a 2-10-2 MLP on the blobs + circles toy set, where per-step overhead dominates."""
 
 from suites.runtime.spec import CheckSpec, SuiteSpec
-from suites.runtime.training import common_params
+from suites.runtime.training import FIRST_STEP_CHECKS, common_params
 
 SPEC = SuiteSpec(
     name="mlp",
@@ -19,6 +19,7 @@ SPEC = SuiteSpec(
         drop_last=False,
     ),
     checks=(
+        *FIRST_STEP_CHECKS,
         CheckSpec("param_count", "trainable parameters (2*10+10 + 10*2+2 = 52)", rtol=0.0),
         # Both frameworks start from the same NumPy-drawn weights (runtime/training.py), so their
         # logits before any step agree to float32 rounding only if the two models are one function.

@@ -6,7 +6,8 @@ from typing import Any
 
 from suites.runtime.context import Context
 from suites.runtime.datasets import SYNTHETIC, ImageData, epoch_orders, fetched_images, subset, synthetic_images
-from suites.runtime.training import Layer
+from suites.runtime.errors import JobError
+from suites.runtime.training import Layer, dataset_name, use_data
 
 SHAPE = (28, 28, 1)
 CLASSES = 10
@@ -34,12 +35,15 @@ def flops_per_sample() -> float:
 def load(ctx: Context) -> tuple[ImageData, Any]:
     """The images and the (epochs, n) sample orders every framework uses."""
     p = ctx.params
-    if p["dataset"] == SYNTHETIC:
+    name = dataset_name(ctx)
+    if name == SYNTHETIC:
         data = synthetic_images(
             SHAPE, CLASSES, p["train_samples"] or TRAIN, p["test_samples"] or TEST, p["seed"], "MNIST"
         )
     else:
-        data = subset(fetched_images(ctx.data_dir, p["dataset"], CLASSES), p["train_samples"], p["test_samples"])
-    ctx.note(f"data: {data.source}; {len(data.train_y)} train, {len(data.test_y)} test samples")
+        data = subset(fetched_images(ctx.data_dir, name, CLASSES), p["train_samples"], p["test_samples"])
+        if data.shape != SHAPE:
+            raise JobError(f"{name} images have shape {data.shape}, MNIST's are {SHAPE}")
+    use_data(ctx, data)
     orders = epoch_orders(len(data.train_y), p["epochs"], p["seed"], shuffle=True)
     return data, orders

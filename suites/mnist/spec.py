@@ -1,7 +1,7 @@
 """Seed 000 "MNIST": the same CNN trained in Flax NNX and PyTorch, VALID padding in both."""
 
 from suites.runtime.spec import CheckSpec, SuiteSpec
-from suites.runtime.training import common_params
+from suites.runtime.training import FIRST_STEP_CHECKS, common_params
 
 SPEC = SuiteSpec(
     name="mnist",
@@ -19,6 +19,7 @@ SPEC = SuiteSpec(
         drop_last=False,
     ),
     checks=(
+        *FIRST_STEP_CHECKS,
         # The seed's Flax model used SAME padding (3.23 M parameters) against PyTorch's VALID
         # (2.38 M): a different model under the same name. Equal counts prove the same model.
         CheckSpec("param_count", "trainable parameters (the same architecture must give the same count)", rtol=0.0),

@@ -16,6 +16,7 @@ from suites.runtime.context import Context
 from suites.runtime.datasets import (
     SYNTHETIC,
     ImageData,
+    ManifestError,
     epoch_orders,
     fetched_images,
     read_manifest,
@@ -23,6 +24,7 @@ from suites.runtime.datasets import (
     synthetic_images,
 )
 from suites.runtime.errors import JobError
+from suites.runtime.training import dataset_name, use_data
 
 CLASSES = 2  # folder 0/ cats, folder 1/ dogs; one logit, sigmoid + binary cross-entropy
 STAGES = ((64, 1), (128, 2), (256, 2), (512, 2))  # (channels, stride of the first block)
@@ -109,7 +111,8 @@ def load(ctx: Context) -> tuple[ImageData, Any]:
     """uint8 NHWC images, int32 labels, and the (epochs, n) sample orders every framework uses."""
     p = ctx.params
     size = int(p["image_size"])
-    if p["dataset"] == SYNTHETIC:
+    name = dataset_name(ctx)
+    if name == SYNTHETIC:
         data = synthetic_images(
             (size, size, 3),
             CLASSES,
@@ -119,18 +122,21 @@ def load(ctx: Context) -> tuple[ImageData, Any]:
             "cats-vs-dogs",
         )
     else:
-        manifest = read_manifest(ctx.data_dir, p["dataset"]) if ctx.data_dir is not None else None
+        try:
+            manifest = read_manifest(ctx.data_dir, name) if ctx.data_dir is not None else None
+        except ManifestError as error:
+            raise JobError(f"{error}: run `harness data fetch {name} --force` on the host") from None
         stored = (manifest or {}).get("image_size")
         if stored is not None and int(stored) != size:
             raise JobError(
-                f"the imported {p['dataset']} images are {stored}x{stored}, not image_size={size}: pass "
-                f"--param image_size={stored}, or re-import with `harness data import catsdogs PATH --size {size} "
-                "--force`"
+                f"the stored {name} images are {stored}x{stored}, not image_size={size}: pass "
+                f"--param image_size={stored}, or store them again with `harness data fetch {name} --size {size} "
+                f"--force` (or `harness data import {name} PATH --size {size} --force`)"
             )
-        data = subset(fetched_images(ctx.data_dir, p["dataset"], CLASSES), p["train_samples"], p["test_samples"])
+        data = subset(fetched_images(ctx.data_dir, name, CLASSES), p["train_samples"], p["test_samples"])
         if data.shape != (size, size, 3):
-            raise JobError(f"{p['dataset']} images have shape {data.shape}, expected ({size}, {size}, 3)")
-    ctx.note(f"data: {data.source}; {len(data.train_y)} train, {len(data.test_y)} test images of {size}x{size}")
+            raise JobError(f"{name} images have shape {data.shape}, expected ({size}, {size}, 3)")
+    use_data(ctx, data, unit=f"images of {size}x{size}")
     orders = epoch_orders(len(data.train_y), p["epochs"], p["seed"], shuffle=True)
     return data, orders
 

@@ -62,23 +62,28 @@ def run(ctx: Context) -> None:
     import optax
     from flax import nnx
 
-    from suites.resnet18.models_flax import ResNet18, load_weights, prepare
+    from suites.resnet18.models_flax import ResNet18, load_weights, prepare, torch_name
     from suites.runtime import training
     from suites.runtime.datasets import batch_starts
-    from suites.runtime.training_jax import summary_rows
+    from suites.runtime.training_jax import first_step_probe, summary_rows
 
     p = ctx.params
     clock = CompileClock()
     images, orders = common.load(ctx)
     batch, epochs = int(p["batch_size"]), int(p["epochs"])
     dev = ctx.device
+    ctx.training["data"] = "device"
 
-    # Moving the data: the cold first copy, then repeated copies of the same arrays.
+    # Moving the data: the cold first copy, then repeated copies of the same arrays. The previous
+    # copy is dropped before the next one, so the device never holds two copies of the dataset
+    # (JAX cannot reset its peak counter: a second copy would stay in the peak for good).
     host = (images.train_x, images.train_y, images.test_x, images.test_y, orders)
     nbytes = sum(int(a.nbytes) for a in host)
     probes: list[Any] = []
-    transfers, arrays = [], None
+    transfers: list[float] = []
+    arrays: Any = None
     for _ in range(3):
+        arrays = None
         start = time.perf_counter()
         arrays = jax.device_put(host, dev)
         jax.block_until_ready(arrays)
@@ -93,6 +98,26 @@ def run(ctx: Context) -> None:
     n_params = int(sum(x.size for x in jax.tree.leaves(nnx.state(model, nnx.Param))))
     sgd = optax.sgd(p["lr"], momentum=common.SGD_MOMENTUM)
     tx = optax.adam(p["lr"]) if p["optimizer"] == "adam" else sgd
+
+    # The first optimiser step on the first batch, on a copy (BatchNorm on batch statistics, as in training).
+    first_idx = np.asarray(orders[0, :batch])
+    x_first, y_first = train_x[first_idx], train_y[first_idx].astype(jnp.float32)
+
+    def snapshot(m: Any) -> dict[str, Any]:
+        flat, _ = jax.tree_util.tree_flatten_with_path(nnx.state(m, nnx.Param))
+        return {torch_name(path): np.asarray(leaf) for path, leaf in flat}
+
+    first_step_probe(
+        ctx,
+        model=model,
+        tx=tx,
+        loss_of=lambda m: jnp.mean(optax.sigmoid_binary_cross_entropy(m(prepare(x_first)), y_first)),
+        snapshot=snapshot,
+        order=[name for name, _ in common.param_shapes()],
+        lr=float(p["lr"]),
+        train_mode=True,
+    )
+
     optimizer = nnx.Optimizer(model, tx, wrt=nnx.Param)
     model.train()
     graphdef, state = nnx.split((model, optimizer))
@@ -124,40 +149,66 @@ def run(ctx: Context) -> None:
     tail_fn = make_step(tail) if tail else None
     zeros = jax.device_put(jnp.zeros(2, jnp.float32), dev)
     used = n if tail else len(starts) * batch
-    marks: list[int] = []  # index into the compile intervals at the start of each epoch
+    marks: list[tuple[int, int]] = []  # compile-interval indices at the start and end of each epoch's dispatch
 
     def run_epoch(e: int) -> Any:
         nonlocal leaves
-        marks.append(len(clock.intervals))
+        begin = len(clock.intervals)
         totals = zeros
         for start in starts:
             leaves, totals = step_fn(leaves, totals, train_x, train_y, orders_dev, e, start)
         if tail_fn is not None:
             leaves, totals = tail_fn(leaves, totals, train_x, train_y, orders_dev, e, len(starts) * batch)
+        marks.append((begin, len(clock.intervals)))  # compilation happens while dispatching
         return leaves, totals
 
     def read(out: Any) -> tuple[float, float]:
         loss_sum, correct = (float(v) for v in jax.device_get(out[1]))
         return loss_sum / used, 100.0 * correct / used
 
-    host_reset = training.reset_host_peak()
+    probe_model, _ = nnx.merge(graphdef, jax.tree.unflatten(treedef, leaves))
+    probe_model.eval()
+    eval_graph = nnx.split(probe_model)[0]
+
+    @jax.jit
+    def count_correct(state: Any, x: Any, y: Any) -> Any:
+        logits = nnx.merge(eval_graph, state)(prepare(x))
+        return jnp.sum((logits > 0) == (y > 0))
+
+    m_test = len(images.test_y)
+    eval_batch = max(batch, 1)
+
+    def evaluate() -> float:
+        current, _ = nnx.merge(graphdef, jax.tree.unflatten(treedef, leaves))
+        current.eval()  # BatchNorm from its running statistics
+        state = nnx.state(current)
+        total = sum(
+            count_correct(state, test_x[lo : lo + eval_batch], test_y[lo : lo + eval_batch])
+            for lo in range(0, m_test, eval_batch)
+        )
+        return 100.0 * int(total) / m_test
+
+    stats = dev.memory_stats() if ctx.device_kind == "gpu" else None
+    baseline = training.memory_baseline(int(stats["bytes_in_use"]) if stats else None)
     with jax.default_device(dev):
         history = training.train(
-            ctx, epochs=epochs, run_epoch=run_epoch, read=read, samples_per_epoch=used, compilations=clock
-        )
-    marks.append(len(clock.intervals))
+            ctx, epochs=epochs, run_epoch=run_epoch, read=read, samples_per_epoch=used, compilations=clock,
+            evaluate=evaluate, target=training.target_of(ctx),
+        )  # fmt: skip
     training.record(ctx, history, flops_per_sample=common.flops_per_sample(int(p["image_size"])))
     common.record_transfer(ctx, transfers, nbytes, probes)
-    common.record_cold_split(
-        ctx, history.first.seconds, clock.seconds(marks[0], marks[1]), [e.seconds for e in history.steady], transfers[0]
-    )
+    if history.steady:
+        common.record_cold_split(
+            ctx, history.first.seconds, clock.seconds(*marks[0]), [e.seconds for e in history.steady], transfers[0]
+        )
 
     stats = dev.memory_stats() if ctx.device_kind == "gpu" else None
     training.record_peak_memory(
         ctx,
-        device_bytes=int(stats["peak_bytes_in_use"]) if stats else None,
-        host_reset=host_reset,
-        how="jax Device.memory_stats() peak_bytes_in_use, XLA_PYTHON_CLIENT_PREALLOCATE=false",
+        baseline=baseline,
+        device_peak=int(stats["peak_bytes_in_use"]) if stats else None,
+        how="jax Device.memory_stats() peak_bytes_in_use minus bytes_in_use before training, "
+        "XLA_PYTHON_CLIENT_PREALLOCATE=false",
     )
     if stats:
         # bytes_limit is the BFC allocator's ceiling, MEM_FRACTION (default .75) x the card's
@@ -170,22 +221,8 @@ def run(ctx: Context) -> None:
             description="memory_stats()['bytes_limit']: what XLA_PYTHON_CLIENT_PREALLOCATE=true reserves up front",
         )
 
-    model, optimizer = nnx.merge(graphdef, jax.tree.unflatten(treedef, leaves))
-    model.eval()  # BatchNorm from its running statistics
-    eval_graph, eval_state = nnx.split(model)
-
-    @jax.jit
-    def count_correct(state: Any, x: Any, y: Any) -> Any:
-        logits = nnx.merge(eval_graph, state)(prepare(x))
-        return jnp.sum((logits > 0) == (y > 0))
-
-    m_test = len(images.test_y)
-    eval_batch = max(batch, 1)
-    correct = sum(
-        int(count_correct(eval_state, test_x[lo : lo + eval_batch], test_y[lo : lo + eval_batch]))
-        for lo in range(0, m_test, eval_batch)
-    )
-    training.record_accuracy(ctx, 100.0 * correct / m_test)
+    accuracy = history.evaluations[-1].accuracy if history.evaluations else evaluate()
+    training.record_accuracy(ctx, accuracy)
     ctx.check("param_count", n_params)
 
     # The same model, numerically: logits of the untrained network (shared initial weights, batch
@@ -198,4 +235,5 @@ def run(ctx: Context) -> None:
     ctx.check("initial_logits", [float(v) for v in np.asarray(logits)])
 
     if p["artifacts"]:
+        model, _ = nnx.merge(graphdef, jax.tree.unflatten(treedef, leaves))
         training.write_artifact(ctx, "model_summary.txt", training.model_summary(common.TITLE, summary_rows(model)))

@@ -19,18 +19,21 @@ def run(ctx: Context) -> None:
     import torch
     import torch.nn.functional as F
 
-    from suites.resnet18.models_torch import ResNet18, load_weights, prepare
+    from suites.resnet18.models_torch import ResNet18, load_weights, make_prepare
     from suites.runtime import training
     from suites.runtime.datasets import batch_starts
-    from suites.runtime.training_torch import CompileCounter
+    from suites.runtime.training_torch import CompileCounter, _cudnn_flags, first_step_probe
 
     p = ctx.params
     images, orders = common.load(ctx)
     batch, epochs = int(p["batch_size"]), int(p["epochs"])
     dev = ctx.device
     on_gpu = ctx.device_kind == "gpu"
+    ctx.training["data"] = "device"
+    _cudnn_flags(ctx)
     if on_gpu:
         torch.cuda.init()  # CUDA context creation is start-up, not data movement
+    prepare = make_prepare(dev)
 
     def nchw(a: Any) -> Any:
         return torch.from_numpy(a).permute(0, 3, 1, 2).contiguous()
@@ -45,8 +48,10 @@ def run(ctx: Context) -> None:
     )
     nbytes = sum(int(t.numel() * t.element_size()) for t in host)
     probes: list[Any] = []
-    transfers, arrays = [], host
+    transfers: list[float] = []
+    arrays: Any = host
     for _ in range(3):
+        arrays = None  # the previous copy is freed first, as in the flax job: one dataset copy at a time
         start = time.perf_counter()
         arrays = tuple(t.to(dev, copy=True) for t in host)  # copy=True: on the CPU a real copy too
         ctx.sync(None)
@@ -64,6 +69,19 @@ def run(ctx: Context) -> None:
     else:
         optimizer = torch.optim.SGD(model.parameters(), lr=p["lr"], momentum=common.SGD_MOMENTUM)
 
+    # The first optimiser step on the first batch, on a copy (BatchNorm on batch statistics, as in training).
+    first = orders_dev[0, :batch]
+    x_first, y_first = train_x[first], train_y[first].float()
+    first_step_probe(
+        ctx,
+        model=model,
+        optimizer=optimizer,
+        loss_of=lambda m: F.binary_cross_entropy_with_logits(m(prepare(x_first)), y_first),
+        order=[name for name, _ in common.param_shapes()],
+        lr=float(p["lr"]),
+        train_mode=True,
+    )
+
     n = len(images.train_y)
     starts, tail = batch_starts(n, batch, bool(p["drop_last"]))
     if not starts:
@@ -77,7 +95,7 @@ def run(ctx: Context) -> None:
         for start, size in spans:
             idx = order[start : start + size]
             yb = train_y[idx].float()
-            logits = model(prepare(train_x[idx], dev))
+            logits = model(prepare(train_x[idx]))
             loss = F.binary_cross_entropy_with_logits(logits, yb)
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
@@ -91,21 +109,35 @@ def run(ctx: Context) -> None:
         loss_sum, correct = out.tolist()
         return loss_sum / used, 100.0 * correct / used
 
+    m_test = len(images.test_y)
+
+    def evaluate() -> float:
+        model.eval()  # BatchNorm from its running statistics
+        correct = torch.zeros((), dtype=torch.int64, device=dev)
+        with torch.inference_mode():
+            for lo in range(0, m_test, batch):
+                logits = model(prepare(test_x[lo : lo + batch]))
+                correct += ((logits > 0).long() == test_y[lo : lo + batch]).sum()
+        model.train()
+        return 100.0 * int(correct) / m_test
+
     if on_gpu:
         torch.cuda.reset_peak_memory_stats()
-    host_reset = training.reset_host_peak()
+    baseline = training.memory_baseline(int(torch.cuda.memory_allocated()) if on_gpu else None)
     model.train()
     history = training.train(
-        ctx, epochs=epochs, run_epoch=run_epoch, read=read, samples_per_epoch=used, compilations=CompileCounter()
-    )
+        ctx, epochs=epochs, run_epoch=run_epoch, read=read, samples_per_epoch=used, compilations=CompileCounter(),
+        evaluate=evaluate, target=training.target_of(ctx),
+    )  # fmt: skip
     training.record(ctx, history, flops_per_sample=common.flops_per_sample(int(p["image_size"])))
     common.record_transfer(ctx, transfers, nbytes, probes)
-    common.record_cold_split(ctx, history.first.seconds, 0.0, [e.seconds for e in history.steady], transfers[0])
+    if history.steady:
+        common.record_cold_split(ctx, history.first.seconds, 0.0, [e.seconds for e in history.steady], transfers[0])
     training.record_peak_memory(
         ctx,
-        device_bytes=int(torch.cuda.max_memory_allocated()) if on_gpu else None,
-        host_reset=host_reset,
-        how="torch.cuda.max_memory_allocated()",
+        baseline=baseline,
+        device_peak=int(torch.cuda.max_memory_allocated()) if on_gpu else None,
+        how="torch.cuda.max_memory_allocated() minus memory_allocated() before training",
     )
     if on_gpu:
         # The caching allocator keeps freed blocks: reserved >= allocated is PyTorch's analogue
@@ -117,21 +149,15 @@ def run(ctx: Context) -> None:
             description="torch.cuda.max_memory_reserved(): the caching allocator's peak pool",
         )
 
-    model.eval()  # BatchNorm from its running statistics
-    correct = 0
-    m_test = len(images.test_y)
-    with torch.inference_mode():
-        for lo in range(0, m_test, batch):
-            logits = model(prepare(test_x[lo : lo + batch], dev))
-            correct += int(((logits > 0).long() == test_y[lo : lo + batch]).sum())
-    training.record_accuracy(ctx, 100.0 * correct / m_test)
+    accuracy = history.evaluations[-1].accuracy if history.evaluations else evaluate()
+    training.record_accuracy(ctx, accuracy)
     ctx.check("param_count", n_params)
 
     fresh = ResNet18()
     load_weights(fresh, weights)
     fresh = fresh.to(dev).train()
     with torch.no_grad():
-        logits = fresh(prepare(nchw(common.probe_batch(images)).to(dev), dev))
+        logits = fresh(prepare(nchw(common.probe_batch(images)).to(dev)))
     ctx.check("initial_logits", [float(v) for v in logits.cpu().tolist()])
 
     if p["artifacts"]:

@@ -1,7 +1,7 @@
 """Seed 004 "Jax&Flax ResNet18": cats vs dogs, cold vs warm epochs, and where GPU memory goes."""
 
 from suites.runtime.spec import CheckSpec, Param, SuiteSpec
-from suites.runtime.training import common_params
+from suites.runtime.training import common_params, first_step_specs
 
 # The seed recorded none of image size, batch size, optimiser or epochs. Chosen: 64x64 images
 # (the default of `harness data import catsdogs`, and small enough for a CPU run), batch 64,
@@ -10,8 +10,8 @@ _SHARED = {
     p.name: p
     for p in common_params(
         datasets=("synthetic", "catsdogs"),
-        dataset_help="synthetic: learnable two-class images from the seed; catsdogs: `harness data import catsdogs "
-        "PATH` (folders 0/ cats, 1/ dogs)",
+        dataset_help="synthetic: learnable two-class images from the seed; catsdogs: `harness data fetch catsdogs` "
+        "(the hub's microsoft/cats_vs_dogs) or `harness data import catsdogs PATH` (folders 0/ cats, 1/ dogs)",
         epochs=5,
         batch_size=64,
         lr=1e-3,
@@ -34,7 +34,8 @@ SPEC = SuiteSpec(
     ),
     frameworks=("flax", "pytorch"),
     params=(
-        *(p for name, p in _SHARED.items() if name != "variant"),
+        # One idiomatic path per framework (no variants) and the dataset always device-resident.
+        *(p for name, p in _SHARED.items() if name not in ("variant", "data")),
         Param(
             "image_size",
             "int",
@@ -52,6 +53,10 @@ SPEC = SuiteSpec(
         ),
     ),
     checks=(
+        # BatchNorm normalises the last stage over few values at small image sizes, so the loss after
+        # the step carries the initial logits' 1e-4 (measured 1.0e-4 at 16x16); the weights do not
+        # (1.3e-5), and keep the tolerance that catches a wrong learning rate or Adam eps.
+        *first_step_specs(loss_rtol=1e-3, loss_atol=1e-4),
         # Both models are built from the same list of tensors (PyTorch names and layouts);
         # equal counts rule out the seed-000 kind of mistake (another padding, a bias too many).
         CheckSpec("param_count", "trainable parameters: 11 177 025 for ResNet18 with one output", rtol=0.0),

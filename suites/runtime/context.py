@@ -78,6 +78,10 @@ class Context:
         self.metrics: list[dict[str, Any]] = []
         self.checks: list[dict[str, Any]] = []
         self.notes: list[str] = []
+        # Training suites: which data the numbers came from (name, revision, fingerprint) and the
+        # time-to-target outcome; written to the result's `dataset` and `training` fields.
+        self.dataset: dict[str, Any] | None = None
+        self.training: dict[str, Any] = {}
 
     def _timed(self, fn: Callable[[], Any], sync: Sync) -> tuple[float, Any]:
         start = self._clock()

@@ -6,9 +6,11 @@ Layout of the data folder (written by `harness data` on the host, read here):
     <data>/<name>/<name>.npz      uint8 images (N, H, W, C) and uint8 labels (N,), per split
 
 The manifest helpers are standard library only, because the host imports them too (to list
-datasets and to refuse a run whose dataset is missing before any job starts). Everything
-that builds arrays imports NumPy inside the function: every framework stack ships NumPy, and
-all frameworks receive the same NumPy arrays, so they train on identical data.
+datasets and to refuse a run whose dataset is missing before any job starts). A manifest is
+read back as hostile input: every field is type-checked and the array file must be the one
+beside it. Everything that builds arrays imports NumPy inside the function: every framework
+stack ships NumPy, and all frameworks receive the same NumPy arrays, so they train on identical
+data -- which the `used_fingerprint` in each result lets a reader verify.
 """
 
 from __future__ import annotations
@@ -16,31 +18,49 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-from dataclasses import dataclass
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from suites.runtime.errors import JobError
 
 SYNTHETIC = "synthetic"
+AUTO = "auto"  # the real dataset when it is in the data folder; otherwise a one-line refusal
 MANIFEST = "manifest.json"
 FORMAT = "harness-dataset"
 FORMAT_VERSION = 1
 ARRAY_KEYS = ("train_images", "train_labels", "test_images", "test_labels")
+MAX_MANIFEST_BYTES = 4 << 20  # a manifest is metadata; anything bigger is not one of ours
+_NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}")
+_HEX64 = re.compile(r"[0-9a-f]{64}")
+_DTYPES = ("uint8", "int32", "float32")
 
 # How each named dataset gets into the data folder; the one command a missing-data error names.
 FETCH_COMMANDS = {
     "mnist": "harness data fetch mnist",
     "cifar10": "harness data fetch cifar10",
-    "catsdogs": "harness data import catsdogs PATH",
+    "catsdogs": "harness data fetch catsdogs",
 }
+
+
+class ManifestError(ValueError):
+    """A manifest that exists but cannot be trusted (wrong types, a path outside its folder)."""
 
 
 def fetch_command(name: str) -> str:
     return FETCH_COMMANDS.get(name, f"harness data fetch {name}")
 
 
+def valid_name(name: str) -> bool:
+    """Dataset names become folder names: lower-case letters, digits, - and _ only."""
+    return bool(_NAME.fullmatch(name))
+
+
 def dataset_dir(data_dir: Path, name: str) -> Path:
+    if not valid_name(name):
+        raise ManifestError(f"{name!r} is not a dataset name (lower-case letters, digits, - and _)")
     return data_dir / name
 
 
@@ -52,17 +72,115 @@ def missing_message(name: str, data_dir: Path | None) -> str:
     )
 
 
-def read_manifest(data_dir: Path, name: str) -> dict[str, Any] | None:
-    """The manifest of a present dataset, or None when the dataset is absent or incomplete."""
-    folder = dataset_dir(data_dir, name)
+def auto_target(choices: Sequence[str]) -> str | None:
+    """The real dataset `dataset=auto` stands for: the one choice that is neither auto nor synthetic."""
+    real = [c for c in choices if c not in (AUTO, SYNTHETIC)]
+    return real[0] if len(real) == 1 else None
+
+
+def auto_missing_message(name: str, data_dir: Path | None) -> str:
+    where = str(data_dir) if data_dir is not None else "no data folder was given"
+    return (
+        f"dataset=auto uses {name} when it is in the data folder, and it is not ({where}): run "
+        f"`{fetch_command(name)}` on the host, or pass --param dataset={SYNTHETIC}"
+    )
+
+
+def resolve(requested: str, choices: Sequence[str], data_dir: Path | None) -> str:
+    """`auto` -> the real dataset when present (else a JobError naming both ways out); others unchanged."""
+    if requested != AUTO:
+        return requested
+    target = auto_target(choices)
+    if target is None:
+        return SYNTHETIC
     try:
-        manifest = json.loads((folder / MANIFEST).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        present = data_dir is not None and read_manifest(data_dir, target) is not None
+    except ManifestError as error:
+        raise JobError(f"{error}: run `{fetch_command(target)} --force` on the host") from None
+    if not present:
+        raise JobError(auto_missing_message(target, data_dir))
+    return target
+
+
+def _dims(shape: Any) -> bool:
+    return isinstance(shape, list) and all(isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in shape)
+
+
+def _problem(manifest: Any, name: str) -> str | None:
+    """What is wrong with a parsed manifest's fields, or None. Everything read back is hostile."""
+    if not isinstance(manifest, dict):
+        return "is not a JSON object"
+    if manifest.get("version") != FORMAT_VERSION:
+        return f"has format version {manifest.get('version')!r}; this harness reads version {FORMAT_VERSION}"
+    if manifest.get("name") != name:
+        return f"names dataset {manifest.get('name')!r}, not {name!r}"
+    file = manifest.get("file")
+    # Only the dataset's own array file, right beside the manifest: never a path a tampered
+    # manifest could point elsewhere with.
+    if file != f"{name}.npz":
+        return f"file is {file!r}; expected {name + '.npz'!r}"
+    if not isinstance(manifest.get("sha256"), str) or not _HEX64.fullmatch(manifest["sha256"]):
+        return "sha256 is not 64 hex digits"
+    size = manifest.get("bytes")
+    if not isinstance(size, int) or isinstance(size, bool) or size < 0:
+        return "bytes is not a non-negative integer"
+    arrays = manifest.get("arrays")
+    if not isinstance(arrays, dict) or not arrays:
+        return "arrays is not an object of array descriptions"
+    for key, described in arrays.items():
+        if not isinstance(described, dict):
+            return f"arrays.{key} is not an object"
+        if not _dims(described.get("shape")):
+            return f"arrays.{key}.shape is not a list of non-negative integers"
+        if described.get("dtype") not in _DTYPES:
+            return f"arrays.{key}.dtype is not one of {', '.join(_DTYPES)}"
+    classes = manifest.get("classes")
+    if classes is not None and (not isinstance(classes, list) or not all(isinstance(c, str) for c in classes)):
+        return "classes is not a list of strings"
+    for key in ("revision", "fingerprint", "created_at", "created_by"):
+        if manifest.get(key) is not None and not isinstance(manifest[key], str):
+            return f"{key} is not a string"
+    if manifest.get("fingerprint") is not None and not _HEX64.fullmatch(manifest["fingerprint"]):
+        return "fingerprint is not 64 hex digits"
+    if manifest.get("source") is not None and not isinstance(manifest["source"], dict):
+        return "source is not an object"
+    size_field = manifest.get("image_size")
+    if size_field is not None and (not isinstance(size_field, int) or isinstance(size_field, bool)):
+        return "image_size is not an integer"
+    return None
+
+
+def read_manifest(data_dir: Path, name: str) -> dict[str, Any] | None:
+    """The manifest of a present dataset; None when the dataset is absent or incomplete.
+
+    A manifest that is there but malformed (wrong types, another file named, not JSON) raises
+    ManifestError: a run must not silently fall back to other data.
+    """
+    folder = dataset_dir(data_dir, name)
+    path = folder / MANIFEST
+    if path.is_symlink() or not path.is_file():
         return None
+    try:
+        size = path.stat().st_size
+        text = path.read_text(encoding="utf-8") if size <= MAX_MANIFEST_BYTES else None
+    except OSError:
+        return None
+    except UnicodeDecodeError:
+        raise ManifestError(f"{path} is not UTF-8 text") from None
+    if text is None:
+        raise ManifestError(f"{path} is larger than {MAX_MANIFEST_BYTES} bytes; not a dataset manifest")
+    try:
+        manifest = json.loads(text)
+    except ValueError:
+        raise ManifestError(f"{path} is not valid JSON") from None
     if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
-        return None
-    if not (folder / str(manifest.get("file", ""))).is_file():
-        return None
+        raise ManifestError(f"{path} is not a harness dataset manifest (format {FORMAT!r})")
+    problem = _problem(manifest, name)
+    if problem:
+        raise ManifestError(f"{path} {problem}")
+    array = folder / manifest["file"]
+    if array.is_symlink() or not array.is_file():
+        return None  # an interrupted write: the arrays are not there (yet)
     return manifest
 
 
@@ -71,6 +189,18 @@ def sha256_file(path: Path, block: int = 1 << 20) -> str:
     with path.open("rb") as stream:
         while chunk := stream.read(block):
             digest.update(chunk)
+    return digest.hexdigest()
+
+
+def fingerprint(arrays: Iterable[tuple[str, str, Sequence[int], str]]) -> str:
+    """One id for a dataset's content: (name, dtype, shape, sha256 of the C-order bytes) per array.
+
+    Independent of the archive container (zip timestamps, compression), so the host that wrote
+    the arrays and a job that generated or loaded them compute the same value for the same data.
+    """
+    digest = hashlib.sha256()
+    for name, dtype, shape, content in sorted(arrays):
+        digest.update(f"{name} {dtype} {','.join(str(int(d)) for d in shape)} {content}\n".encode())
     return digest.hexdigest()
 
 
@@ -88,46 +218,89 @@ class ImageData:
     test_y: Any
     classes: int
     source: str  # one line for the result's notes: which data, from where
+    # Which data, for the result's `dataset` record: name, origin, revision, content fingerprint.
+    record: dict[str, Any] = field(default_factory=dict)
 
     @property
     def shape(self) -> tuple[int, ...]:
         return tuple(int(d) for d in self.train_x.shape[1:])
 
 
-def load_fetched(data_dir: Path | None, name: str, *, verify: bool = True) -> dict[str, Any]:
-    """The arrays of a fetched dataset; a JobError naming the fetch command when it is absent."""
+def array_fingerprint(arrays: dict[str, Any]) -> str:
+    """`fingerprint` of in-memory NumPy arrays (synthetic data, or a check of loaded data)."""
     import numpy as np
 
-    manifest = read_manifest(data_dir, name) if data_dir is not None else None
+    return fingerprint(
+        (name, str(a.dtype), a.shape, hashlib.sha256(np.ascontiguousarray(a).tobytes()).hexdigest())
+        for name, a in arrays.items()
+    )
+
+
+def _job_manifest(data_dir: Path | None, name: str) -> dict[str, Any]:
+    try:
+        manifest = read_manifest(data_dir, name) if data_dir is not None else None
+    except ManifestError as error:
+        raise JobError(f"{error}: run `{fetch_command(name)} --force` on the host") from None
     if manifest is None or data_dir is None:
         raise JobError(missing_message(name, data_dir))
-    if manifest.get("version") != FORMAT_VERSION:
-        raise JobError(
-            f"dataset {name!r} was written in format version {manifest.get('version')}; this runtime reads "
-            f"version {FORMAT_VERSION}: run `{fetch_command(name)} --force` on the host"
-        )
+    return manifest
+
+
+def load_fetched(data_dir: Path | None, name: str, *, verify: bool = True) -> dict[str, Any]:
+    """The arrays of a fetched dataset; a JobError naming the fetch command when it is absent."""
+    return _load(data_dir, name, verify=verify)[0]
+
+
+def _load(data_dir: Path | None, name: str, *, verify: bool = True) -> tuple[dict[str, Any], dict[str, Any]]:
+    import numpy as np
+
+    manifest = _job_manifest(data_dir, name)
+    assert data_dir is not None
     path = dataset_dir(data_dir, name) / manifest["file"]
     if verify and sha256_file(path) != manifest["sha256"]:
         raise JobError(f"{path} does not match the sha256 in its manifest: run `{fetch_command(name)} --force`")
-    with np.load(path, allow_pickle=False) as archive:
-        arrays = {key: archive[key] for key in archive.files}
+    try:
+        with np.load(path, allow_pickle=False) as archive:
+            arrays = {key: archive[key] for key in archive.files}
+    except (OSError, ValueError) as error:
+        raise JobError(f"{path} is not a readable array file ({error}): run `{fetch_command(name)} --force`") from None
     for key, declared in manifest["arrays"].items():
         if key not in arrays or list(arrays[key].shape) != list(declared["shape"]):
             raise JobError(f"{path}: array {key} does not match the manifest: run `{fetch_command(name)} --force`")
-    return arrays
+    missing = [k for k in ARRAY_KEYS if k not in arrays]
+    if missing:
+        raise JobError(f"{path} has no {', '.join(missing)}: run `{fetch_command(name)} --force`")
+    return arrays, manifest
 
 
 def fetched_images(data_dir: Path | None, name: str, classes: int) -> ImageData:
-    arrays = load_fetched(data_dir, name)
-    manifest = read_manifest(data_dir, name) if data_dir is not None else None
-    sha = (manifest or {}).get("sha256", "?")
+    arrays, manifest = _load(data_dir, name)
+    for split in ("train", "test"):
+        labels = arrays[f"{split}_labels"]
+        if labels.size and (int(labels.min()) < 0 or int(labels.max()) >= classes):
+            raise JobError(
+                f"dataset {name}: {split} labels outside 0..{classes - 1}: run `{fetch_command(name)} --force`"
+            )
+    sha = manifest["sha256"]
+    source = manifest.get("source") or {}
+    record = {
+        "name": name,
+        "origin": str(source.get("kind", "unknown")),
+        "repo": source.get("repo") if isinstance(source.get("repo"), str) else None,
+        "revision": manifest.get("revision"),
+        "fingerprint": manifest.get("fingerprint"),
+        "sha256": sha,
+        "created_by": manifest.get("created_by"),
+    }
+    revision = f", revision {str(manifest['revision'])[:12]}" if manifest.get("revision") else ""
     return ImageData(
         train_x=arrays["train_images"],
         train_y=arrays["train_labels"].astype("int32"),
         test_x=arrays["test_images"],
         test_y=arrays["test_labels"].astype("int32"),
         classes=classes,
-        source=f"{name} from the data folder (array file sha256 {sha[:16]})",
+        source=f"{name} from the data folder{revision} (array file sha256 {sha[:16]})",
+        record=record,
     )
 
 
@@ -195,8 +368,39 @@ def synthetic_images(
     train_x, train_y = _draw(np.random.default_rng(train_seed), protos, n_train)
     test_x, test_y = _draw(np.random.default_rng(test_seed), protos, n_test)
     return ImageData(
-        train_x, train_y, test_x, test_y, classes, f"synthetic {like}-shaped data ({classes} classes, seed {seed})"
+        train_x,
+        train_y,
+        test_x,
+        test_y,
+        classes,
+        f"synthetic {like}-shaped data ({classes} classes, seed {seed})",
+        synthetic_record(f"synthetic {like}-shaped images, seed {seed}", seed),
     )
+
+
+def synthetic_record(what: str, seed: int) -> dict[str, Any]:
+    """The `dataset` record of generated data; its fingerprint is filled in by `describe`."""
+    return {"name": SYNTHETIC, "origin": "generated", "repo": None, "revision": f"seed {seed}", "what": what}
+
+
+def describe(data: ImageData) -> dict[str, Any]:
+    """The result's `dataset` record for the arrays one run really trains and tests on.
+
+    `fingerprint` is the stored dataset's (fetched) or the generated arrays' (synthetic);
+    `used_fingerprint` always covers exactly the samples this run used, so two frameworks that
+    report the same value trained on the same bytes.
+    """
+    record = dict(data.record)
+    used = array_fingerprint(
+        {"train_images": data.train_x, "train_labels": data.train_y, "test_images": data.test_x,
+         "test_labels": data.test_y}
+    )  # fmt: skip
+    if record.get("name") == SYNTHETIC:
+        record["fingerprint"] = used
+    record["used_fingerprint"] = used
+    record["train_samples"] = int(len(data.train_y))
+    record["test_samples"] = int(len(data.test_y))
+    return record
 
 
 def subset(data: ImageData, train_samples: int, test_samples: int) -> ImageData:
@@ -215,6 +419,7 @@ def subset(data: ImageData, train_samples: int, test_samples: int) -> ImageData:
         data.test_y[:n_test],
         data.classes,
         data.source,
+        dict(data.record),
     )
 
 

@@ -36,6 +36,10 @@ RESULT_KEYS = (
     "notes",
 )
 
+# Present only where they apply (training suites): `dataset` (which data, its revision and
+# fingerprint) and `training` (time-to-target outcome, data pipeline, framework flags).
+OPTIONAL_KEYS = ("dataset", "training")
+
 
 def utc_now() -> str:
     return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="milliseconds")

@@ -47,6 +47,13 @@ def jax_variant(variant: str) -> str:
     return {"default": "jit", "compiled": "jit", "eager": "eager", "scan": "scan"}[variant]
 
 
+DATA_NOTES = {
+    "device": "data=device: dataset, sample orders and augmentation parameters resident on the device; "
+    "a step gathers its own batch",
+    "host": "data=host: each step gathers its batch from NumPy arrays on the host and copies it to the device "
+    "(jax.device_put, asynchronous)",
+}
+
 VARIANT_NOTES = {
     "jit": "flax variant jit: jax.jit of one train step (split/merge; state donated on GPUs), data on the device",
     "scan": "flax variant scan: jax.jit of a whole epoch as lax.scan over the batches, data on the device",
@@ -56,14 +63,21 @@ VARIANT_NOTES = {
 
 @dataclass
 class DeviceData:
-    """Arrays already on the device. `aux`: per-epoch, per-sample augmentation parameters or None."""
+    """The run's arrays. `aux`: per-epoch, per-sample augmentation parameters or None.
+
+    `host` False (data=device): everything on the device; aux flattened to (epochs * n, k), row
+    e * n + i for sample i in epoch e. `host` True (data=host): the training arrays, orders and
+    aux (epochs, n, k) stay NumPy arrays on the host and every step gathers and copies its batch;
+    the test split is on the device either way (evaluation is not what data=host measures).
+    """
 
     train_x: Any
     train_y: Any
     test_x: Any
     test_y: Any
     orders: Any  # (epochs, n) int32
-    aux: Any = None  # (epochs * n, k) float32, row e * n + i belongs to sample i in epoch e
+    aux: Any = None
+    host: bool = False
 
 
 def to_device(ctx: Context, train_x: Any, train_y: Any, test_x: Any, test_y: Any, orders: Any, aux: Any) -> DeviceData:
@@ -72,9 +86,12 @@ def to_device(ctx: Context, train_x: Any, train_y: Any, test_x: Any, test_y: Any
     def put(a: Any) -> Any:
         return None if a is None else jax.device_put(a, ctx.device)
 
-    flat_aux = None if aux is None else aux.reshape(-1, aux.shape[-1])
-    data = DeviceData(put(train_x), put(train_y), put(test_x), put(test_y), put(orders), put(flat_aux))
-    jax.block_until_ready([a for a in vars(data).values() if a is not None])
+    if ctx.params.get("data", "device") == "host":
+        data = DeviceData(train_x, train_y, put(test_x), put(test_y), orders, aux, host=True)
+    else:
+        flat_aux = None if aux is None else aux.reshape(-1, aux.shape[-1])
+        data = DeviceData(put(train_x), put(train_y), put(test_x), put(test_y), put(orders), put(flat_aux))
+    jax.block_until_ready([a for a in vars(data).values() if isinstance(a, jax.Array)])
     return data
 
 
@@ -100,10 +117,10 @@ def load_weights(model: Any, weights: dict[str, tuple[Any, Any]]) -> None:
 
     for name, (kernel, bias) in weights.items():
         layer = getattr(model, name)
-        if tuple(layer.kernel.value.shape) != kernel.shape:
-            raise ValueError(f"layer {name}: kernel {layer.kernel.value.shape} but the shared init is {kernel.shape}")
-        layer.kernel.value = jnp.asarray(kernel)
-        layer.bias.value = jnp.asarray(bias)
+        if tuple(layer.kernel[...].shape) != kernel.shape:
+            raise ValueError(f"layer {name}: kernel {layer.kernel[...].shape} but the shared init is {kernel.shape}")
+        layer.kernel[...] = jnp.asarray(kernel)
+        layer.bias[...] = jnp.asarray(bias)
 
 
 def summary_rows(model: Any) -> list[tuple[str, tuple[int, ...]]]:
@@ -116,6 +133,56 @@ def summary_rows(model: Any) -> list[tuple[str, tuple[int, ...]]]:
         name = ".".join(str(getattr(k, "key", getattr(k, "name", k))) for k in path)
         rows.append((name, tuple(int(d) for d in leaf.shape)))
     return rows
+
+
+def _params_by_name(model: Any, names: Sequence[str]) -> dict[str, Any]:
+    """Kernel and bias of each named layer, as NumPy arrays (layer.kernel / layer.bias)."""
+    import numpy as np
+
+    out = {}
+    for name in names:
+        layer = getattr(model, name)
+        out[f"{name}.kernel"] = np.asarray(layer.kernel[...])
+        out[f"{name}.bias"] = np.asarray(layer.bias[...])
+    return out
+
+
+def first_step_probe(
+    ctx: Context,
+    *,
+    model: Any,
+    tx: Any,
+    loss_of: Callable[[Any], Any],
+    snapshot: Callable[[Any], dict[str, Any]],
+    order: Sequence[str],
+    lr: float,
+    train_mode: bool = False,
+) -> None:
+    """One optimiser step (the suite's own `tx`) on a copy of the model: the first-step checks.
+
+    The copy leaves the training model at its initial weights; eval mode (no dropout) unless
+    `train_mode` (BatchNorm on batch statistics, as resnet18 trains).
+    """
+    from flax import nnx
+
+    probe = nnx.clone(model)  # its own Variables: merge(split(model)) would share them with the model
+    probe.train() if train_mode else probe.eval()
+    optimizer = nnx.Optimizer(probe, tx, wrt=nnx.Param)
+    before = snapshot(probe)
+
+    # Compiled (two small programs): op-by-op dispatch compiles every primitive and took 25 s
+    # for the mnist CNN on the development CPU, against a few seconds here.
+    def step(m: Any, opt: Any) -> tuple[Any, Any]:
+        loss, grads = nnx.value_and_grad(loss_of)(m)
+        opt.update(m, grads)
+        return loss, loss_of(m)
+
+    loss, loss_after = nnx.jit(step)(probe, optimizer)
+    after = snapshot(probe)
+    loss_after = float(loss_after)
+    training.first_step_checks(
+        ctx, loss_before=float(loss), loss_after=loss_after, before=before, after=after, order=order, lr=lr
+    )
 
 
 def run(
@@ -134,14 +201,22 @@ def run(
     artifacts: bool,
     flops_per_sample: float | None,
     title: str,
+    lr: float,
 ) -> None:
     """Train, evaluate and record every training metric and check for one flax job."""
     import jax
     import jax.numpy as jnp
+    import numpy as np
     from flax import nnx
 
+    from suites.runtime.errors import Skip
+
     mode = jax_variant(variant)
+    if mode == "scan" and data.host:
+        raise Skip("variant=scan runs a whole epoch on the device; data=host feeds batches from Python per step")
     ctx.note(VARIANT_NOTES[mode])
+    ctx.note(DATA_NOTES["host" if data.host else "device"])
+    ctx.training["data"] = "host" if data.host else "device"
     if mode == "scan" and ctx.device_kind == "cpu":
         ctx.note(
             "XLA:CPU runs convolutions inside a while loop without its fast path (jax-ml/jax#12868): "
@@ -150,12 +225,23 @@ def run(
     counter = CompileCounter()
     n_params = param_count(model)
     load_weights(model, training.initial_weights(layers, seed))
+    first_idx = np.asarray(data.orders[0, :batch])  # the first batch, wherever the data lives
+    x_first, y_first = jax.device_put((data.train_x[first_idx], data.train_y[first_idx]), ctx.device)
     with jax.default_device(ctx.device):
         model.eval()  # dropout off: the initial loss is a deterministic function of the weights
-        first = data.orders[0, :batch]
-        logits = model(prepare(data.train_x[first], None))
-        loss = float(cross_entropy(logits, data.train_y[first]))
+        logits = model(prepare(x_first, None))
+        loss = float(cross_entropy(logits, y_first))
         training.initial_logits_check(ctx, jax.device_get(logits[: training.PROBE_SAMPLES]).tolist(), loss)
+        names = [layer.name for layer in layers]
+        first_step_probe(
+            ctx,
+            model=model,
+            tx=tx,
+            loss_of=lambda m: cross_entropy(m(prepare(x_first, None)), y_first),
+            snapshot=lambda m: _params_by_name(m, names),
+            order=[f"{n}.{part}" for n in names for part in ("kernel", "bias")],
+            lr=lr,
+        )
         model.train()
     optimizer = nnx.Optimizer(model, tx, wrt=nnx.Param)
     graphdef, state = nnx.split((model, optimizer))
@@ -168,22 +254,30 @@ def run(
     if not starts:
         raise ValueError(f"batch_size {batch} is larger than the {n} training samples")
 
+    def train_on(leaves: list[Any], totals: Any, xb: Any, yb: Any, ab: Any, size: int) -> tuple[Any, Any]:
+        model, optimizer = nnx.merge(graphdef, jax.tree.unflatten(treedef, leaves))
+
+        def loss_fn(m: Any) -> tuple[Any, Any]:
+            logits = m(prepare(xb, ab))
+            return cross_entropy(logits, yb), logits
+
+        (loss, logits), grads = nnx.value_and_grad(loss_fn, has_aux=True)(model)
+        optimizer.update(model, grads)
+        correct = jnp.sum(jnp.argmax(logits, axis=-1) == yb).astype(jnp.float32)
+        totals = totals + jnp.stack([loss * size, correct])
+        return jax.tree.leaves(nnx.state((model, optimizer))), totals
+
     def make_step(size: int) -> Callable[..., Any]:
         def step(leaves: list[Any], totals: Any, x_all: Any, y_all: Any, orders: Any, aux: Any, e: Any, start: Any):  # type: ignore[no-untyped-def]
             idx = jax.lax.dynamic_slice(orders, (e, start), (1, size))[0]
-            xb, yb = x_all[idx], y_all[idx]
             ab = None if aux is None else aux[e * n + idx]
-            model, optimizer = nnx.merge(graphdef, jax.tree.unflatten(treedef, leaves))
+            return train_on(leaves, totals, x_all[idx], y_all[idx], ab, size)
 
-            def loss_fn(m: Any) -> tuple[Any, Any]:
-                logits = m(prepare(xb, ab))
-                return cross_entropy(logits, yb), logits
+        return step
 
-            (loss, logits), grads = nnx.value_and_grad(loss_fn, has_aux=True)(model)
-            optimizer.update(model, grads)
-            correct = jnp.sum(jnp.argmax(logits, axis=-1) == yb).astype(jnp.float32)
-            totals = totals + jnp.stack([loss * size, correct])
-            return jax.tree.leaves(nnx.state((model, optimizer))), totals
+    def make_host_step(size: int) -> Callable[..., Any]:
+        def step(leaves: list[Any], totals: Any, xb: Any, yb: Any, ab: Any):  # type: ignore[no-untyped-def]
+            return train_on(leaves, totals, xb, yb, ab, size)
 
         return step
 
@@ -201,20 +295,35 @@ def run(
     # model and optimiser state. On XLA:CPU it measured 2-3 % slower for the mnist step (in-process
     # A/B, 14 interleaved rounds), so the CPU keeps separate output buffers.
     donate = (0,) if ctx.device_kind == "gpu" else ()
-    if mode == "eager":
-        step_fn, tail_fn, epoch_fn = full_step, tail_step, None
+
+    def compiled(fn: Any) -> Any:
+        return fn if mode == "eager" or fn is None else jax.jit(fn, donate_argnums=donate)
+
+    if data.host:
+        step_fn, tail_fn = compiled(make_host_step(batch)), compiled(make_host_step(tail) if tail else None)
+        epoch_fn = None
     else:
-        step_fn = jax.jit(full_step, donate_argnums=donate)
-        tail_fn = jax.jit(tail_step, donate_argnums=donate) if tail_step else None
+        step_fn, tail_fn = compiled(full_step), compiled(tail_step)
         epoch_fn = jax.jit(scan_epoch, donate_argnums=donate) if mode == "scan" else None
 
     zeros = jax.device_put(jnp.zeros(2, jnp.float32), ctx.device)  # made before the clock: not a compile
     args = (data.train_x, data.train_y, data.orders, data.aux)
     used = n if tail else len(starts) * batch
+    spans = [(s, batch) for s in starts] + ([(len(starts) * batch, tail)] if tail else [])
+
+    def host_batch(e: int, start: int, size: int) -> tuple[Any, Any, Any]:
+        """data=host: gather one batch from the NumPy arrays and copy it to the device (asynchronously)."""
+        idx = data.orders[e, start : start + size]
+        ab = None if data.aux is None else data.aux[e, idx]
+        return jax.device_put((data.train_x[idx], data.train_y[idx], ab), ctx.device)  # type: ignore[no-any-return]
 
     def run_epoch(e: int) -> Any:
         nonlocal leaves
         totals = zeros
+        if data.host:
+            for (start, size), fn in zip(spans, [step_fn] * len(starts) + [tail_fn], strict=False):
+                leaves, totals = fn(leaves, totals, *host_batch(e, start, size))
+            return leaves, totals
         if epoch_fn is not None:
             leaves, totals = epoch_fn(leaves, totals, *args, e)
         else:
@@ -228,23 +337,11 @@ def run(
         loss_sum, correct = (float(v) for v in jax.device_get(out[1]))
         return loss_sum / used, 100.0 * correct / used
 
-    host_reset = training.reset_host_peak()
-    with jax.default_device(ctx.device):
-        history = training.train(
-            ctx, epochs=epochs, run_epoch=run_epoch, read=read, samples_per_epoch=used, compilations=counter
-        )
-    training.record(ctx, history, flops_per_sample=flops_per_sample)
-    stats = ctx.device.memory_stats() if ctx.device_kind == "gpu" else None
-    training.record_peak_memory(
-        ctx,
-        device_bytes=int(stats["peak_bytes_in_use"]) if stats else None,
-        host_reset=host_reset,
-        how="jax Device.memory_stats() peak_bytes_in_use, XLA_PYTHON_CLIENT_PREALLOCATE=false",
-    )
-
-    model, optimizer = nnx.merge(graphdef, jax.tree.unflatten(treedef, leaves))
-    model.eval()  # dropout off
-    eval_graph, eval_state = nnx.split(model)
+    # Evaluation (after training, and after every epoch with target_accuracy): dropout off, the
+    # correct counts summed on the device and read once.
+    eval_model, _ = nnx.merge(graphdef, jax.tree.unflatten(treedef, leaves))
+    eval_model.eval()
+    eval_graph = nnx.split(eval_model)[0]
 
     def count_correct(state: Any, x: Any, y: Any) -> Any:
         m = nnx.merge(eval_graph, state)
@@ -252,17 +349,44 @@ def run(
 
     counted = count_correct if mode == "eager" else jax.jit(count_correct)
     m_test = int(data.test_y.shape[0])
-    correct = sum(
-        int(counted(eval_state, data.test_x[lo : lo + EVAL_BATCH], data.test_y[lo : lo + EVAL_BATCH]))
-        for lo in range(0, m_test, EVAL_BATCH)
+
+    def evaluate() -> float:
+        current, _ = nnx.merge(graphdef, jax.tree.unflatten(treedef, leaves))
+        current.eval()
+        state = nnx.state(current)
+        total = sum(
+            counted(state, data.test_x[lo : lo + EVAL_BATCH], data.test_y[lo : lo + EVAL_BATCH])
+            for lo in range(0, m_test, EVAL_BATCH)
+        )
+        return 100.0 * int(total) / m_test
+
+    target = training.target_of(ctx)
+    stats = ctx.device.memory_stats() if ctx.device_kind == "gpu" else None
+    baseline = training.memory_baseline(int(stats["bytes_in_use"]) if stats else None)
+    with jax.default_device(ctx.device):
+        history = training.train(
+            ctx, epochs=epochs, run_epoch=run_epoch, read=read, samples_per_epoch=used, compilations=counter,
+            evaluate=evaluate, target=target,
+        )  # fmt: skip
+    training.record(ctx, history, flops_per_sample=flops_per_sample, variant=mode)
+    stats = ctx.device.memory_stats() if ctx.device_kind == "gpu" else None
+    training.record_peak_memory(
+        ctx,
+        baseline=baseline,
+        device_peak=int(stats["peak_bytes_in_use"]) if stats else None,
+        how="jax Device.memory_stats() peak_bytes_in_use minus bytes_in_use before training, "
+        "XLA_PYTHON_CLIENT_PREALLOCATE=false",
     )
-    training.record_accuracy(ctx, 100.0 * correct / m_test)
+    accuracy = history.evaluations[-1].accuracy if history.evaluations else evaluate()
+    training.record_accuracy(ctx, accuracy)
     ctx.check("param_count", n_params)
 
     if artifacts:
+        model, optimizer = nnx.merge(graphdef, jax.tree.unflatten(treedef, leaves))
         training.write_artifact(ctx, "model_summary.txt", training.model_summary(title, summary_rows(model)))
-        probe = (jax.tree.leaves(nnx.state((model, optimizer))), zeros, *args, 0, 0)
-        training.write_artifact(ctx, "train_step.jaxpr.txt", str(jax.make_jaxpr(full_step)(*probe)))
-        lowered = jax.jit(full_step).lower(*probe)
-        training.write_artifact(ctx, "train_step.stablehlo.txt", lowered.as_text())
-        training.write_artifact(ctx, "train_step.hlo.txt", lowered.compile().as_text())
+        if not data.host:
+            probe = (jax.tree.leaves(nnx.state((model, optimizer))), zeros, *args, 0, 0)
+            training.write_artifact(ctx, "train_step.jaxpr.txt", str(jax.make_jaxpr(full_step)(*probe)))
+            lowered = jax.jit(full_step).lower(*probe)
+            training.write_artifact(ctx, "train_step.stablehlo.txt", lowered.as_text())
+            training.write_artifact(ctx, "train_step.hlo.txt", lowered.compile().as_text())

@@ -20,6 +20,13 @@ from suites.runtime.errors import Skip
 
 EVAL_BATCH = 1000
 
+DATA_NOTES = {
+    "device": "data=device: dataset, sample orders and augmentation parameters resident on the device; "
+    "a step indexes its own batch",
+    "host": "data=host: each step gathers its batch from CPU tensors and copies it to the device with .to() "
+    "(no DataLoader workers, no pinned memory)",
+}
+
 VARIANT_NOTES = {
     "eager": "pytorch variant eager: preloaded device tensors, index batches, eager autograd",
     "compiled": "pytorch variant compiled: as eager, with torch.compile of the forward pass (inductor)",
@@ -49,35 +56,45 @@ class CompileCounter:
 
 @dataclass
 class DeviceData:
+    """`host` False (data=device): tensors on the device. True (data=host): the training images,
+    labels, orders and aux stay CPU tensors (images already NCHW) and every step gathers its batch
+    there and copies it to the device; the test split is on the device either way."""
+
     train_x: Any
     train_y: Any
     test_x: Any
     test_y: Any
-    orders: Any  # (epochs, n) int64 on the device
+    orders: Any  # (epochs, n) int64
     aux: Any = None  # (epochs, n, k) float32 or None
+    host: bool = False
 
 
 def to_device(ctx: Context, train_x: Any, train_y: Any, test_x: Any, test_y: Any, orders: Any, aux: Any) -> DeviceData:
-    """NumPy arrays -> device tensors. Images arrive NHWC and are stored NCHW (PyTorch's layout)."""
+    """NumPy arrays -> tensors. Images arrive NHWC and are stored NCHW (PyTorch's layout)."""
     import torch
 
-    def images(a: Any) -> Any:
-        t = torch.from_numpy(a)
-        return (t.permute(0, 3, 1, 2) if t.dim() == 4 else t).contiguous().to(ctx.device)
+    host = ctx.params.get("data", "device") == "host"
+    cpu = torch.device("cpu")
 
-    def put(a: Any, dtype: Any = None) -> Any:
+    def images(a: Any, where: Any) -> Any:
+        t = torch.from_numpy(a)
+        return (t.permute(0, 3, 1, 2) if t.dim() == 4 else t).contiguous().to(where)
+
+    def put(a: Any, where: Any, dtype: Any = None) -> Any:
         if a is None:
             return None
         t = torch.from_numpy(a)
-        return (t.to(dtype) if dtype is not None else t).to(ctx.device)
+        return (t.to(dtype) if dtype is not None else t).to(where)
 
+    train_at = cpu if host else ctx.device
     data = DeviceData(
-        images(train_x),
-        put(train_y, torch.int64),
-        images(test_x),
-        put(test_y, torch.int64),
-        put(orders, torch.int64),
-        put(aux),
+        images(train_x, train_at),
+        put(train_y, train_at, torch.int64),
+        images(test_x, ctx.device),
+        put(test_y, ctx.device, torch.int64),
+        put(orders, train_at, torch.int64),
+        put(aux, train_at),
+        host=host,
     )
     ctx.sync(None)
     return data
@@ -106,6 +123,57 @@ def param_count(model: Any) -> int:
     return int(sum(p.numel() for p in model.parameters()))
 
 
+def first_step_probe(
+    ctx: Context,
+    *,
+    model: Any,
+    optimizer: Any,
+    loss_of: Callable[[Any], Any],
+    order: Sequence[str],
+    lr: float,
+    snapshot: Callable[[Any], dict[str, Any]] | None = None,
+    train_mode: bool = False,
+) -> None:
+    """One step of the suite's own optimiser type and settings (its `defaults`: lr, momentum, eps,
+    ...) on a copy of the model: the first-step checks. The training model stays untouched."""
+    import copy
+
+    probe = copy.deepcopy(model)
+    probe.train(train_mode)
+    opt = type(optimizer)(probe.parameters(), **optimizer.defaults)
+
+    def weights(m: Any) -> dict[str, Any]:
+        return {name: t.detach().cpu().numpy().copy() for name, t in m.named_parameters()}
+
+    take = snapshot or weights
+    before = take(probe)
+    loss = loss_of(probe)
+    opt.zero_grad(set_to_none=True)
+    loss.backward()
+    opt.step()
+    after = take(probe)
+    import torch
+
+    with torch.no_grad():
+        loss_after = float(loss_of(probe))
+    training.first_step_checks(
+        ctx, loss_before=float(loss.detach()), loss_after=loss_after, before=before, after=after, order=order, lr=lr
+    )
+
+
+def _cudnn_flags(ctx: Context) -> None:
+    """cudnn.benchmark picks convolution algorithms by timing them: it changes speed (and cold epochs)."""
+    import torch
+
+    flags = {
+        "cudnn_benchmark": bool(torch.backends.cudnn.benchmark),
+        "cudnn_deterministic": bool(torch.backends.cudnn.deterministic),
+    }
+    ctx.training.update(flags)
+    ctx.note("torch.backends.cudnn.benchmark=" + str(flags["cudnn_benchmark"]).lower()
+             + ", deterministic=" + str(flags["cudnn_deterministic"]).lower())  # fmt: skip
+
+
 def run(
     ctx: Context,
     *,
@@ -122,6 +190,7 @@ def run(
     artifacts: bool,
     flops_per_sample: float | None,
     title: str,
+    lr: float,
 ) -> None:
     """Train, evaluate and record every training metric and check for one pytorch job."""
     import torch
@@ -129,15 +198,28 @@ def run(
 
     mode = torch_variant(variant)
     ctx.note(VARIANT_NOTES[mode])
+    ctx.note(DATA_NOTES["host" if data.host else "device"])
+    ctx.training["data"] = "host" if data.host else "device"
+    _cudnn_flags(ctx)
     counter = CompileCounter()
     n_params = param_count(model)
     load_weights(model, training.initial_weights(layers, seed), layers)
     model.eval()  # dropout off: the initial loss is a deterministic function of the weights
+    first = data.orders[0, :batch]
+    x_first, y_first = data.train_x[first].to(ctx.device), data.train_y[first].to(ctx.device)
     with torch.no_grad():
-        first = data.orders[0, :batch]
-        logits = model(prepare(data.train_x[first], None))
-        loss = float(F.cross_entropy(logits, data.train_y[first]))
+        logits = model(prepare(x_first, None))
+        loss = float(F.cross_entropy(logits, y_first))
         training.initial_logits_check(ctx, logits[: training.PROBE_SAMPLES].tolist(), loss)
+    names = [layer.name for layer in layers]
+    first_step_probe(
+        ctx,
+        model=model,
+        optimizer=optimizer,
+        loss_of=lambda m: F.cross_entropy(m(prepare(x_first, None)), y_first),
+        order=[f"{n}.{part}" for n in names for part in ("weight", "bias")],
+        lr=lr,
+    )
     model.train()
 
     def forward(x: Any, a: Any) -> Any:
@@ -151,15 +233,21 @@ def run(
     spans = [(s, batch) for s in starts] + ([(len(starts) * batch, tail)] if tail else [])
     used = n if tail else len(starts) * batch
     x_all, y_all = data.train_x, data.train_y
+    dev = ctx.device
 
     def run_epoch(e: int) -> Any:
         order = data.orders[e]
         aux = data.aux[e] if data.aux is not None else None
-        totals = torch.zeros(2, device=ctx.device)
+        totals = torch.zeros(2, device=dev)
         for start, size in spans:
             idx = order[start : start + size]
-            yb = y_all[idx]
-            logits = fwd(x_all[idx], aux[idx] if aux is not None else None)
+            if data.host:  # gather on the host, then one copy per array to the device
+                xb, yb = x_all[idx].to(dev), y_all[idx].to(dev)
+                ab = aux[idx].to(dev) if aux is not None else None
+            else:
+                xb, yb = x_all[idx], y_all[idx]
+                ab = aux[idx] if aux is not None else None
+            logits = fwd(xb, ab)
             loss = F.cross_entropy(logits, yb)  # log-softmax + NLL in one kernel
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
@@ -173,30 +261,36 @@ def run(
         loss_sum, correct = out.tolist()
         return loss_sum / used, 100.0 * correct / used
 
+    m_test = int(data.test_y.shape[0])
+
+    def evaluate() -> float:
+        """Test accuracy, dropout off; the eager model avoids a recompilation for eval mode."""
+        model.eval()
+        correct = torch.zeros((), dtype=torch.int64, device=dev)
+        with torch.inference_mode():
+            for lo in range(0, m_test, EVAL_BATCH):
+                logits = model(prepare(data.test_x[lo : lo + EVAL_BATCH], None))
+                correct += (logits.argmax(dim=1) == data.test_y[lo : lo + EVAL_BATCH]).sum()
+        model.train()
+        return 100.0 * int(correct) / m_test
+
     on_gpu = ctx.device_kind == "gpu"
     if on_gpu:
         torch.cuda.reset_peak_memory_stats()
-    host_reset = training.reset_host_peak()
+    baseline = training.memory_baseline(int(torch.cuda.memory_allocated()) if on_gpu else None)
     history = training.train(
-        ctx, epochs=epochs, run_epoch=run_epoch, read=read, samples_per_epoch=used, compilations=counter
-    )
-    training.record(ctx, history, flops_per_sample=flops_per_sample)
+        ctx, epochs=epochs, run_epoch=run_epoch, read=read, samples_per_epoch=used, compilations=counter,
+        evaluate=evaluate, target=training.target_of(ctx),
+    )  # fmt: skip
+    training.record(ctx, history, flops_per_sample=flops_per_sample, variant=mode)
     training.record_peak_memory(
         ctx,
-        device_bytes=int(torch.cuda.max_memory_allocated()) if on_gpu else None,
-        host_reset=host_reset,
-        how="torch.cuda.max_memory_allocated()",
+        baseline=baseline,
+        device_peak=int(torch.cuda.max_memory_allocated()) if on_gpu else None,
+        how="torch.cuda.max_memory_allocated() minus memory_allocated() before training",
     )
-
-    # Evaluation is not timed; the eager model avoids a recompilation for eval mode.
-    model.eval()
-    correct = 0
-    m_test = int(data.test_y.shape[0])
-    with torch.inference_mode():
-        for lo in range(0, m_test, EVAL_BATCH):
-            logits = model(prepare(data.test_x[lo : lo + EVAL_BATCH], None))
-            correct += int((logits.argmax(dim=1) == data.test_y[lo : lo + EVAL_BATCH]).sum())
-    training.record_accuracy(ctx, 100.0 * correct / m_test)
+    accuracy = history.evaluations[-1].accuracy if history.evaluations else evaluate()
+    training.record_accuracy(ctx, accuracy)
     ctx.check("param_count", n_params)
 
     if artifacts:

@@ -1,0 +1,108 @@
+"""runtime/training.py without a framework: the epoch clock, time-to-target and the memory rows."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import pytest
+
+from suites.runtime import training
+from suites.runtime.context import Context
+from suites.runtime.registry import all_suites
+
+MIB = 1 << 20
+
+
+class Clock:
+    """A fake perf_counter that only the fake epochs and evaluations advance."""
+
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _ctx(params: dict[str, Any] | None = None, sync: Any = None) -> Context:
+    spec = all_suites()["mlp"]
+    return Context(spec, "flax", spec.resolve(params or {}), repeat=1, warmup=0, device=None, device_kind="cpu",
+                   sync=sync or (lambda out: None))  # fmt: skip
+
+
+def _train(monkeypatch: pytest.MonkeyPatch, accuracies: list[float], target: float | None, epochs: int = 5) -> Any:
+    clock = Clock()
+    monkeypatch.setattr(time, "perf_counter", clock)
+    synced: list[Any] = []
+    ctx = _ctx({"target_accuracy": target or 0.0}, sync=synced.append)
+
+    def run_epoch(e: int) -> Any:
+        clock.now += 2.0  # every epoch: 2 s of training
+        return ("state", e)
+
+    remaining = iter(accuracies)
+
+    def evaluate() -> float:
+        clock.now += 0.5  # every evaluation: 0.5 s, on its own clock
+        return next(remaining)
+
+    history = training.train(ctx, epochs=epochs, run_epoch=run_epoch, read=lambda out: (1.0, 50.0),
+                             samples_per_epoch=10, evaluate=evaluate, target=target)  # fmt: skip
+    training.record(ctx, history)
+    return ctx, history, synced
+
+
+def test_training_stops_at_the_first_epoch_reaching_the_target(monkeypatch: pytest.MonkeyPatch) -> None:
+    ctx, history, synced = _train(monkeypatch, [40.0, 70.0, 91.0, 95.0, 99.0], target=90.0)
+    assert history.reached_at == 3 and len(history.epochs) == 3
+    assert [e.seconds for e in history.epochs] == [2.0, 2.0, 2.0]  # evaluations stay outside the epoch clock
+    assert synced == [("state", 0), ("state", 1), ("state", 2)]  # one sync per epoch, on its state
+    metrics = {m["name"]: m["samples"] for m in ctx.metrics}
+    assert metrics["time to target"] == [6.0]  # training time of epochs 1..3
+    assert metrics["wall time to target"] == [7.5]  # plus the three evaluations
+    assert metrics["epochs to target"] == [3] and metrics["evaluation time"] == [0.5, 0.5, 0.5]
+    target = ctx.training["target"]
+    assert target["status"] == "reached" and target["accuracy_per_epoch"] == [40.0, 70.0, 91.0]
+
+
+def test_a_target_never_reached_is_a_status_and_no_number(monkeypatch: pytest.MonkeyPatch) -> None:
+    ctx, history, _ = _train(monkeypatch, [40.0, 50.0, 60.0], target=99.0, epochs=3)
+    assert history.reached_at is None and len(history.epochs) == 3
+    names = {m["name"] for m in ctx.metrics}
+    assert not names & {"time to target", "wall time to target", "epochs to target"}
+    target = ctx.training["target"]
+    assert target["status"] == "not reached" and target["seconds"] is None and target["best_accuracy"] == 60.0
+
+
+def test_reaching_the_target_in_epoch_1_reports_no_steady_epoch(monkeypatch: pytest.MonkeyPatch) -> None:
+    ctx, history, _ = _train(monkeypatch, [95.0], target=90.0)
+    assert len(history.epochs) == 1
+    names = {m["name"] for m in ctx.metrics}
+    assert "epoch" not in names and "throughput" not in names and "time to target" in names
+    assert any("no steady epoch" in n for n in ctx.notes)
+
+
+def test_without_a_target_nothing_is_evaluated_between_epochs(monkeypatch: pytest.MonkeyPatch) -> None:
+    ctx, history, _ = _train(monkeypatch, [], target=None, epochs=3)
+    assert len(history.epochs) == 3 and history.evaluations == [] and "target" not in ctx.training
+
+
+def test_device_peak_memory_is_reported_above_the_baseline() -> None:
+    ctx = _ctx()
+    baseline = training.MemoryBaseline(device_bytes=100 * MIB, host_bytes=None, host_reset=False)
+    training.record_peak_memory(ctx, baseline=baseline, device_peak=350 * MIB, how="test allocator")
+    values = {m["name"]: m["samples"][0] for m in ctx.metrics}
+    assert values == {"peak memory": 250.0, "memory before training": 100.0}
+
+
+def test_host_peak_memory_counts_what_training_allocates_after_the_baseline() -> None:
+    ctx = _ctx()
+    baseline = training.memory_baseline(None)
+    assert baseline.host_reset and baseline.host_bytes and baseline.host_bytes > 10 * MIB  # Linux /proc
+    block = bytearray(64 * MIB)  # "training" touches 64 MiB
+    block[::4096] = b"\1" * len(block[::4096])
+    training.record_peak_memory(ctx, baseline=baseline, device_peak=None, how="")
+    del block
+    values = {m["name"]: m["samples"][0] for m in ctx.metrics}
+    assert 60 <= values["peak memory"] < 200
+    assert values["memory before training"] == pytest.approx(baseline.host_bytes / MIB)
