@@ -169,3 +169,42 @@ def test_gpu_kernel_problem_names_the_missing_architecture() -> None:
     no_ptx = {**JAX_CU12, "cuda12_plugin": {**JAX_CU12["cuda12_plugin"], "kernels": {"sm": ["sm_80"], "ptx": []}}}
     assert "cuda12-plugin carries kernels for sm_80 only" in str(image_probe.gpu_kernel_problem(no_ptx, "9.0"))
     assert image_probe.gpu_kernel_problem(TORCH_CU12, "None") is None  # unknown capability: nothing to say
+
+
+class _FakeContainers:
+    def __init__(self, report: dict[str, Any]) -> None:
+        self.report = report
+        self.calls: list[dict[str, Any]] = []
+
+    def run(self, tag: str, command: list[str], **kwargs: Any) -> bytes:
+        self.calls.append({"tag": tag, "command": command, **kwargs})
+        return ("some log line\n" + json.dumps(self.report)).encode()
+
+
+class _FakeEngine:
+    def __init__(self, report: dict[str, Any]) -> None:
+        self.client = type("Client", (), {"containers": _FakeContainers(report)})()
+
+
+@pytest.mark.parametrize(
+    ("report", "passed", "detail"),
+    [
+        ({**TORCH_CU12, "gpus": [{"name": "NVIDIA H100", "cc": "9.0"}]}, True, "NVIDIA H100 (compute capability 9.0)"),
+        ({**TORCH_CU12, "gpus": [{"name": "Tesla P100", "cc": "6.0"}]}, False, "torch was built for sm_70"),
+        ({**JAX_CU12, "gpus": [{"name": "NVIDIA A100", "cc": "8.0"}]}, True, "sees 1 GPU(s)"),
+        ({**JAX_CU12, "gpus": []}, False, "sees no GPU"),
+    ],
+)
+def test_doctor_gpu_check_reads_the_probe(
+    monkeypatch: pytest.MonkeyPatch, report: dict[str, Any], passed: bool, detail: str
+) -> None:
+    """doctor --device gpu on a (stand-in) GPU host: the probe runs with a GPU request, kernels are checked."""
+    from harness import doctor
+
+    monkeypatch.setattr(doctor, "existing_image_id", lambda engine, image: "sha256:1")
+    engine = _FakeEngine(report)
+    check = doctor._stack_check(engine, report["stack"], "gpu")  # type: ignore[arg-type]
+    assert check.passed is passed and detail in check.detail, check
+    call = engine.client.containers.calls[0]
+    assert call["device_requests"] and call["network_mode"] == "none" and call["read_only"]
+    assert call["command"][:2] == ["python", "-c"] and call["command"][-1] == report["stack"]

@@ -353,37 +353,40 @@ METHOD_TEXT = {
 }
 
 
-def record_energy(ctx: Recorder, label: str, readings: Sequence[EnergyReading], samples_per_region: int) -> None:
-    """`energy per <label>` (J) and `energy per sample` (mJ) from the regions that have a number.
+def record_energy(
+    ctx: Recorder, region: str, readings: Sequence[EnergyReading], samples_per_region: int, tag: str = ""
+) -> None:
+    """`energy per <region><tag>` (J) and `energy per sample<tag>` (mJ) from the regions with a number.
 
-    Regions without one (too short, no counter) are left out and their reason is noted; no
-    metric at all when none has a number. Every metric's description names the method.
+    `tag` keeps variants apart (" [low-overhead]"). Regions without a number (too short, no
+    counter) are left out and their reason is noted; no metric at all when none has one. Every
+    metric's description names the method.
     """
     good = [r for r in readings if r.joules is not None]
     reasons = list(dict.fromkeys(r.reason for r in readings if r.joules is None and r.reason))
     for reason in reasons:
-        ctx.note(f"energy per {label}: no figure for some regions: {reason}")
+        ctx.note(f"energy per {region}{tag}: no figure for some regions: {reason}")
     if not good:
         return
     methods = {r.method for r in good}
     if len(methods) != 1:  # mixing a counter with an integral would blur the figure
-        ctx.note(f"energy per {label}: regions were measured by different methods; not recorded")
+        ctx.note(f"energy per {region}{tag}: regions were measured by different methods; not recorded")
         return
     method = METHOD_TEXT.get(str(good[0].method), str(good[0].method))
     joules = [float(r.joules) for r in good if r.joules is not None]
     ctx.value(
-        f"energy per {label}",
+        f"energy per {region}{tag}",
         joules,
         unit="J",
         better="lower",
-        description=f"GPU energy of one {label} ({method}); the whole board, including idle draw",
+        description=f"GPU energy of one {region} ({method}); the whole board, including idle draw",
     )
     if samples_per_region > 0:
         ctx.value(
-            "energy per sample",
+            f"energy per sample{tag}",
             [1000.0 * j / samples_per_region for j in joules],
             unit="mJ",
             better="lower",
-            description=f"energy per {label} / {samples_per_region} samples ({method})",
+            description=f"energy per {region} / {samples_per_region} samples ({method})",
         )
-    ctx.note(f"energy per {label}: {len(joules)} of {len(readings)} regions measured; {method}")
+    ctx.note(f"energy per {region}{tag}: {len(joules)} of {len(readings)} regions measured; {method}")
