@@ -389,9 +389,18 @@ def build(
         typer.Option(help="install only wheels from DIR, no index (air-gapped); default $HARNESS_WHEELHOUSE"),
     ] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="do not echo the build output")] = False,
+    verify: Annotated[
+        bool, typer.Option("--verify", help="then print what each image was built for (CUDA, cuDNN, GPU kernels)")
+    ] = False,
 ) -> None:
     """Build the stack images (tags name stack, variant and lock hash; an unchanged lock is reused)."""
-    build_images(parse_stacks(stacks), variant.value, base_image, wheelhouse or default_wheelhouse(), echo=not quiet)
+    done = build_images(
+        parse_stacks(stacks), variant.value, base_image, wheelhouse or default_wheelhouse(), echo=not quiet
+    )
+    if verify:
+        from harness.image_probe import verify_images
+
+        verify_images(done)
 
 
 @app.command()

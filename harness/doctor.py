@@ -6,7 +6,6 @@ no working GPU device request, no framework-sees-the-GPU checks.
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import subprocess
@@ -16,30 +15,12 @@ from typing import Any
 
 from harness.backends.docker_backend import NVIDIA_HINT, GpuRequest, variant_for
 from harness.errors import HarnessError
+from harness.image_probe import clean, gpu_kernel_problem, probe
 from harness.images import DEFAULT_BASE_IMAGE, Engine, connect, existing_image_id, stack_image
 from suites.runtime.frameworks import STACKS
 
 # Free space the images need: the CPU stacks come to a few GB, the CUDA ones to tens of GB.
 NEEDED_GB = {"cpu": 8.0, "cuda12": 40.0}
-
-# Run inside each stack image: what the framework sees, as JSON on the last line.
-PROBES = {
-    "numpy": "import json, numpy; print(json.dumps({'framework': 'numpy ' + numpy.__version__, 'gpus': []}))",
-    "jax": (
-        "import json, jax\n"
-        "gpus = [d for d in jax.devices() if d.platform == 'gpu']\n"
-        "print(json.dumps({'framework': 'jax ' + jax.__version__, 'devices': [str(d) for d in jax.devices()],"
-        " 'gpus': [{'name': d.device_kind, 'cc': getattr(d, 'compute_capability', None)} for d in gpus]}))"
-    ),
-    "pytorch": (
-        "import json, torch\n"
-        "n = torch.cuda.device_count() if torch.cuda.is_available() else 0\n"
-        "gpus = [{'name': torch.cuda.get_device_name(i), 'cc': '%d.%d' % torch.cuda.get_device_capability(i)}"
-        " for i in range(n)]\n"
-        "print(json.dumps({'framework': 'torch ' + torch.__version__, 'cuda': torch.version.cuda, 'gpus': gpus,"
-        " 'arch_list': torch.cuda.get_arch_list() if n else []}))"
-    ),
-}
 
 
 @dataclass
@@ -130,42 +111,36 @@ def _gpu_request_check(engine: Engine) -> Check:
 
 
 def _stack_check(engine: Engine, stack: str, device: str) -> Check:
+    """The stack image's build probe (suites/runtime/build_info.py): framework, and on GPUs the kernels."""
     variant = variant_for(device)
     image = stack_image(stack, variant)
     if existing_image_id(engine, image) is None:
         return Check(
             f"{stack} image", False, f"{image.tag} is not built", f"harness build --stacks {stack} --variant {variant}"
         )
-    kwargs: dict[str, Any] = {"network_mode": "none", "remove": True, "stdout": True, "stderr": True}
+    kwargs: dict[str, Any] = {}
     if device == "gpu":
         kwargs["device_requests"] = [GpuRequest().device_request()]
     try:
-        raw = engine.client.containers.run(image.tag, ["python", "-c", PROBES[stack]], **kwargs)
-        seen = json.loads(raw.decode().strip().splitlines()[-1])
-    except Exception as error:  # a probe that cannot run is exactly what doctor reports
-        return Check(
-            f"{stack} image",
-            False,
-            f"probe failed in {image.tag}: {str(error).splitlines()[0][:200]}",
-            "rebuild the image: harness build",
-        )
-    detail = f"{seen['framework']} in {image.tag}"
+        seen = probe(engine, image.tag, stack, **kwargs)
+    except HarnessError as error:  # a probe that cannot run is exactly what doctor reports
+        return Check(f"{stack} image", False, str(error), f"rebuild the image: harness build --stacks {stack}")
+    detail = f"{clean(seen['framework'])} in {image.tag}"
     if device != "gpu" or stack == "numpy":
         return Check(f"{stack} image", True, detail)
-    if not seen["gpus"]:
+    gpus = [g for g in seen.get("gpus") or [] if isinstance(g, dict)] if isinstance(seen.get("gpus"), list) else []
+    if not gpus:
         return Check(f"{stack} sees GPU", False, f"{detail} sees no GPU", NVIDIA_HINT)
-    gpu = seen["gpus"][0]
-    detail += f" sees {len(seen['gpus'])} GPU(s): {gpu['name']} (compute capability {gpu['cc']})"
-    arch_list = seen.get("arch_list") or []
-    if arch_list and gpu["cc"]:
-        sm = "sm_" + str(gpu["cc"]).replace(".", "")
-        if sm not in arch_list and not any(a.startswith("compute_") for a in arch_list):
-            return Check(
-                f"{stack} sees GPU",
-                False,
-                f"{detail}, but this build has kernels for {', '.join(arch_list)} only",
-                "use a torch release built for this GPU",
-            )
+    capability = clean(gpus[0].get("cc"), 10)
+    detail += f" sees {len(gpus)} GPU(s): {clean(gpus[0].get('name'))} (compute capability {capability})"
+    problem = gpu_kernel_problem(seen, capability)
+    if problem is not None:
+        return Check(
+            f"{stack} sees GPU",
+            False,
+            f"{detail}, but {problem}",
+            f"use a {stack} release built for compute capability {capability} (update the lock: images/lock.sh)",
+        )
     return Check(f"{stack} sees GPU", True, detail)
 
 

@@ -19,7 +19,7 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from suites.runtime import machine
+from suites.runtime import machine, nvml
 from suites.runtime.context import Context
 from suites.runtime.errors import JobError, Skip
 from suites.runtime.files import write_json_atomic
@@ -101,6 +101,10 @@ def run_job(args: argparse.Namespace) -> int:
         adapter.initialise(settings)
         cold["device_init_s"] = time.perf_counter() - clock
         env.update(adapter.environment(settings))
+        meter = None
+        if args.device == "gpu":  # driver, clocks, power limit, ECC: what makes two GPU numbers comparable
+            env["nvml"] = nvml.environment()
+            meter = nvml.EnergyMeter if env["nvml"] is not None else None
         # Before any timing, with the suite's own settings: what the arithmetic really is.
         clock = time.perf_counter()
         env["precision"]["measured"] = adapter.precision_probe(settings)
@@ -120,6 +124,7 @@ def run_job(args: argparse.Namespace) -> int:
             # every metric then says `sync: unchecked`, so it cannot pass for a checked one.
             sync_check=os.environ.get("HARNESS_SYNC_CHECK", "on") != "off",
             holds_work=adapter.holds_work,
+            energy_meter=meter,
             data_dir=args.data_dir,
             artifacts_dir=args.out.parent / f"{framework.name}-artifacts",
             result_path=args.out,

@@ -14,7 +14,12 @@ value nodes, then `backward()` and `torch.optim.Adam.step()` for the weights.
   batch (XLA finds the same saving in the JAX step by common-subexpression elimination).
 - `compile` (1.27 s): the autograd formulation (torch.func.grad_and_value) as one
   `torch.compile` graph.
-CUDA graphs are not used: no GPU was available to validate a captured step.
+- `cuda-graph` (GPU only; skipped on the CPU): the `manual` step, the batch gather, the fused
+  Adam update (capturable=True) and the epoch totals captured as one CUDA graph
+  (suites/runtime/cuda_graphs.py) and replayed per batch; the only per-batch host work is
+  copying the batch's indices into the graph's static input buffer. Capture (with its
+  side-stream warm-up, whose updates are undone) happens in epoch 1, the "first call".
+  Never run on a GPU yet: its logic is tested on the CPU against a stand-in for torch.cuda.
 
 Closed form, with e_l = x_l - u_l, f' = 1 - u^2 for tanh layers and 1 for the last one,
 d_l = e_l * f'(u_l):  dE/dx_l = e_l - d_{l+1} W_{l+1}^T,  dE/dW_l = -x_{l-1}^T d_l,  dE/db_l = -sum d_l.
@@ -27,6 +32,7 @@ from collections.abc import Callable
 from typing import Any
 
 from suites.pc import common
+from suites.runtime import cuda_graphs
 from suites.runtime.context import Context
 
 HOW = {
@@ -35,6 +41,8 @@ HOW = {
     "manual": "closed-form gradients, in-place updates under no_grad, fused Adam, u_1 computed once per batch",
     "manual-compile": "closed-form gradients under torch.compile (inductor), fused eager Adam",
     "compile": "the autograd step (torch.func.grad_and_value) as one torch.compile graph, fused eager Adam",
+    "cuda-graph": "closed-form gradients, batch gather, fused capturable Adam and epoch totals captured as one "
+    "CUDA graph, replayed per batch",
 }
 
 
@@ -52,6 +60,10 @@ def run(ctx: Context) -> None:
     n_layers = hidden_layers + 1
     fast = str(p["pytorch_fast"])
     dev = ctx.device
+    chosen = common.variants(p)
+    graphed = fast == "cuda-graph" and "low-overhead" in chosen
+    if graphed:  # before any work: the job cannot give what was asked for here
+        cuda_graphs.require(dev, "pytorch_fast=cuda-graph (use manual-compile on the CPU)")
 
     def put(a: Any, dtype: Any = None) -> Any:
         # A copy, never a view: on the CPU .to(dev) would share memory with the NumPy array, and
@@ -68,8 +80,14 @@ def run(ctx: Context) -> None:
         """The initial weights as leaf tensors, and Adam over them (fused for the low-overhead variant)."""
         params = [put(a).requires_grad_() for layer in init for a in layer]  # W1, b1, W2, b2, ...
         fused = True if variant == "low-overhead" else None
+        # capturable: Adam's step count stays on the device, so a CUDA graph can update it
         return params, torch.optim.Adam(
-            params, lr=float(p["w_lr"]), betas=(common.ADAM_B1, common.ADAM_B2), eps=common.ADAM_EPS, fused=fused
+            params,
+            lr=float(p["w_lr"]),
+            betas=(common.ADAM_B1, common.ADAM_B2),
+            eps=common.ADAM_EPS,
+            fused=fused,
+            capturable=graphed and variant == "low-overhead",
         )
 
     # ---- per-batch: the tutorial's shape, autograd --------------------------------------------
@@ -166,7 +184,7 @@ def run(ctx: Context) -> None:
         return list(grads), torch.stack(energies), correct
 
     compute: Callable[..., Any] | None = None
-    if fast == "manual":
+    if fast in ("manual", "cuda-graph"):
         compute = manual_grads
     elif fast == "manual-compile":
         compute = torch.compile(manual_grads)
@@ -184,7 +202,42 @@ def run(ctx: Context) -> None:
     def batch_fn(variant: str) -> Callable[..., tuple[Any, Any]]:
         return autograd_batch if variant == "per-batch" else fast_batch
 
+    # ---- low-overhead on a GPU: the whole batch step as one CUDA graph ------------------------
+    def graph_step(params: list[Any], opt: Any, totals: Any) -> cuda_graphs.CapturedStep:
+        """Captured on its first call: reads the batch's sample indices from a static buffer."""
+
+        def step(idx: Any) -> Any:
+            with torch.no_grad():
+                grads, energies, correct = manual_grads(params, x_all[idx], t_all[idx], y_all[idx])
+                for w, g in zip(params, grads, strict=True):
+                    w.grad = g
+                opt.step()
+                totals[0] += energies[-1]
+                totals[1] += correct
+            return energies
+
+        inputs = cuda_graphs.StaticInputs([orders[0][:batch]])
+        return cuda_graphs.CapturedStep(step, inputs, state=[*params, totals], optimizer=opt)
+
+    graphs: dict[str, cuda_graphs.CapturedStep] = {}
+
+    def make_graph_epoch(variant: str, state: list[Any]) -> Callable[[int], Any]:
+        params, opt = state
+        totals = torch.zeros(2, device=dev)
+        captured = graphs[variant] = graph_step(params, opt, totals)
+
+        def run_epoch(e: int) -> Any:
+            order = orders[e]
+            totals.zero_()
+            for start in data.starts:
+                captured(order[start : start + batch])  # the first call captures (epoch 1)
+            return totals
+
+        return run_epoch
+
     def make_epoch(variant: str, state: list[Any]) -> Callable[[int], Any]:
+        if graphed and variant == "low-overhead":
+            return make_graph_epoch(variant, state)
         step = batch_fn(variant)
 
         def run_epoch(e: int) -> Any:
@@ -212,7 +265,6 @@ def run(ctx: Context) -> None:
 
     histories: dict[str, Any] = {}
     counter = CompileCounter()
-    chosen = common.variants(p)
     for variant in chosen:
         ctx.progress(f"variant {variant}: {how(variant)} ('loss' = mean energy after the x-steps)")
         state = list(fresh(variant))
@@ -237,8 +289,15 @@ def run(ctx: Context) -> None:
     first: dict[str, common.FirstStep] = {}
     idx = orders[0][:batch]
     for variant in chosen:
-        params, opt = fresh(variant)
-        energies, _ = batch_fn(variant)(params, opt, x_all[idx], t_all[idx], y_all[idx])
+        if variant in graphs:  # the captured graph itself, from the initial weights
+            captured = graphs[variant]
+            params, opt = captured.state[:-1], captured.optimizer
+            captured.reset([put(a) for layer in init for a in layer] + [torch.zeros(2, device=dev)])
+            energies = captured(idx)
+            ctx.note(f"{variant}: CUDA graph captured once, replayed {captured.replays} times")
+        else:
+            params, opt = fresh(variant)
+            energies, _ = batch_fn(variant)(params, opt, x_all[idx], t_all[idx], y_all[idx])
         first[variant] = common.FirstStep(
             energies=[float(v) for v in energies.tolist()],
             # after one step Adam's exp_avg = (1 - b1) * grad

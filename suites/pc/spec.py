@@ -3,7 +3,7 @@
 from suites.runtime.spec import CheckSpec, Param, SuiteSpec
 
 VARIANTS = ("both", "per-batch", "low-overhead")
-PYTORCH_FAST = ("manual-compile", "manual", "compile")
+PYTORCH_FAST = ("manual-compile", "manual", "compile", "cuda-graph")
 
 SPEC = SuiteSpec(
     name="pc",
@@ -65,7 +65,8 @@ SPEC = SuiteSpec(
             "manual-compile",
             "pytorch's low-overhead variant: manual (closed-form gradients, in-place updates, fused Adam, eager), "
             "manual-compile (the same step under torch.compile), compile (the autograd step as one torch.compile "
-            "graph via torch.func)",
+            "graph via torch.func), cuda-graph (GPU only: the manual step and its Adam update captured as one CUDA "
+            "graph, replayed per batch; skipped on the CPU)",
             choices=PYTORCH_FAST,
         ),
     ),

@@ -14,6 +14,7 @@ import gc
 import math
 import time
 from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -58,6 +59,7 @@ class Context:
         barrier: syncguard.Barrier | None = None,
         holds_work: Callable[[Any], bool] | None = None,
         sync_check: bool = True,
+        energy_meter: Callable[[], Any] | None = None,
     ) -> None:
         self.spec = spec
         self.framework = framework
@@ -75,6 +77,9 @@ class Context:
         self.barrier = barrier
         self.sync_check = sync_check  # False only to measure the barrier's own cost (benchmarks/)
         self._holds_work = holds_work
+        # GPU jobs: a factory of nvml.EnergyMeter, entered before a clock starts and left after
+        # it stops (suites/runtime/nvml.py); None where there is no GPU energy to read.
+        self.energy_meter = energy_meter
         self.metrics: list[dict[str, Any]] = []
         self.checks: list[dict[str, Any]] = []
         self.notes: list[str] = []
@@ -122,6 +127,26 @@ class Context:
                 record["why"] = "the first call left work running after its clock stopped"
         return record
 
+    def meter(self) -> AbstractContextManager[Any]:
+        """An energy meter for one region (a no-op without a GPU); its `reading` after the block."""
+        return self.energy_meter() if self.energy_meter is not None else nullcontext()
+
+    def _loop_energy(self, name: str, meter: Any, calls: float) -> None:
+        reading = getattr(meter, "reading", None)
+        if reading is None:
+            return
+        if reading.joules is None:
+            self.note(f"energy per call of {name}: no figure ({reading.reason})")
+            return
+        self.value(
+            f"energy per call: {name}",
+            reading.joules / calls,
+            unit="J",
+            better="lower",
+            description=f"GPU energy of the {int(calls)} timed calls / {int(calls)} (NVML {reading.method}); "
+            "the whole board, idle draw and the barrier checks between samples included",
+        )
+
     def _returns_nothing(self, out: Any) -> bool:
         return self._holds_work is not None and not self._holds_work(out)
 
@@ -162,10 +187,11 @@ class Context:
         gc_was_enabled = gc.isenabled()
         gc.disable()  # a collection inside one sample is noise another framework doesn't pay
         try:
-            for _ in range(repeat):
-                elapsed, out = self._timed(fn, sync)
-                probes.append(self.probe_escape())  # outside the clock
-                raw.append(elapsed)
+            with self.meter() as meter:  # entered and left outside every sample's clock
+                for _ in range(repeat):
+                    elapsed, out = self._timed(fn, sync)
+                    probes.append(self.probe_escape())  # outside the clock
+                    raw.append(elapsed)
         finally:
             if gc_was_enabled:
                 gc.enable()
@@ -189,6 +215,7 @@ class Context:
                 "warnings": warnings,
             }
         )
+        self._loop_energy(name, meter, repeat * (per or 1))
         return out
 
     def record_time(

@@ -24,6 +24,7 @@ RECORDED_VARIABLES = THREAD_VARIABLES + (
     "JAX_ENABLE_X64",
     "JAX_DEFAULT_MATMUL_PRECISION",
     "CUDA_VISIBLE_DEVICES",
+    "CUDA_DEVICE_ORDER",
     "NVIDIA_TF32_OVERRIDE",
     "TORCH_ALLOW_TF32_CUBLAS_OVERRIDE",
     "PYTORCH_CUDA_ALLOC_CONF",
@@ -86,6 +87,10 @@ def apply_environment(settings: Settings) -> None:
     os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
     if settings.device == "cpu":
         os.environ.setdefault("JAX_PLATFORMS", "cpu")
+    else:
+        # CUDA numbers GPUs fastest-first by default, NVML by PCI bus: in PCI order both agree,
+        # so the energy meter reads the GPU the framework computes on (runtime/nvml.py).
+        os.environ.setdefault("CUDA_DEVICE_ORDER", "PCI_BUS_ID")
 
 
 def pin_cores(threads: int) -> list[int] | None:

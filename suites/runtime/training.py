@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from suites.runtime import datasets
+from suites.runtime import datasets, nvml
 from suites.runtime.context import Context
 from suites.runtime.datasets import AUTO, ImageData
 from suites.runtime.spec import CheckSpec, Param
@@ -237,6 +237,7 @@ class Epoch:
     accuracy: float  # training accuracy over the epoch, percent
     compilations: int
     probe: Probe | None = None  # the sync-escape barrier run after the epoch's clock stopped
+    energy: Any = None  # GPU jobs: the epoch's nvml.EnergyReading (meter entered/left outside the clock)
 
 
 @dataclass
@@ -290,17 +291,18 @@ def train(
         was_enabled = gc.isenabled()
         gc.disable()  # a collection inside one epoch is noise another framework may not pay
         try:
-            start = time.perf_counter()
-            out = run_epoch(e)
-            ctx.sync(out)
-            seconds = time.perf_counter() - start
+            with ctx.meter() as meter:  # GPU energy of the epoch; a no-op elsewhere
+                start = time.perf_counter()
+                out = run_epoch(e)
+                ctx.sync(out)
+                seconds = time.perf_counter() - start
         finally:
             if was_enabled:
                 gc.enable()
         probe = ctx.probe_escape()  # outside the clock: finds work the epoch left running
         loss, accuracy = read(out)
         compiled = compilations() - before
-        history.epochs.append(Epoch(seconds, loss, accuracy, compiled, probe))
+        history.epochs.append(Epoch(seconds, loss, accuracy, compiled, probe, getattr(meter, "reading", None)))
         ctx.progress(
             f"epoch {e + 1}/{epochs}: loss {loss:.4f}, train accuracy {accuracy:.2f} %, {seconds:.3f} s"
             + (f", {compiled} compilation{'s' if compiled != 1 else ''}" if compiled else "")
@@ -344,6 +346,9 @@ def record(
             unit="samples/s",
             description="training samples per second in the steady epochs",
         )
+        energy = [e.energy for e in steady if e.energy is not None]
+        if energy:  # epoch 1 left out: its energy is mostly compilation on the CPU, idle GPU draw
+            nvml.record_energy(ctx, "epoch", energy, n)
     else:  # the target was reached in epoch 1: there is no steady epoch to report
         ctx.note("one epoch only (target reached in epoch 1): no steady epoch, epoch time and throughput not reported")
     last = history.epochs[-1]
