@@ -372,9 +372,9 @@ def test_training_records_energy_per_steady_epoch_without_epoch_one() -> None:
 
 
 def test_gpu_jobs_number_devices_in_pci_order_like_nvml(monkeypatch: pytest.MonkeyPatch) -> None:
-    from suites.runtime.settings import Settings, apply_environment, recorded_variables
-
     import os
+
+    from suites.runtime.settings import Settings, apply_environment, recorded_variables
 
     monkeypatch.setattr(os, "environ", {k: v for k, v in os.environ.items() if k != "CUDA_DEVICE_ORDER"})  # no leaks
     apply_environment(Settings(device="cpu", threads=None, x64=False))
