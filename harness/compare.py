@@ -8,6 +8,7 @@ from typing import Any
 
 from harness.errors import HarnessError
 from harness.fairness import not_comparable
+from harness.numbers import fmt_change
 from harness.plausibility import exclusions
 from harness.runs import Run
 from harness.statistics import ALPHA, geometric_mean, mann_whitney_u, ratio_interval
@@ -65,7 +66,7 @@ class Change:
             word = "slower" if self.slowdown > 0 else "faster"
         else:
             word = "worse" if self.slowdown > 0 else "better"
-        return f"{abs(self.slowdown):.1%} {word}"
+        return f"{fmt_change(abs(self.slowdown))} {word}"
 
 
 @dataclass

@@ -9,7 +9,7 @@ from typing import Any
 from harness import escape
 from harness.compare import Comparison
 from harness.exports import Format, html_page, to_csv
-from harness.units import fmt_value
+from harness.numbers import fmt_interval, fmt_p, fmt_ratio, fmt_share, fmt_value
 
 CHANGE_FIELDS = (
     "framework", "metric", "unit", "better", "median_a", "median_b", "ratio", "ci_low", "ci_high",
@@ -35,11 +35,10 @@ def _table(comparison: Comparison, tablefmt: str) -> str:
             c.metric,
             fmt_value(c.median_a, c.unit),
             fmt_value(c.median_b, c.unit),
-            f"{c.ratio:.3f} [{c.ci_low:.3f}-{c.ci_high:.3f}"
-            + ("" if c.ci_coverage >= 0.95 - 1e-9 else f" {c.ci_coverage:.0%}")
-            + "]"
+            f"{fmt_ratio(c.ratio)} "
+            + fmt_interval(c.ci_low, c.ci_high, None if c.ci_coverage >= 0.95 - 1e-9 else fmt_share(c.ci_coverage))
             + (" (rounds)" if c.basis == "round medians" else ""),
-            f"{c.p_value:.3g}",
+            fmt_p(c.p_value),
             c.verdict,
         ]
         for c in comparison.changes
@@ -50,8 +49,8 @@ def _table(comparison: Comparison, tablefmt: str) -> str:
 def _summary_lines(comparison: Comparison) -> list[str]:
     lines = []
     for fw in dict.fromkeys(c.framework for c in comparison.changes):
-        lines.append(f"geometric mean of time ratios B/A, {fw}: {comparison.geomean(fw):.3f}")
-    lines.append(f"geometric mean of time ratios B/A, all: {comparison.geomean():.3f}")
+        lines.append(f"geometric mean of time ratios B/A, {fw}: {fmt_ratio(comparison.geomean(fw))}")
+    lines.append(f"geometric mean of time ratios B/A, all: {fmt_ratio(comparison.geomean())}")
     lines.append(
         "intervals: 95 % unless the coverage they really have is printed inside the brackets (few samples); "
         "(rounds) = per-round medians of interleaved rounds were the observations"

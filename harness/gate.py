@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from harness.numbers import fmt_rel_diff
 from harness.runs import Run
 from suites.runtime.registry import all_suites
 from suites.runtime.spec import CheckSpec
@@ -148,9 +149,9 @@ def evaluate(run: Run) -> list[CheckRow]:
                     passed, why = False, f"shape differs from {reference}"
                     row.rel_diff[fw] = None
                 else:
-                    row.rel_diff[fw] = max_rel_diff(value, base)
+                    diff = row.rel_diff[fw] = max_rel_diff(value, base)
                     if not agrees(value, base, rtol, atol):
-                        passed, why = False, f"differs from {reference} by {row.rel_diff[fw]:.2g} (rtol {rtol:g})"
+                        passed, why = False, f"differs from {reference} by {fmt_rel_diff(diff)} (rtol {rtol:g})"
             row.passed[fw] = passed
             if why:
                 row.why[fw] = why

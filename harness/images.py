@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from harness.errors import HarnessError
+from harness.numbers import fmt_bytes
 from suites.runtime.frameworks import STACKS
 
 IMAGES_DIR = Path(__file__).resolve().parent.parent / "images"
@@ -389,14 +390,6 @@ def image_size(engine: Engine, image_id: str) -> int:
 # The `harness build` and `harness wheelhouse` commands
 
 
-def _human(size: float) -> str:
-    for unit in ("B", "KB", "MB", "GB"):
-        if size < 1000 or unit == "GB":
-            return f"{size:.1f} {unit}" if unit != "B" else f"{size:.0f} B"
-        size /= 1000
-    return f"{size:.1f} GB"
-
-
 def build_images(
     stacks: list[str], variant: str, base_image: str, wheelhouse: Path | None, echo: bool
 ) -> list[Ensured]:
@@ -415,7 +408,7 @@ def build_images(
                     print(f"  [{stack}] {line}", flush=True)
 
             result = ensure(engine, image, wheelhouse, show)
-            size = _human(image_size(engine, result.image_id))
+            size = fmt_bytes(image_size(engine, result.image_id))
             verb = f"built in {result.seconds:.0f} s" if result.built else "up to date (lock and recipe unchanged)"
             print(f"{image.stack}: {verb}; {result.image_id[:19]}, {size}", flush=True)
             done.append(result)
@@ -426,4 +419,4 @@ def fill_images_wheelhouse(dest: Path, stacks: list[str], variant: str, find_lin
     images = [stack_image(stack, variant) for stack in stacks]
     wheels = fill_wheelhouse(dest, images, find_links)
     total = sum(path.stat().st_size for path in wheels)
-    print(f"{dest}: {len(wheels)} wheels, {_human(total)}; build offline with `harness build --wheelhouse {dest}`")
+    print(f"{dest}: {len(wheels)} wheels, {fmt_bytes(total)}; build offline with `harness build --wheelhouse {dest}`")

@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from statistics import median
 
+from harness.numbers import fmt_share
 from suites.runtime.stats import summarize
 
 BOOTSTRAP_RESAMPLES = 2000
@@ -110,7 +111,7 @@ class Interval:
     @property
     def claimed(self) -> str:
         """'' at the nominal level, else the coverage to print next to the interval."""
-        return "" if self.coverage >= CONFIDENCE - 1e-9 else f"{self.coverage:.0%}"
+        return "" if self.coverage >= CONFIDENCE - 1e-9 else fmt_share(self.coverage)
 
 
 def median_coverage(n: int, k: int) -> float:

@@ -8,10 +8,19 @@ from typing import Any
 from harness import escape, time_to_target
 from harness.fairness import not_comparable
 from harness.gate import CheckRow, evaluate
+from harness.numbers import (
+    fmt_giga,
+    fmt_interval,
+    fmt_number,
+    fmt_ratio,
+    fmt_rel_diff,
+    fmt_share,
+    fmt_time,
+    fmt_value,
+)
 from harness.plausibility import ESCAPED, IMPLAUSIBLE, Finding, escaped, exclusions, lint, sync_state
 from harness.runs import Run
 from harness.statistics import BOOTSTRAP_MIN_N, UNSTABLE_RELATIVE_IQR, ratio_interval
-from harness.units import fmt_time, fmt_value
 
 NOT_COMPARABLE = "†"
 
@@ -33,7 +42,7 @@ def _metrics(result: dict[str, Any]) -> dict[str, dict[str, Any]]:
 def _ratio(value: float, base: float | None) -> str:
     if base is None or base == 0:
         return ""
-    return f" ({value / base:.2f}x)"
+    return f" ({fmt_ratio(value / base)})"
 
 
 def _sample_ratio(metric: dict[str, Any], base: dict[str, Any] | None) -> str:
@@ -45,10 +54,9 @@ def _sample_ratio(metric: dict[str, Any], base: dict[str, Any] | None) -> str:
         return ""
     ratio = metric["stats"]["median"] / base["stats"]["median"]
     if metric is base or len(metric["samples"]) < 3 or len(base["samples"]) < 3:
-        return f" ({ratio:.2f}x)"
+        return f" ({fmt_ratio(ratio)})"
     interval = ratio_interval(base["samples"], metric["samples"])
-    coverage = f" {interval.claimed}" if interval.claimed else ""
-    return f" ({ratio:.2f}x [{interval.low:.2f}-{interval.high:.2f}{coverage}])"
+    return f" ({fmt_ratio(ratio)} {fmt_interval(interval.low, interval.high, interval.claimed)})"
 
 
 def _steady_cell(metric: dict[str, Any], base: dict[str, Any] | None, excluded: str | None) -> str:
@@ -59,7 +67,7 @@ def _steady_cell(metric: dict[str, Any], base: dict[str, Any] | None, excluded: 
     elif metric["unit"] == "s":
         text = f"{fmt_time(median)} ±{fmt_time(iqr, scale_from=median).split()[0]}"
     else:
-        text = f"{fmt_value(median, metric['unit'])} ±{iqr:.2g}"
+        text = f"{fmt_value(median, metric['unit'])} ±{fmt_value(iqr, '')}"
     if excluded is not None:
         return f"{'ESCAPED' if excluded == 'sync escaped' else 'IMPLAUSIBLE'} {text}"
     unstable = median and iqr / abs(median) > UNSTABLE_RELATIVE_IQR
@@ -73,19 +81,18 @@ def _first_cell(metric: dict[str, Any], base: dict[str, Any] | None) -> str:
 
 
 def _rate_cell(finding: Finding, base: Finding | None, excluded: str | None) -> str:
-    scale = 1e9
-    rate = finding.achieved / scale
+    rate = fmt_giga(finding.achieved)
     if not finding.plausible:
-        return f"{rate:.4g} > limit {(finding.ceiling or 0) / scale:.4g}"
+        return f"{rate} > limit {fmt_giga(finding.ceiling or 0)}"
     if excluded is not None:
-        return f"({rate:.4g}: {excluded})"
-    text = f"{rate:.4g}" + (_ratio(rate, base.achieved / scale) if base is not None else "")
+        return f"({rate}: {excluded})"
+    text = rate + (_ratio(finding.achieved, base.achieved) if base is not None else "")
     shares = []
     if finding.fraction is not None:
         # A CPU's bandwidth peak is its L1 bound (the only physical ceiling whatever the size).
-        shares.append(f"{finding.fraction:.0%} of {'L1 peak' if finding.basis.startswith('L1') else 'peak'}")
+        shares.append(f"{fmt_share(finding.fraction)} of {'L1 peak' if finding.basis.startswith('L1') else 'peak'}")
     if finding.achievable_fraction is not None:
-        shares.append(f"{finding.achievable_fraction:.0%} of achievable")
+        shares.append(f"{fmt_share(finding.achievable_fraction)} of achievable")
     return text + (" " + ", ".join(shares) if shares else "")
 
 
@@ -157,7 +164,9 @@ def _check_value(value: Any) -> str:
     if isinstance(value, list):
         flat = [x for x in value] if not any(isinstance(v, list) for v in value) else []
         return (
-            f"[{len(value)} values]" if not flat or len(flat) > 6 else "[" + ", ".join(f"{v:.4g}" for v in flat) + "]"
+            f"[{len(value)} values]"
+            if not flat or len(flat) > 6
+            else "[" + ", ".join(fmt_number(v) for v in flat) + "]"
         )
     return f"{value:.6g}"
 
@@ -174,7 +183,7 @@ def check_rows(run: Run, checks: list[CheckRow]) -> tuple[list[str], list[list[s
                 continue
             verdict = "pass" if row.passed.get(fw) else f"FAIL: {row.why.get(fw, '')}"
             diff = row.rel_diff.get(fw) if " vs " in row.tolerance else None
-            extra = f", rel diff {diff:.1e}" if diff is not None else ""
+            extra = f", rel diff {fmt_rel_diff(diff)}" if diff is not None else ""
             cells.append(f"{_check_value(row.values[fw])} ({verdict}{extra})")
         rows.append(cells)
     return headers, rows
@@ -242,7 +251,7 @@ def render(run: Run, tablefmt: str = "simple") -> str:
         parts.append(
             "cells: median ±IQR of the steady samples, (ratio to "
             f"{run.baseline} [95 % interval; with under {BOOTSTRAP_MIN_N} samples a side, the order-statistic range "
-            f"and the % it really covers]); ~ = unstable (IQR > {UNSTABLE_RELATIVE_IQR:.0%} of median); "
+            f"and the % it really covers]); ~ = unstable (IQR > {fmt_share(UNSTABLE_RELATIVE_IQR)} of median); "
             "first call = trace/compile + one run"
         )
     for fw, why in incomparable.items():
@@ -316,8 +325,8 @@ def _integrity_lines(run: Run, title: Callable[[str], list[str]], bullet: Callab
             sync_note = "" if f.synchronised else " (recorded as NOT synchronised)"
             lines.append(
                 bullet(
-                    f"  {f.framework} {f.metric}: {f.achieved / 1e9:.4g} {f.unit} exceeds the limit "
-                    f"{(f.ceiling or 0) / 1e9:.4g} {f.unit} ({f.basis}){sync_note}; excluded from ratios"
+                    f"  {f.framework} {f.metric}: {fmt_giga(f.achieved)} {f.unit} exceeds the limit "
+                    f"{fmt_giga(f.ceiling or 0)} {f.unit} ({f.basis}){sync_note}; excluded from ratios"
                 )
             )
     unchecked = [

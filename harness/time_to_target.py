@@ -21,6 +21,7 @@ import statistics
 from collections.abc import Sequence
 from typing import Any
 
+from harness.numbers import fmt_percent, fmt_time
 from harness.statistics import bootstrap_median_ci
 
 # The metrics a job records only when its target was reached (runtime/training.record_target).
@@ -108,11 +109,11 @@ def cell(result: dict[str, Any]) -> str | None:
         if isinstance(rounds, list) and len(rounds) > 1:
             return f"not reached (in {len(rounds) - int(target.get('reached_rounds', 0))} of {len(rounds)} rounds)"
         best = target.get("best_accuracy")
-        return "not reached" + (f" (best {best:.4g} %)" if isinstance(best, (int, float)) else "")
-    text = f"{target['seconds']:.4g} s ({target['epochs']:g} epochs)"
+        return "not reached" + (f" (best {fmt_percent(best)})" if isinstance(best, (int, float)) else "")
+    text = f"{fmt_time(target['seconds'])} ({target['epochs']:g} epochs)"
     interval = target.get("seconds_interval")
     if isinstance(interval, list) and len(interval) == 2:
-        text += f" [{interval[0]:.4g}, {interval[1]:.4g}] over {len(rounds or [])} seeds"
+        text += f" [{fmt_time(interval[0])}-{fmt_time(interval[1])}] over {len(rounds or [])} seeds"
     return text
 
 

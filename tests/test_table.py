@@ -20,7 +20,7 @@ def test_table_shows_medians_ratios_first_calls_and_rates(tmp_path: Path) -> Non
     text = render(load_run(two_framework_run(tmp_path, 100.0)))
     assert "numpy (baseline)" in text
     matmul = next(line for line in text.splitlines() if line.startswith("matmul "))
-    assert "2 s" in matmul and "(1.00x)" in matmul and "1 s" in matmul and "(0.50x [0.50-0.50 56%])" in matmul
+    assert "2 s" in matmul and "(1.00x)" in matmul and "1 s" in matmul and "(0.500x [0.500-0.500 56%])" in matmul
     first = next(line for line in text.splitlines() if line.startswith("matmul (first call)"))
     assert "3 s" in first and "(2.00x)" in first
     rate = next(line for line in text.splitlines() if line.startswith("matmul GFLOP/s"))

@@ -12,6 +12,7 @@ from harness.data import fetch as fetching
 from harness.data import hub, imports, store
 from harness.data.sources import IMPORTED, SOURCES
 from harness.errors import HarnessError
+from harness.numbers import fmt_bytes
 from suites.runtime.datasets import fetch_command
 
 app = typer.Typer(
@@ -29,7 +30,7 @@ def _summary(written: store.Written) -> str:
     shapes = ", ".join(f"{k} {tuple(v['shape'])}" for k, v in m["arrays"].items())
     revision = f"revision {m['revision'][:12]}, " if m.get("revision") else ""
     return (
-        f"{m['name']}: {shapes}; {store.human_bytes(m['bytes'])} in {written.folder} "
+        f"{m['name']}: {shapes}; {fmt_bytes(m['bytes'])} in {written.folder} "
         f"({revision}fingerprint {m['fingerprint'][:16]})"
     )
 
@@ -131,7 +132,7 @@ def list_cmd(data_dir: DataDir = None) -> None:
         shape = "x".join(str(d) for d in train[1:]) if train else "-"
         rows.append(
             [name, "present", f"{train[0] if train else '-'} / {test[0] if test else '-'}", shape,
-             store.human_bytes(m["bytes"]), (m.get("revision") or "-")[:12], m.get("created_at", "")]
+             fmt_bytes(m["bytes"]), (m.get("revision") or "-")[:12], m.get("created_at", "")]
         )  # fmt: skip
     typer.echo(f"data folder: {folder}")
     typer.echo(

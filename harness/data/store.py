@@ -154,14 +154,6 @@ def _auto_target(suite: str | None) -> str | None:
     return auto_target(choices)
 
 
-def human_bytes(n: float) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if n < 1024 or unit == "GiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    return f"{n:.1f} GiB"
-
-
 def present(data_dir: Path) -> tuple[dict[str, dict[str, Any]], dict[str, str]]:
     """(datasets with a valid manifest, datasets whose manifest is broken -> why), by name."""
     found: dict[str, dict[str, Any]] = {}
