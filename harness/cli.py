@@ -39,7 +39,8 @@ from harness.plan import check_timeout, make_plan, parse_frameworks
 from harness.plausibility import implausible
 from harness.report import write_report
 from harness.rounds import execute_rounds
-from harness.runner import execute, load_plan, prepare_results_dir
+from harness.run_writer import resume_plan
+from harness.runner import execute, prepare_results_dir
 from harness.runs import Run, load_run, resolve_run
 from harness.table import gate_passed
 
@@ -197,7 +198,7 @@ def run(
         if suite is not None or frameworks is not None or param:
             raise HarnessError("--resume RUN re-uses that run's plan; drop --suite, --frameworks and --param")
         resume_dir = resolve_run(resume, target)
-        plan = load_plan(resume_dir)
+        plan = resume_plan(resume_dir)
         if timeout is not None:  # e.g. a job that timed out gets more time on the second try
             plan = replace(plan, jobs=tuple(replace(job, timeout_s=check_timeout(timeout)) for job in plan.jobs))
     elif suite is None:

@@ -30,12 +30,13 @@ from harness.backends.streams import tail_text
 from harness.errors import HarnessError
 from harness.escape import plain
 from harness.plan import Job, Plan, make_plan, plan_from_record
-from harness.runner import finalize, new_summary, placeholder_result, summary_entry
+from harness.run_writer import PLAN_FILE, RunWriter, read_plan_record
+from harness.runner import finalize, placeholder_result
 from harness.safe_files import UnsafeFile, read_bytes, read_tail, remove_tree, write_bytes_atomic
-from harness.schema import RUN_ID, parse_json
+from harness.schema import RUN_ID
 from suites.runtime.files import write_json_atomic
-from suites.runtime.result import utc_now
 
+COMMAND = ["docker", "compose", "up"]
 BACKEND = "compose"
 ARGS, EXIT, STDOUT, STDERR = "job.args", "exit", "stdout.log", "stderr.log"  # names in a job folder (job.sh)
 MAX_LOG_BYTES = 16 * 2**20  # a log copied into the run folder keeps at most its last 16 MiB
@@ -81,9 +82,7 @@ def plan_step(args: argparse.Namespace) -> int:
     )
     run_dir = results / plan.run_id
     (run_dir / "logs").mkdir(parents=True)
-    write_json_atomic(run_dir / "plan.json", plan.as_record())
-    summary = new_summary(plan, BACKEND, ["docker", "compose", "up"])
-    write_json_atomic(run_dir / "summary.json", summary)
+    RunWriter(run_dir, plan, BACKEND, COMMAND).start()
     jobs_root = results / args.jobs_dir
     jobs_root.mkdir(exist_ok=True)
     for job in plan.jobs:
@@ -113,7 +112,7 @@ def _collect(run_dir: Path, work: Path, run_id: str, job: Job) -> dict[str, Any]
     out = run_dir / job.result_file()
     if job.skip_reason:
         result = placeholder_result(run_id, job, BACKEND, "skipped", job.skip_reason)
-        write_json_atomic(out, result)
+        write_json_atomic(out, result)  # as finalize() writes the others
         return result
     try:
         code = read_bytes(work / EXIT, MAX_SMALL).decode("ascii", "replace").strip()
@@ -144,12 +143,12 @@ def _current_run(results: Path, pointer: Path) -> tuple[str, Path, Plan]:
         if not RUN_ID.fullmatch(run_id):
             raise HarnessError(f"{pointer}: {plain(run_id)!r} is not a run id")
         run_dir = results / run_id
-        record = parse_json(read_bytes(run_dir / "plan.json", 16 * 2**20), str(run_dir / "plan.json"))
+        record = read_plan_record(run_dir)
     except HarnessError as error:
         raise HarnessError(f"no compose run to finish ({error}); the plan service must run first") from None
-    plan = plan_from_record(record, str(run_dir / "plan.json"))
+    plan = plan_from_record(record, str(run_dir / PLAN_FILE))
     if plan.run_id != run_id:
-        raise HarnessError(f"{run_dir / 'plan.json'} belongs to run {plan.run_id}, not {run_id}; run `up` again")
+        raise HarnessError(f"{run_dir / PLAN_FILE} belongs to run {plan.run_id}, not {run_id}; run `up` again")
     return run_id, run_dir, plan
 
 
@@ -157,23 +156,22 @@ def finish_step(args: argparse.Namespace) -> int:
     results = Path(args.results)
     pointer = results / args.pointer
     run_id, run_dir, plan = _current_run(results, pointer)
-    summary = new_summary(plan, BACKEND, ["docker", "compose", "up"])
+    writer = RunWriter(run_dir, plan, BACKEND, COMMAND)
     jobs_root = results / args.jobs_dir
     for job in plan.jobs:
         work = jobs_root / job.framework
         try:
-            summary["jobs"].append(summary_entry(job, _collect(run_dir, work, run_id, job)))
+            writer.add(job, _collect(run_dir, work, run_id, job), write=False)
         finally:
             remove_tree(work)
     with contextlib.suppress(OSError):
         jobs_root.rmdir()  # empty now; the next plan step creates it again
-    summary["finished_at"] = utc_now()
-    write_json_atomic(run_dir / "summary.json", summary)
+    writer.finish()
     owner = results.stat()
     _chown_tree([run_dir, pointer], owner.st_uid, owner.st_gid)  # the results belong to whoever owns ./results
     shown = subprocess.run([sys.executable, "-m", "harness.cli", "show", str(run_dir)], check=False)
     print(f"\nrun folder: results/{run_id}")
-    all_ok = all(job["status"] in ("ok", "skipped") for job in summary["jobs"])
+    all_ok = all(job["status"] in ("ok", "skipped") for job in writer.summary["jobs"])
     return 0 if all_ok and shown.returncode == 0 else 1
 
 

@@ -26,15 +26,15 @@ from harness.errors import HarnessError
 from harness.escape import plain
 from harness.images import IMAGE_USER, stack_image
 from harness.limits import Limits
-from harness.plan import K8S_NAME, Job, Plan
+from harness.plan import K8S_NAME, Job, Plan, plan_from_record
 from harness.run_lock import run_lock
-from harness.runner import load_plan, new_summary, placeholder_result, prepare_results_dir, summary_entry
+from harness.run_writer import PLAN_FILE, RunWriter, read_plan_record
+from harness.runner import placeholder_result, prepare_results_dir
 from harness.runs import mismatch
-from harness.safe_files import MissingFile, UnsafeFile, read_bytes, read_tail
+from harness.safe_files import MissingFile, UnsafeFile, read_tail
 from harness.schema import MAX_RESULT_BYTES, InvalidResult, parse_json, validate
-from suites.runtime.files import write_json_atomic, write_text_atomic
+from suites.runtime.files import write_text_atomic
 from suites.runtime.registry import SUITES_DIR
-from suites.runtime.result import utc_now
 
 BEGIN, END = "==HARNESS-RESULT-BEGIN==", "==HARNESS-RESULT-END=="
 SUITES_MOUNT, RESULTS_MOUNT, DATA_MOUNT = "/harness", "/results", "/data"
@@ -49,7 +49,6 @@ DEFAULT_CPUS = 2.0
 # C++ builds). A job filling its disk is evicted instead of filling the node's.
 SIZE_LIMITS = {"suites": "64Mi", "results": "512Mi", "tmp": "2Gi"}
 MAX_POD_LOG_BYTES = MAX_RESULT_BYTES * 2
-MAX_PLAN_BYTES = 16 * 2**20
 
 
 def _k8s_name(text: str) -> str:
@@ -248,7 +247,7 @@ def export(
         for name, text in documents.items():
             write_text_atomic(out / name, text)
             written.append(out / name)
-        write_text_atomic(out / "plan.json", plan_text)
+        write_text_atomic(out / PLAN_FILE, plan_text)
     except OSError as error:
         raise HarnessError(
             f"--out {out}: cannot write the manifests ({error.strerror}); choose another folder"
@@ -289,11 +288,11 @@ def _saved_log(logs: Path, name: str) -> str:
 
 def collect(manifests: Path, results_dir: Path, logs: Path | None) -> Path:
     """Turn the pods' logs into a normal run folder that show, report and compare understand."""
-    plan = load_plan(manifests)
     try:
-        record = parse_json(read_bytes(manifests / "plan.json", MAX_PLAN_BYTES), str(manifests / "plan.json"))
+        record = read_plan_record(manifests)
     except (MissingFile, UnsafeFile) as error:
         raise HarnessError(str(error)) from None
+    plan = plan_from_record(record, str(manifests / PLAN_FILE))
     namespace = record.get("namespace", "default") if isinstance(record, dict) else "default"
     check_name(namespace if isinstance(namespace, str) else plain(namespace), "namespace in plan.json")
     prepare_results_dir(results_dir)
@@ -304,9 +303,8 @@ def collect(manifests: Path, results_dir: Path, logs: Path | None) -> Path:
 
 
 def _collect(plan: Plan, manifests: Path, namespace: str, run_dir: Path, logs: Path | None) -> Path:
-    write_json_atomic(run_dir / "plan.json", plan.as_record())
-    summary = new_summary(plan, "kubernetes", ["harness", "collect", str(manifests)])
-    write_json_atomic(run_dir / "summary.json", summary)
+    writer = RunWriter(run_dir, plan, "kubernetes", ["harness", "collect", str(manifests)])
+    writer.start()
     for job in plan.jobs:
         name = job_name(plan, job)
         if job.skip_reason is not None:
@@ -329,9 +327,6 @@ def _collect(plan: Plan, manifests: Path, namespace: str, run_dir: Path, logs: P
                         raise InvalidResult(f"job/{name}: the printed result {wrong}")
                 except InvalidResult as error:
                     result = placeholder_result(plan.run_id, job, "kubernetes", "invalid-output", str(error))
-        write_json_atomic(run_dir / job.result_file(), result)
-        summary["jobs"].append(summary_entry(job, result))
-        write_json_atomic(run_dir / "summary.json", summary)
-    summary["finished_at"] = utc_now()
-    write_json_atomic(run_dir / "summary.json", summary)
+        writer.add(job, result)
+    writer.finish()
     return run_dir

@@ -18,11 +18,10 @@ from harness.backends.base import Backend
 from harness.errors import HarnessError
 from harness.plan import Plan
 from harness.run_lock import run_lock
-from harness.runner import execute, new_summary, prepare_results_dir, summary_entry
+from harness.run_writer import SUMMARY_FILE, RunWriter
+from harness.runner import execute, prepare_results_dir
 from harness.runs import mismatch
 from harness.schema import InvalidResult, load_result, load_summary
-from suites.runtime.files import write_json_atomic
-from suites.runtime.result import utc_now
 from suites.runtime.stats import summarize
 
 
@@ -78,9 +77,8 @@ def execute_rounds(plan: Plan, backend: Backend, results_dir: Path, rounds: int,
 
 
 def _execute_rounds(plan: Plan, backend: Backend, run_dir: Path, rounds: int, argv: list[str] | None) -> Path:
-    write_json_atomic(run_dir / "plan.json", dict(plan.as_record(), rounds=rounds))
-    summary = new_summary(plan, backend.name, argv)
-    write_json_atomic(run_dir / "summary.json", summary)
+    writer = RunWriter(run_dir, plan, backend.name, argv)
+    writer.start(plan_extra={"rounds": rounds})
     round_dirs = []
     interrupted = False
     for number in range(1, rounds + 1):
@@ -90,14 +88,13 @@ def _execute_rounds(plan: Plan, backend: Backend, run_dir: Path, rounds: int, ar
         round_dir = execute(replace(plan, run_id=f"round-{number}", jobs=jobs), backend, run_dir / "rounds", argv)
         round_dirs.append(round_dir)
         try:
-            stopped = bool(load_summary(round_dir / "summary.json").get("interrupted"))
+            stopped = bool(load_summary(round_dir / SUMMARY_FILE).get("interrupted"))
         except HarnessError as error:
             print(f"warning: {error}", file=sys.stderr)
             stopped = True
         if stopped:
             interrupted = True
             break
-    summary.update(rounds=len(round_dirs), interrupted=interrupted, finished_at=utc_now())
     for job in plan.jobs:
         docs = []
         for folder in round_dirs:
@@ -111,10 +108,7 @@ def _execute_rounds(plan: Plan, backend: Backend, run_dir: Path, rounds: int, ar
                 print(f"warning: {folder / job.result_file()}: {wrong}; ignored", file=sys.stderr)
                 continue
             docs.append(doc)
-        if not docs:
-            continue
-        merged = pool(docs, plan.run_id)
-        write_json_atomic(run_dir / job.result_file(), merged)
-        summary["jobs"].append(summary_entry(job, merged))
-    write_json_atomic(run_dir / "summary.json", summary)
+        if docs:
+            writer.add(job, pool(docs, plan.run_id))
+    writer.finish(rounds=len(round_dirs), interrupted=interrupted)
     return run_dir

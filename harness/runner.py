@@ -21,15 +21,14 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from harness import __version__
 from harness.backends.base import Backend, JobOutcome
 from harness.errors import HarnessError
 from harness.escape import plain
-from harness.plan import Job, Plan, plan_from_record
+from harness.plan import Job, Plan
 from harness.run_lock import run_lock
+from harness.run_writer import RunWriter
 from harness.runs import mismatch
-from harness.safe_files import read_bytes
-from harness.schema import InvalidResult, load_result, parse_json
+from harness.schema import InvalidResult, load_result
 from suites.runtime.files import write_json_atomic
 from suites.runtime.result import new_result, utc_now
 
@@ -127,6 +126,9 @@ def finalize(run_id: str, job: Job, backend: str, out: Path, outcome: JobOutcome
     return result
 
 
+FIRST = "the run was interrupted first"
+
+
 class Interrupted(KeyboardInterrupt):
     """SIGTERM or SIGHUP, treated like Ctrl-C: stop the running job, keep everything finished."""
 
@@ -185,30 +187,6 @@ def warn(text: str) -> None:
         print(text, file=sys.stderr, flush=True)
 
 
-def summary_entry(job: Job, result: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "framework": job.framework,
-        "status": result["status"],
-        "reason": result["reason"],
-        "file": job.result_file(),
-    }
-
-
-def new_summary(plan: Plan, backend: str, command: list[str] | None) -> dict[str, Any]:
-    """summary.json of a run: rewritten after every job, so it always indexes what finished."""
-    return {
-        "run_id": plan.run_id,
-        "suite": plan.suite,
-        "baseline": plan.baseline,
-        "backend": backend,
-        "harness_version": __version__,
-        "command": command if command is not None else sys.argv,
-        "started_at": utc_now(),
-        "finished_at": None,
-        "jobs": [],
-    }
-
-
 def execute(
     plan: Plan,
     backend: Backend,
@@ -226,16 +204,14 @@ def execute(
         prepare_results_dir(resume_dir.parent)
         run_dir = resume_dir
     with run_lock(run_dir):
-        if resume_dir is None:
-            write_json_atomic(run_dir / "plan.json", plan.as_record())
         return _execute(plan, backend, run_dir, argv, resume=resume_dir is not None)
 
 
 def _execute(plan: Plan, backend: Backend, run_dir: Path, argv: list[str] | None, resume: bool) -> Path:
     previous = _previous_results(run_dir, plan) if resume else {}
-    summary = new_summary(plan, backend.name, argv)
+    writer = RunWriter(run_dir, plan, backend.name, argv)
     # Written before the first job: a harness killed during it leaves a run `--resume` can finish.
-    write_json_atomic(run_dir / "summary.json", summary)
+    writer.start(write_plan=not resume)
     interrupted = False
     with sigterm_as_interrupt():
         for job in plan.jobs:
@@ -243,31 +219,25 @@ def _execute(plan: Plan, backend: Backend, run_dir: Path, argv: list[str] | None
             kept = previous.get(job.framework)
             try:
                 if kept is not None and kept["status"] == "ok":
-                    result = kept
+                    writer.add(job, kept, write=False)
                 elif interrupted:
-                    result = placeholder_result(
-                        plan.run_id, job, backend.name, "interrupted", "the run was interrupted first"
-                    )
-                    write_json_atomic(out, result)
+                    writer.add(job, placeholder_result(plan.run_id, job, backend.name, "interrupted", FIRST))
                 elif job.skip_reason is not None:
-                    result = placeholder_result(plan.run_id, job, backend.name, "skipped", job.skip_reason)
-                    write_json_atomic(out, result)
+                    writer.add(job, placeholder_result(plan.run_id, job, backend.name, "skipped", job.skip_reason))
                 else:
                     if kept is not None or os.path.lexists(out):
                         out.replace(out.with_suffix(".previous.json"))  # the attempt being retried
                     say(f"-> {job.suite}/{job.framework} ({job.stack} stack, {backend.name})")
-                    result = finalize(plan.run_id, job, backend.name, out, backend.run_job(job, plan.run_id, run_dir))
+                    outcome = backend.run_job(job, plan.run_id, run_dir)
+                    writer.add(job, finalize(plan.run_id, job, backend.name, out, outcome), write=False)
             except KeyboardInterrupt:
                 # The backend has already stopped its process or container on the way out.
                 interrupted = True
                 warn("\ninterrupted: stopping; finished jobs are kept")
-                result = placeholder_result(plan.run_id, job, backend.name, "interrupted", "interrupted while running")
-                write_json_atomic(out, result)
-            summary["jobs"].append(summary_entry(job, result))
-            write_json_atomic(run_dir / "summary.json", summary)
-        summary["finished_at"] = utc_now()
-        summary["interrupted"] = interrupted
-        write_json_atomic(run_dir / "summary.json", summary)
+                writer.add(
+                    job, placeholder_result(plan.run_id, job, backend.name, "interrupted", "interrupted while running")
+                )
+        writer.finish(interrupted=interrupted)
     return run_dir
 
 
@@ -282,16 +252,3 @@ def _previous_results(run_dir: Path, plan: Plan) -> dict[str, dict[str, Any]]:
         if mismatch(doc, job.framework, plan.suite, plan.run_id) is None:
             found[job.framework] = doc
     return found
-
-
-MAX_PLAN_BYTES = 16 * 2**20
-
-
-def load_plan(run_dir: Path) -> Plan:
-    """The plan a run was started with (for --resume), validated like a fresh one."""
-    path = run_dir / "plan.json"
-    try:
-        record = parse_json(read_bytes(path, MAX_PLAN_BYTES), str(path))
-    except HarnessError as error:
-        raise HarnessError(f"cannot resume this run: {error}; start a new run") from None
-    return plan_from_record(record, str(path))
