@@ -14,7 +14,7 @@ from harness.catalog import get_framework, get_suite
 from harness.errors import HarnessError
 from harness.escape import plain
 from harness.schema import DEVICES, RUN_ID
-from suites.runtime.settings import CACHE_MODES
+from suites.runtime.settings import CACHE_MODES, PRECISIONS
 from suites.runtime.spec import SMOKE_REPEAT, SMOKE_WARMUP, ParamValue, SpecError, SuiteSpec
 
 MAX_TIMEOUT_S = 7 * 24 * 3600.0  # a week: beyond it a wait would overflow some clocks, and no job needs it
@@ -38,6 +38,7 @@ class Job:
     data_dir: str | None = None  # host path of the dataset folder; backends map it into the job
     cache: str = "cold"  # compiler caches: cold (empty per job) or warm (kept under cache_dir)
     cache_dir: str | None = None  # host folder of the warm caches; backends add the stack
+    precision: str = "fp32"  # float32 matmul/conv arithmetic: fp32 | tf32 | bf16 (runtime/settings.py)
 
     @property
     def name(self) -> str:
@@ -105,6 +106,7 @@ def make_job(
     data_dir: str | None,
     cache: str = "cold",
     cache_dir: str | None = None,
+    precision: str = "fp32",
 ) -> Job:
     """One job, every field checked; stack and skip reason come from the registry, never from a file."""
     fw = get_framework(spec, framework)
@@ -116,6 +118,13 @@ def make_job(
         raise HarnessError(f"--cache {plain(cache)!r} is not one of {', '.join(CACHE_MODES)}")
     if cache_dir is not None and (cache != "warm" or not isinstance(cache_dir, str) or not os.path.isabs(cache_dir)):
         raise HarnessError(f"cache folder {plain(cache_dir)!r} is not an absolute path of a warm cache")
+    if precision not in PRECISIONS:
+        raise HarnessError(f"--precision {plain(precision)!r} is not one of {', '.join(PRECISIONS)}")
+    if precision != "fp32" and not spec.precision_axis:
+        raise HarnessError(
+            f"--precision {precision}: suite {spec.name} has no float32 matmul/conv work to run at reduced "
+            "precision; drop --precision"
+        )
     return Job(
         suite=spec.name,
         framework=fw.name,
@@ -130,6 +139,7 @@ def make_job(
         data_dir=data_dir,
         cache=cache,
         cache_dir=cache_dir,
+        precision=precision,
     )
 
 
@@ -172,6 +182,7 @@ def make_plan(
     smoke: bool = False,
     cache: str = "cold",
     cache_dir: str | None = None,
+    precision: str = "fp32",
 ) -> Plan:
     """`smoke`: the suite's declared smoke size and SMOKE_REPEAT samples (explicit options still win)."""
     spec = get_suite(suite)
@@ -193,6 +204,7 @@ def make_plan(
             data_dir=data_dir,
             cache=cache,
             cache_dir=cache_dir if cache == "warm" else None,
+            precision=precision,
         )
         for name in names
     )
@@ -253,6 +265,7 @@ def _plan_from_record(record: Any) -> Plan:
                 data_dir=entry.get("data_dir"),
                 cache=entry.get("cache", "cold"),
                 cache_dir=entry.get("cache_dir"),
+                precision=entry.get("precision", "fp32"),
             )
         )
     names = [job.framework for job in jobs]

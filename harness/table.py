@@ -6,7 +6,7 @@ from collections.abc import Callable
 from typing import Any
 
 from harness import escape, time_to_target
-from harness.fairness import not_comparable
+from harness.fairness import measured_precision, not_comparable
 from harness.gate import CheckRow, evaluate
 from harness.numbers import (
     fmt_giga,
@@ -235,6 +235,9 @@ def render(run: Run, tablefmt: str = "simple") -> str:
     head = f"suite {run.summary.get('suite')} | run {run.summary.get('run_id')} | backend {run.summary.get('backend')}"
     if first is not None:
         head += f" | device {first['device']} | params " + ", ".join(f"{k}={v}" for k, v in first["params"].items())
+        precision = first["settings"].get("precision")
+        if isinstance(precision, str) and precision != "fp32":  # fp32 is the comparison default
+            head += f" | precision {precision} (requested)"
         data = time_to_target.dataset_label(first)
         if data:
             head += f" | {data}"
@@ -245,7 +248,7 @@ def render(run: Run, tablefmt: str = "simple") -> str:
         targets = {fw: time_to_target.cell(result) for fw, result in run.results.items()}
         if any(t is not None for t in targets.values()):
             rows = [[fw, t or "no target set"] for fw, t in targets.items()]
-            parts += title("time to target accuracy (training clock; evaluation excluded)")
+            parts += title("target accuracy: training time to reach it (evaluation excluded)")
             parts.append(escape.table(rows, ["framework", "time to target"], tablefmt))
         parts.append("")
         parts.append(
@@ -254,6 +257,12 @@ def render(run: Run, tablefmt: str = "simple") -> str:
             f"and the % it really covers]); ~ = unstable (IQR > {fmt_share(UNSTABLE_RELATIVE_IQR)} of median); "
             "first call = trace/compile + one run"
         )
+    for fw, result in run.results.items():
+        wanted = result["settings"].get("precision")
+        got = measured_precision(result)
+        if isinstance(wanted, str) and got and any(c != wanted for c in got.values()):
+            found = ", ".join(f"{op} {c}" for op, c in got.items())
+            parts.append(f"{fw}: {wanted} requested, the precision probe measured {found} (what the numbers are)")
     for fw, why in incomparable.items():
         parts.append(f"{NOT_COMPARABLE} {fw}: {why}; timings kept in the JSON but not comparable (no ratios)")
     parts += _integrity_lines(run, title, bullet)

@@ -28,6 +28,7 @@ from suites.runtime.registry import all_suites, implementation_module
 from suites.runtime.result import new_result, utc_now
 from suites.runtime.settings import (
     CACHE_MODES,
+    PRECISIONS,
     Settings,
     apply_caches,
     apply_environment,
@@ -53,6 +54,7 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--data-dir", type=Path, help="read-only dataset folder")
     run.add_argument("--cache", choices=CACHE_MODES, default="cold", help="compiler caches: cold (empty) or warm")
     run.add_argument("--cache-dir", help="warm: the folder the compiler caches persist in")
+    run.add_argument("--precision", choices=PRECISIONS, default="fp32", help="float32 matmul/conv arithmetic")
     return parser
 
 
@@ -68,7 +70,14 @@ def run_job(args: argparse.Namespace) -> int:
     warmup = spec.warmup if args.warmup is None else args.warmup
     # Warm needs somewhere to keep the caches; without one the job is cold, and says so.
     cache = "warm" if args.cache == "warm" and args.cache_dir else "cold"
-    settings = Settings(device=args.device, threads=args.threads, x64=spec.x64, cache=cache, cache_dir=args.cache_dir)
+    settings = Settings(
+        device=args.device,
+        threads=args.threads,
+        x64=spec.x64,
+        cache=cache,
+        cache_dir=args.cache_dir,
+        precision=args.precision,
+    )
     result = new_result(
         run_id=args.run_id,
         suite=spec.name,
@@ -77,7 +86,14 @@ def run_job(args: argparse.Namespace) -> int:
         backend=args.backend,
         device=args.device,
         params=params,
-        settings={"repeat": repeat, "warmup": warmup, "threads": args.threads, "x64": spec.x64, "cache": cache},
+        settings={
+            "repeat": repeat,
+            "warmup": warmup,
+            "threads": args.threads,
+            "x64": spec.x64,
+            "cache": cache,
+            "precision": args.precision,
+        },
     )
     prefix = f"{spec.name}/{framework.name}"
     started = time.perf_counter()

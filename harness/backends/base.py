@@ -57,7 +57,7 @@ def job_command(
         cmd += ["--threads", str(job.threads)]
     if data_dir is not None:
         cmd += ["--data-dir", data_dir]
-    cmd += ["--cache", job.cache]
+    cmd += ["--cache", job.cache, "--precision", job.precision]
     if job.cache == "warm" and cache_dir is not None:
         cmd += ["--cache-dir", cache_dir]
     return cmd

@@ -5,6 +5,7 @@ from suites.runtime.training import FIRST_STEP_CHECKS, common_params
 
 SPEC = SuiteSpec(
     name="cifar10",
+    precision_axis=True,
     description=(
         "CNN on CIFAR-10 (seed 002): Conv32 / avg-pool / Conv64 / avg-pool / Dense 256 / Dense 10 (SAME padding), "
         "Adam 1e-4, flip + random resized crop on the device; 45k/5k split, test accuracy on the 10k test set"

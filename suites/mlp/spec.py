@@ -5,6 +5,7 @@ from suites.runtime.training import FIRST_STEP_CHECKS, common_params
 
 SPEC = SuiteSpec(
     name="mlp",
+    precision_axis=True,
     description=(
         "MLP Dense 10 / ReLU / Dense 2 on seed 002's toy set (blobs + circles, 80/20 split, no shuffle); "
         "Adam .01; dispatch overhead and compilations per epoch (jit vs eager)"

@@ -5,6 +5,7 @@ from suites.runtime.training import FIRST_STEP_CHECKS, common_params
 
 SPEC = SuiteSpec(
     name="mnist",
+    precision_axis=True,
     description=(
         "CNN on MNIST (seed 000): Conv32-Conv64 3x3 VALID, MaxPool 2, Dropout .25, Dense 256, Dropout .5, "
         "Dense 10; SGD lr .01 momentum .9; one epoch = one sample (epoch 1 = first call)"

@@ -28,6 +28,7 @@ _SHARED["test_samples"] = Param(
 
 SPEC = SuiteSpec(
     name="resnet18",
+    precision_axis=True,
     description=(
         "ResNet18 (BasicBlock [2,2,2,2], BatchNorm, one-logit head) on cats vs dogs or synthetic images (seed 004): "
         "cold first epoch split into compilation and compute, data to device, peak memory via the allocator"

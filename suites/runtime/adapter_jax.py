@@ -11,18 +11,21 @@ from suites.runtime.settings import Settings, usable_cores
 # Full float32 matmuls by default so JAX and PyTorch compute in the same precision on GPUs
 # (JAX's "default" precision would use TF32 on Ampere+, PyTorch's matmul default does not).
 MATMUL_PRECISION = "highest"
+# `--precision`: jax_default_matmul_precision governs every dot and convolution of float32 arrays.
+MATMUL_PRECISIONS = {"fp32": MATMUL_PRECISION, "tf32": "tensorfloat32", "bf16": "bfloat16"}
 
 
 def configure(settings: Settings) -> dict[str, Any]:
     import jax
 
     jax.config.update("jax_enable_x64", settings.x64)
-    jax.config.update("jax_default_matmul_precision", MATMUL_PRECISION)
+    jax.config.update("jax_default_matmul_precision", MATMUL_PRECISIONS[settings.precision])
     device(settings)  # fail early with the reason when the device is missing
     precision = str(jax.config.jax_default_matmul_precision)
     return {
         "jax_enable_x64": bool(jax.config.jax_enable_x64),
         "jax_default_matmul_precision": precision,
+        "requested": settings.precision,
         # Comparable across frameworks (the table's footer lists them when they differ).
         "float32_matmul": "float32" if precision in ("highest", "float32") else precision,
         # XLA's CPU pool is sized from the cores this process may use (settings.pin_cores);

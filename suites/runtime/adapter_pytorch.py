@@ -11,21 +11,29 @@ from suites.runtime.settings import Settings
 _on_gpu = False
 
 
+FLOAT32_MATMUL_PRECISION = {"fp32": "highest", "tf32": "high", "bf16": "medium"}
+
+
 def configure(settings: Settings) -> dict[str, Any]:
     global _on_gpu
     import torch
 
     if settings.threads is not None:
         torch.set_num_threads(settings.threads)
-    # TF32 off: float32 means float32 in every framework (see adapter_jax.MATMUL_PRECISION).
-    torch.backends.cuda.matmul.allow_tf32 = False
-    torch.backends.cudnn.allow_tf32 = False
-    torch.set_float32_matmul_precision("highest")
+    # fp32 (default): TF32 off, float32 means float32 in every framework (see
+    # adapter_jax.MATMUL_PRECISION). tf32/bf16 (`--precision`): "high"/"medium" let cuBLAS use
+    # TF32/bf16 internally for float32 matmuls; cuDNN convolutions have a TF32 switch only, so a
+    # bf16 request leaves them at TF32, which the precision probe then reports.
+    reduced = settings.precision != "fp32"
+    torch.backends.cuda.matmul.allow_tf32 = reduced
+    torch.backends.cudnn.allow_tf32 = reduced
+    torch.set_float32_matmul_precision(FLOAT32_MATMUL_PRECISION[settings.precision])
     if settings.device == "gpu" and not torch.cuda.is_available():
         raise JobError("--device gpu: torch.cuda.is_available() is False; use a cuda12 image and --gpus")
     _on_gpu = settings.device == "gpu"
     return {
         "float32_matmul_precision": torch.get_float32_matmul_precision(),
+        "requested": settings.precision,
         "cuda_matmul_allow_tf32": bool(torch.backends.cuda.matmul.allow_tf32),
         "cudnn_allow_tf32": bool(torch.backends.cudnn.allow_tf32),
         "torch_num_threads": torch.get_num_threads(),
@@ -34,8 +42,10 @@ def configure(settings: Settings) -> dict[str, Any]:
         "cudnn_benchmark": bool(torch.backends.cudnn.benchmark),
         "cudnn_deterministic": bool(torch.backends.cudnn.deterministic),
         # Comparable across frameworks (the table's footer lists them when they differ).
-        "float32_matmul": "float32"
-        if torch.get_float32_matmul_precision() == "highest" and not torch.backends.cuda.matmul.allow_tf32
+        "float32_matmul": {"highest": "float32", "high": "tf32", "medium": "bf16"}.get(
+            torch.get_float32_matmul_precision(), "tf32"
+        )
+        if not (torch.get_float32_matmul_precision() == "highest" and torch.backends.cuda.matmul.allow_tf32)
         else "tf32",
         "compute_threads": torch.get_num_threads(),
     }

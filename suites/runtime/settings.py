@@ -36,6 +36,10 @@ RECORDED_VARIABLES = THREAD_VARIABLES + (
 CACHE_VARIABLES = ("JAX_COMPILATION_CACHE_DIR", "TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR")
 
 CACHE_MODES = ("cold", "warm")
+# The arithmetic of float32 matmuls and convolutions (`--precision`): fp32 everywhere by default
+# (fair comparisons); tf32 and bf16 let the tensor cores take float32 inputs at reduced internal
+# precision, set the same way in every framework and verified by the precision probe.
+PRECISIONS = ("fp32", "tf32", "bf16")
 
 
 @dataclass(frozen=True)
@@ -47,6 +51,7 @@ class Settings:
     # compilation cache and Inductor/Triton's caches live in `cache_dir`, kept between jobs.
     cache: str = "cold"
     cache_dir: str | None = None
+    precision: str = "fp32"
 
 
 def apply_caches(settings: Settings, scratch: str) -> None:

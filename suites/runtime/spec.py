@@ -128,6 +128,8 @@ class SuiteSpec:
     timeout_s: float = 1800.0
     x64: bool = False
     hidden: bool = False
+    # Whether `--precision tf32|bf16` means anything here: the work is float32 matmuls/convolutions.
+    precision_axis: bool = False
     # The smallest parameters that still run the real path: tests, `harness run --smoke` and
     # `harness selftest` use them (with SMOKE_REPEAT steady samples), declared once, here.
     smoke: dict[str, ParamValue] = field(default_factory=dict)
