@@ -1,0 +1,150 @@
+"""`harness selftest`: every suite at its smoke size on one device, and what only that device shows.
+
+Runs through the local backend with the frameworks this interpreter has (the GPU machines have
+CUDA builds installed, no Docker), then checks each result and prints one line per check:
+
+- the job finished (a framework this interpreter lacks is left out and said so, never failed);
+- sync: no timed metric left work running after its clock stopped (runtime/syncguard.py);
+- precision: the probe measured the arithmetic that was asked for (fp32 unless `--precision`);
+- plausible: no FLOP/s or GB/s above the device's peak (plausibility.py);
+- achievable: FLOP/s shown as a share of what `harness calibrate` measured on this machine;
+- memory (training suites): the allocator's peak was recorded;
+- steady (training suites): no compilation after epoch 1 and the data held on the device.
+
+Exit status 1 when any check fails.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from harness.backends.local import LocalBackend
+from harness.calibrate_jobs import attach, calibrate
+from harness.catalog import get_suite, visible_suites
+from harness.fairness import measured_precision
+from harness.plan import make_plan
+from harness.plausibility import lint, sync_state
+from harness.runner import execute, prepare_results_dir
+from harness.runs import Run, load_run
+from suites.runtime.frameworks import FRAMEWORKS
+
+TRAINING_SUITES = ("mlp", "mnist", "cifar10", "resnet18")
+
+
+@dataclass(frozen=True)
+class Check:
+    suite: str
+    framework: str
+    name: str
+    passed: bool | None  # None: not applicable here (the line says why)
+    detail: str
+
+    def line(self) -> str:
+        mark = {True: "PASS", False: "FAIL", None: "n/a "}[self.passed]
+        return f"{mark}  {self.suite:<9} {self.framework:<8} {self.name:<11} {self.detail}"
+
+
+def installed(framework: str) -> bool:
+    """Whether this interpreter can import the framework (found, not imported: the host never does)."""
+    return all(importlib.util.find_spec(module) is not None for module in FRAMEWORKS[framework].modules)
+
+
+def _metrics(result: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {m["name"]: m for m in result["metrics"]}
+
+
+def check_result(suite: str, fw: str, result: dict[str, Any], run: Run) -> Iterator[Check]:
+    """The checks of one job's result (run: its run, for the lints that need the whole run)."""
+
+    def check(name: str, passed: bool | None, detail: str) -> Check:
+        return Check(suite, fw, name, passed, detail)
+
+    if result["status"] != "ok":
+        skipped = result["status"] == "skipped"
+        yield check("finished", None if skipped else False, f"{result['status']}: {result.get('reason') or ''}")
+        return
+    yield check("finished", True, f"{len(result['metrics'])} metrics")
+    times = [m for m in result["metrics"] if m["kind"] == "time"]
+    states = {m["name"]: sync_state(m) for m in times}
+    bad = [name for name, state in states.items() if state == "escaped"]
+    unchecked = [name for name, state in states.items() if state == "unchecked"]
+    if bad:
+        yield check("sync", False, f"escaped: {', '.join(bad)}")
+    elif unchecked:
+        yield check("sync", False, f"no barrier evidence for {', '.join(unchecked)}")
+    else:
+        yield check("sync", True, f"{len(times)} timed metrics, every barrier idle after the clock")
+    wanted = result["settings"].get("precision") or "fp32"
+    got = measured_precision(result)
+    if not got:
+        yield check("precision", False, "no precision probe in the result")
+    else:
+        off = {op: c for op, c in got.items() if c != wanted}
+        text = ", ".join(f"{op} {c}" for op, c in got.items())
+        yield check("precision", not off, f"asked {wanted}, measured {text}")
+    findings = [f for f in lint(run) if f.framework == fw]
+    implausible = [f.metric for f in findings if not f.plausible]
+    yield check(
+        "plausible",
+        not implausible if findings else None,
+        f"above the peak: {', '.join(implausible)}" if implausible else f"{len(findings)} rates below the peak",
+    )
+    shares = [f for f in findings if f.quantity == "flops" and f.plausible]
+    if shares:
+        missing = [f.metric for f in shares if f.achievable_fraction is None]
+        shown = ", ".join(f"{f.metric} {f.achievable_fraction:.0%}" for f in shares if f.achievable_fraction)
+        yield check("achievable", not missing, f"no calibration for {', '.join(missing)}" if missing else shown)
+    if suite in TRAINING_SUITES:
+        metrics = _metrics(result)
+        peak = metrics.get("peak memory")
+        yield check("memory", peak is not None, "peak recorded" if peak else "no peak memory metric")
+        later = metrics.get("compilations (later epochs)")
+        data = (result.get("training") or {}).get("data")
+        steady = later is not None and max(later["samples"]) == 0 and data in (None, "device")
+        yield check("steady", steady, f"compilations after epoch 1: {later and later['samples']}, data on {data}")
+
+
+def run_selftest(
+    *,
+    device: str,
+    results_dir: Path,
+    suites: list[str] | None = None,
+    echo: Callable[[str], None] = print,
+    calibrate_first: bool = True,
+) -> list[Check]:
+    """Run the suites, print and return every check."""
+    prepare_results_dir(results_dir)
+    backend = LocalBackend(echo=False)
+    names = suites or list(visible_suites())
+    checks: list[Check] = []
+    have = [fw for fw in FRAMEWORKS if installed(fw)]
+    ceilings = None
+    if calibrate_first:
+        ceilings = calibrate(have, device=device, threads=None, cpus=None, backend=backend, results_dir=results_dir)
+    for suite in names:
+        spec = get_suite(suite)
+        chosen = [fw for fw in spec.frameworks if fw in have]
+        for fw in spec.frameworks:
+            if fw not in chosen:
+                checks.append(Check(suite, fw, "finished", None, "not installed in this interpreter"))
+        if not chosen:
+            continue
+        plan = make_plan(suite=suite, frameworks=",".join(chosen), params=[], repeat=None, warmup=None, device=device,
+                         threads=None, baseline=None, backend="local", smoke=True)  # fmt: skip
+        echo(f"-- {suite}: {', '.join(chosen)} on {device}")
+        run_dir = execute(plan, backend, results_dir, argv=["harness", "selftest"])
+        attach(run_dir, ceilings)
+        run = load_run(run_dir)
+        for fw in chosen:
+            result = run.results.get(fw)
+            if result is None:
+                checks.append(Check(suite, fw, "finished", False, "no valid result file"))
+                continue
+            checks.extend(check_result(suite, fw, result, run))
+    for c in checks:
+        echo(c.line())
+    return checks

@@ -1,0 +1,86 @@
+"""`harness selftest`: the decision per check on results built in memory (the GPU's failure
+modes planted), and the whole command on this CPU (what the GPU machine runs with --device gpu)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from harness.runs import Run
+from harness.selftest import Check, check_result
+from tests.conftest import REPO
+from tests.factories import metric, result
+
+
+def _training(fw: str, **changes: Any) -> dict[str, Any]:
+    epoch = metric("epoch", [1.0, 1.0, 1.0])
+    epoch["sync"] = {"state": "ok"}
+    values = [
+        dict(metric("peak memory", [12.0], first=None), kind="value", unit="MiB"),
+        dict(metric("compilations (later epochs)", [0.0], first=None), kind="value", unit=""),
+    ]
+    doc = result(fw, [epoch, *values], checks=[])
+    doc["suite"], doc["params"], doc["settings"]["precision"] = "mnist", {}, "fp32"
+    doc["environment"]["precision"] = {"measured": {"matmul": {"class": "fp32"}, "conv": {"class": "fp32"}}}
+    doc["training"] = {"data": "device"}
+    for key, value in changes.items():
+        value(doc) if callable(value) else doc.__setitem__(key, value)
+    return doc
+
+
+def _verdicts(doc: dict[str, Any]) -> dict[str, bool | None]:
+    run = Run(Path("."), {"baseline": doc["framework"], "suite": "mnist"}, {doc["framework"]: doc})
+    return {c.name: c.passed for c in check_result("mnist", doc["framework"], doc, run)}
+
+
+def test_a_clean_training_result_passes_every_check() -> None:
+    verdicts = _verdicts(_training("pytorch"))
+    assert verdicts == {"finished": True, "sync": True, "precision": True, "plausible": None, "memory": True,
+                        "steady": True}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("plant", "failing"),
+    [
+        (lambda d: d["metrics"][0].__setitem__("sync", {"state": "escaped"}), "sync"),
+        (lambda d: d["metrics"][0].pop("sync"), "sync"),  # no evidence is no pass
+        (lambda d: d["environment"]["precision"]["measured"]["conv"].__setitem__("class", "tf32"), "precision"),
+        (lambda d: d["environment"].pop("precision"), "precision"),
+        (lambda d: d.__setitem__("metrics", [m for m in d["metrics"] if m["name"] != "peak memory"]), "memory"),
+        (lambda d: d["metrics"][2].__setitem__("samples", [2.0]), "steady"),  # retraced after epoch 1
+        (lambda d: d.__setitem__("training", {"data": "host"}), "steady"),
+    ],
+)
+def test_each_planted_gpu_failure_fails_its_check(plant: Any, failing: str) -> None:
+    doc = _training("pytorch")
+    plant(doc)
+    verdicts = _verdicts(doc)
+    assert verdicts[failing] is False
+    assert all(v is not False for name, v in verdicts.items() if name != failing)
+
+
+def test_a_failed_job_fails_and_a_skipped_one_is_not_applicable() -> None:
+    failed = dict(_training("flax"), status="failed", reason="CUDA out of memory")
+    assert _verdicts(failed) == {"finished": False}
+    skipped = dict(_training("flax"), status="skipped", reason="no GPU")
+    assert _verdicts(skipped) == {"finished": None}
+    assert Check("x", "jax", "sync", False, "escaped: matmul").line().startswith("FAIL  x")
+
+
+@pytest.mark.slow
+def test_selftest_passes_on_this_cpu_one_line_per_check(tmp_path: Path) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "harness.cli", "selftest", "--device", "cpu", "--suites", "xla,mnist",
+         "--results-dir", str(tmp_path)],
+        cwd=REPO, capture_output=True, text=True, timeout=1200,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    lines = [line for line in proc.stdout.splitlines() if line[:4] in ("PASS", "FAIL", "n/a ")]
+    assert not [line for line in lines if line.startswith("FAIL")]
+    names = {(line.split()[1], line.split()[2], line.split()[3]) for line in lines}
+    assert {("xla", "jax", "sync"), ("xla", "pytorch", "achievable"), ("mnist", "flax", "memory"),
+            ("mnist", "pytorch", "steady"), ("mnist", "flax", "precision")} <= names  # fmt: skip
