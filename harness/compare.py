@@ -106,6 +106,9 @@ def metadata_warnings(a: Run, b: Run) -> list[str]:
         differing = [label for label, path in COMPARED_FIELDS if _get(a.results[fw], path) != _get(b.results[fw], path)]
         if differing:
             warnings.append(f"{fw}: runs differ in {', '.join(differing)}")
+    codes = [(run.summary.get("code") or {}).get("suites_sha256") for run in (a, b)]
+    if all(codes) and codes[0] != codes[1]:
+        warnings.append("the suites' code differs between the runs (summary.json code.suites_sha256)")
     return warnings
 
 

@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from harness import __version__
+from harness import __version__, provenance
 from harness.errors import HarnessError
 from harness.plan import Job, Plan, plan_from_record
 from harness.safe_files import read_bytes
@@ -45,6 +45,7 @@ def new_summary(plan: Plan, backend: str, command: list[str] | None) -> dict[str
         "command": command if command is not None else sys.argv,
         "started_at": utc_now(),
         "finished_at": None,
+        "code": provenance.describe(),
         "jobs": [],
     }
 

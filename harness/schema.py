@@ -14,6 +14,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+from harness import provenance
 from harness.errors import HarnessError
 from harness.escape import plain
 from harness.safe_files import MissingFile, UnsafeFile, read_bytes
@@ -405,6 +406,8 @@ def summary_problem(doc: Any) -> str | None:
     command = doc.get("command")
     if command is not None and not (isinstance(command, list) and all(isinstance(a, str) for a in command)):
         return "command: expected a list of strings"
+    if doc.get("code") is not None:
+        return provenance.problem(doc["code"])
     return None
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from harness import escape, time_to_target
+from harness import escape, provenance, time_to_target
 from harness.fairness import measured_precision, not_comparable
 from harness.gate import CheckRow, evaluate
 from harness.numbers import (
@@ -274,6 +274,9 @@ def render(run: Run, tablefmt: str = "simple") -> str:
         v = result["environment"].get("versions", {})
         if v:
             versions.append(bullet(f"  {fw}: " + ", ".join(f"{k} {val}" for k, val in v.items() if val)))
+    code = provenance.label(run.summary.get("code"))
+    if code:
+        versions.append(bullet(f"  {code}"))
     if versions:
         parts += title("stacks") + versions
     cold = [bullet(f"  {line}") for line in cold_path_lines(run)]

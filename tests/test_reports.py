@@ -118,3 +118,28 @@ def test_compare_tests_significance_on_round_medians_when_both_runs_have_rounds(
         # however many correlated samples each round pooled.
         assert change.p_value == pytest.approx(0.1) and not change.significant
     assert "(rounds)" in harness("compare", str(tmp_path / "a"), str(tmp_path / "b")).stdout
+
+
+def test_a_run_names_the_code_that_measured_it_and_compare_notices_a_change(tmp_path: Path) -> None:
+    import json
+
+    from harness import provenance
+    from harness.compare import compare_runs
+    from harness.runs import load_run
+    from harness.schema import summary_problem
+    from harness.table import render
+    from tests.factories import metric, result, write_run
+
+    code = provenance.describe()
+    assert len(code["suites_sha256"]) == 64 and provenance.problem(code) is None
+    folders = []
+    for name, digest in (("a", code["suites_sha256"]), ("b", "0" * 64)):
+        folder = write_run(tmp_path / name, [result("numpy", [metric("matmul", [1.0, 1.0, 1.0])])])
+        summary = json.loads((folder / "summary.json").read_text())
+        summary["code"] = dict(code, suites_sha256=digest)
+        (folder / "summary.json").write_text(json.dumps(summary))
+        folders.append(load_run(folder))
+    assert f"code: suites {code['suites_sha256'][:12]}" in render(folders[0])
+    assert any("suites' code differs" in w for w in compare_runs(folders[0], folders[1]).warnings)
+    for hostile in ({"suites_sha256": "../x"}, {"suites_sha256": "0" * 64, "git_commit": "HEAD; rm"}, "x"):
+        assert summary_problem(dict(summary, code=hostile)) is not None
