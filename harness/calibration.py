@@ -18,6 +18,7 @@ import os
 import shutil
 import stat
 import subprocess
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -167,7 +168,7 @@ def ceilings_for_run(run: Run) -> Ceilings | None:
         return None
 
 
-def rates_from_result(result: dict[str, Any]) -> dict[str, float]:
+def rates_from_result(result: Mapping[str, Any]) -> dict[str, float]:
     """Best-per-quantity rates of one ok calibration result, leaving out untrustworthy samples."""
     rates: dict[str, float] = {}
     if result.get("status") != "ok":

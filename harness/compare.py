@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -10,6 +11,7 @@ from harness.errors import HarnessError
 from harness.fairness import not_comparable
 from harness.numbers import fmt_change
 from harness.plausibility import exclusions
+from harness.result_types import Metric
 from harness.runs import Run
 from harness.statistics import ALPHA, geometric_mean, mann_whitney_u, ratio_interval
 
@@ -89,7 +91,7 @@ class Comparison:
         return max(bad, key=lambda c: c.slowdown, default=None)
 
 
-def _get(doc: dict[str, Any], path: tuple[str, ...]) -> Any:
+def _get(doc: Mapping[str, Any], path: tuple[str, ...]) -> Any:
     node: Any = doc
     for key in path:
         if not isinstance(node, dict):
@@ -112,7 +114,7 @@ def metadata_warnings(a: Run, b: Run) -> list[str]:
     return warnings
 
 
-def _round_medians(metric: dict[str, Any]) -> list[float]:
+def _round_medians(metric: Metric) -> list[float]:
     """Per-round medians of a pooled metric (harness/rounds.py); [] for a single-round run."""
     found = metric.get("round_medians")
     if not isinstance(found, list) or len(found) < 2:

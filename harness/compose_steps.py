@@ -22,7 +22,6 @@ import os
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
 
 from harness.backends import job_folder
 from harness.backends.base import JobOutcome, job_command
@@ -30,6 +29,7 @@ from harness.backends.streams import tail_text
 from harness.errors import HarnessError
 from harness.escape import plain
 from harness.plan import Job, Plan, make_plan, plan_from_record
+from harness.result_types import Result
 from harness.run_writer import PLAN_FILE, RunWriter, read_plan_record
 from harness.runner import finalize, placeholder_result
 from harness.safe_files import UnsafeFile, read_bytes, read_tail, remove_tree, write_bytes_atomic
@@ -107,7 +107,7 @@ def _copy_log(work: Path, name: str, target: Path) -> bytes:
     return data
 
 
-def _collect(run_dir: Path, work: Path, run_id: str, job: Job) -> dict[str, Any]:
+def _collect(run_dir: Path, work: Path, run_id: str, job: Job) -> Result:
     """What the runner makes of a job, from what its compose service left in its own folder."""
     out = run_dir / job.result_file()
     if job.skip_reason:

@@ -7,6 +7,7 @@ float32 one is not a framework difference. Everything that prints a ratio asks h
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from harness.gate import evaluate, failing_frameworks
@@ -15,7 +16,7 @@ from harness.runs import Run
 GATE = "failed the agreement gate"
 
 
-def measured_precision(result: dict[str, Any]) -> dict[str, str]:
+def measured_precision(result: Mapping[str, Any]) -> dict[str, str]:
     """operation -> measured class (fp32, tf32, ...) from the job's precision probe."""
     env = result.get("environment")
     precision = env.get("precision") if isinstance(env, dict) else None

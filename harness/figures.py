@@ -9,6 +9,7 @@ from typing import Any
 from harness.catalog import get_suite
 from harness.errors import HarnessError
 from harness.escape import plot_label
+from harness.result_types import Metric
 from harness.runs import Run
 from harness.safe_files import write_bytes_atomic
 
@@ -27,9 +28,9 @@ def _pyplot() -> Any:
     return plt
 
 
-def _time_metrics(run: Run) -> tuple[list[str], list[str], dict[tuple[str, str], dict[str, Any]]]:
+def _time_metrics(run: Run) -> tuple[list[str], list[str], dict[tuple[str, str], Metric]]:
     frameworks = [fw for fw, r in run.results.items() if r["status"] == "ok"]
-    found: dict[tuple[str, str], dict[str, Any]] = {}
+    found: dict[tuple[str, str], Metric] = {}
     names: list[str] = []
     for fw in frameworks:
         for metric in run.results[fw]["metrics"]:

@@ -9,10 +9,12 @@ framework, even the baseline, is the one marked and not the two that agree.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from harness.numbers import fmt_rel_diff
+from harness.result_types import Check
 from harness.runs import Run
 from suites.runtime.registry import all_suites
 from suites.runtime.spec import CheckSpec
@@ -54,7 +56,8 @@ def tolerance_text(check: dict[str, Any], reference: str = "baseline") -> str:
 def reference_framework(run: Run) -> str | None:
     """The default reference: `Run.baseline`, which already falls back from a skipped or failed
     baseline to the first framework that ran; None when nothing ran."""
-    return run.baseline if run.results.get(run.baseline, {}).get("status") == "ok" else None
+    base = run.results.get(run.baseline)
+    return run.baseline if base is not None and base["status"] == "ok" else None
 
 
 def max_rel_diff(value: Any, base: Any) -> float:
@@ -77,7 +80,7 @@ def declared_checks(run: Run) -> dict[str, CheckSpec]:
     return {c.name: c for c in spec.checks} if spec is not None else {}
 
 
-def _tolerance(declared: CheckSpec | None, reported: dict[str, Any]) -> dict[str, Any]:
+def _tolerance(declared: CheckSpec | None, reported: Mapping[str, Any]) -> dict[str, Any]:
     if declared is not None:
         return declared.as_record()
     return {"limit": reported.get("limit"), "rtol": reported.get("rtol"), "atol": reported.get("atol") or 0.0}
@@ -104,7 +107,7 @@ def evaluate(run: Run) -> list[CheckRow]:
     ok = {fw: r for fw, r in run.results.items() if r["status"] == "ok"}
     declared = declared_checks(run)
     default = reference_framework(run)
-    reported: dict[str, dict[str, dict[str, Any]]] = {}  # check -> framework -> record
+    reported: dict[str, dict[str, Check]] = {}  # check -> framework -> record
     for fw, result in ok.items():
         for check in result["checks"]:
             reported.setdefault(check["name"], {})[fw] = check
@@ -126,7 +129,7 @@ def evaluate(run: Run) -> list[CheckRow]:
             label = str(reference)
         row = CheckRow(
             name,
-            spec.help if spec else str(next(iter(records.values()), {}).get("help", "")),
+            spec.help if spec else str(next((r.get("help", "") for r in records.values()), "")),
             tolerance_text(tol, label),
             reference=reference,
         )

@@ -17,6 +17,7 @@ Which FLOP/s peak applies to a float32 metric follows the precision the job *mea
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -159,7 +160,7 @@ def _dict(value: Any) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
-def measured_arithmetic(result: dict[str, Any]) -> str | None:
+def measured_arithmetic(result: Mapping[str, Any]) -> str | None:
     """The float32 matmul class the job's precision probe measured (None: not probed)."""
     measured = _dict(_dict(_dict(result.get("environment")).get("precision")).get("measured"))
     cls = _dict(measured.get("matmul")).get("class")
@@ -176,7 +177,7 @@ def _flagged_arithmetic(precision: dict[str, Any]) -> str:
     return "tf32" if tf32 else "fp32"
 
 
-def peak_for(result: dict[str, Any], dtype: str | None) -> Peak | None:
+def peak_for(result: Mapping[str, Any], dtype: str | None) -> Peak | None:
     env = _dict(result.get("environment"))
     device = _dict(env.get("device"))
     if result.get("device") == "gpu":
@@ -185,7 +186,7 @@ def peak_for(result: dict[str, Any], dtype: str | None) -> Peak | None:
     return cpu_peak(_dict(_dict(env.get("machine")).get("cpu")), dtype)
 
 
-def bandwidth_for(result: dict[str, Any]) -> Peak | None:
+def bandwidth_for(result: Mapping[str, Any]) -> Peak | None:
     env = _dict(result.get("environment"))
     if result.get("device") == "gpu":
         return gpu_bandwidth(str(_dict(env.get("device")).get("name", "")))

@@ -9,11 +9,13 @@ The last two catch an unsynchronised timing even from an old result without barr
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from harness.calibration import Ceilings, ceilings_for_run
 from harness.peaks import Peak, bandwidth_for, peak_for
+from harness.result_types import Metric
 from harness.runs import Run
 
 IMPLAUSIBLE = "implausible - likely a missing device synchronisation"
@@ -59,7 +61,7 @@ def _number(value: Any) -> float | None:
 
 
 def _finding(
-    fw: str, metric: dict[str, Any], quantity: str, amount: float, peak: Peak | None, achievable: float | None
+    fw: str, metric: Metric, quantity: str, amount: float, peak: Peak | None, achievable: float | None
 ) -> Finding | None:
     median = _number(metric["stats"]["median"])
     if median is None:
@@ -100,7 +102,7 @@ def lint(run: Run) -> list[Finding]:
     return findings
 
 
-def sync_state(metric: dict[str, Any]) -> str:
+def sync_state(metric: Mapping[str, Any]) -> str:
     """ok, escaped, or unchecked (no barrier evidence: an old result, or the check switched off)."""
     sync = metric.get("sync")
     state = sync.get("state") if isinstance(sync, dict) else None

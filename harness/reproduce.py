@@ -8,13 +8,15 @@ otherwise the current lock is used and the user is warned that the stacks differ
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from harness.catalog import get_suite
 from harness.errors import HarnessError
 from harness.plan import Job, Plan, make_job, new_run_id
+from harness.result_types import Result
 from harness.runs import Run, load_run, resolve_run
 from harness.safe_files import is_regular
 from harness.schema import InvalidResult, load_result
@@ -31,7 +33,7 @@ class Reproduction:
     warnings: list[str] = field(default_factory=list)
 
 
-def _source(ref: str, results_dir: Path) -> tuple[Run, list[dict[str, Any]]]:
+def _source(ref: str, results_dir: Path) -> tuple[Run, list[Result]]:
     path = Path(ref)
     if path.is_file():
         try:
@@ -49,7 +51,7 @@ def _source(ref: str, results_dir: Path) -> tuple[Run, list[dict[str, Any]]]:
     return run, docs
 
 
-def _job(doc: dict[str, Any], data_dir: str | None) -> Job:
+def _job(doc: Mapping[str, Any], data_dir: str | None) -> Job:
     """The recorded job, put through the same checks as a fresh `harness run` (a file can be edited)."""
     spec = get_suite(doc["suite"])
     try:
@@ -81,7 +83,7 @@ def plan_reproduction(
     old, docs = _source(ref, results_dir)
     moved = [d["framework"] for d in docs if device is not None and d["device"] != device]
     if moved:
-        docs = [dict(d, device=device, image=None) for d in docs]
+        docs = [cast(Result, dict(d, device=device, image=None)) for d in docs]
     recorded = {d["backend"] for d in docs}
     chosen = backend or ("docker" if recorded & {"docker", "kubernetes"} else "local")
     jobs = tuple(_job(doc, data_dir) for doc in docs)
@@ -100,14 +102,14 @@ def plan_reproduction(
     return repro
 
 
-def job_stack(doc: dict[str, Any]) -> str:
+def job_stack(doc: Mapping[str, Any]) -> str:
     """The stack the registry gives the recorded framework (the file's own `stack` is not trusted)."""
     from harness.catalog import get_framework
 
     return get_framework(get_suite(doc["suite"]), doc["framework"]).stack
 
 
-def _match_images(repro: Reproduction, docs: list[dict[str, Any]]) -> None:
+def _match_images(repro: Reproduction, docs: Sequence[Mapping[str, Any]]) -> None:
     from harness.backends.docker_backend import variant_for
     from harness.images import connect, stack_image
 

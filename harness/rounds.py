@@ -11,12 +11,13 @@ import statistics
 import sys
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import cast
 
 from harness import time_to_target
 from harness.backends.base import Backend
 from harness.errors import HarnessError
 from harness.plan import Plan
+from harness.result_types import Result, Stats
 from harness.run_lock import run_lock
 from harness.run_writer import SUMMARY_FILE, RunWriter
 from harness.runner import execute, prepare_results_dir
@@ -25,7 +26,7 @@ from harness.schema import InvalidResult, load_result, load_summary
 from suites.runtime.stats import summarize
 
 
-def pool(docs: list[dict[str, Any]], run_id: str) -> dict[str, Any]:
+def pool(docs: list[Result], run_id: str) -> Result:
     """One result from the same job's rounds: samples concatenated, first calls kept per round."""
     docs = time_to_target.drop_partial_metrics(docs)
     failed = next((d for d in docs if d["status"] != "ok"), None)
@@ -43,11 +44,11 @@ def pool(docs: list[dict[str, Any]], run_id: str) -> dict[str, Any]:
         for metric in merged["metrics"]:
             same = [names[metric["name"]] for names in by_round]
             metric["samples"] = [s for m in same for s in m["samples"]]
-            metric["stats"] = summarize(metric["samples"])
+            metric["stats"] = cast(Stats, summarize(metric["samples"]))
             # One observation per round: what `compare` tests significance on (samples of one
             # process share its warm caches and its neighbours, so they are not independent).
             metric["round_medians"] = [m["stats"]["median"] for m in same]
-            firsts = [m["first_call"] for m in same if m.get("first_call") is not None]
+            firsts = [first for m in same if (first := m.get("first_call")) is not None]
             metric["first_call"] = statistics.median(firsts) if firsts else None
             metric["first_calls"] = firsts
             states = [(m.get("sync") or {}).get("state") for m in same]

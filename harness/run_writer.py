@@ -16,6 +16,7 @@ from typing import Any
 from harness import __version__, provenance
 from harness.errors import HarnessError
 from harness.plan import Job, Plan, plan_from_record
+from harness.result_types import Result
 from harness.safe_files import read_bytes
 from harness.schema import parse_json
 from suites.runtime.files import write_json_atomic
@@ -26,7 +27,7 @@ SUMMARY_FILE = "summary.json"
 MAX_PLAN_BYTES = 16 * 2**20  # a plan is a few jobs' options; more is not a plan
 
 
-def summary_entry(job: Job, result: dict[str, Any]) -> dict[str, Any]:
+def summary_entry(job: Job, result: Result) -> dict[str, Any]:
     return {
         "framework": job.framework,
         "status": result["status"],
@@ -76,10 +77,10 @@ class RunWriter:
             write_json_atomic(self.dir / PLAN_FILE, dict(self.plan.as_record(), **(plan_extra or {})))
         self._write_summary()
 
-    def write_result(self, job: Job, result: dict[str, Any]) -> None:
+    def write_result(self, job: Job, result: Result) -> None:
         write_json_atomic(self.dir / job.result_file(), result)
 
-    def add(self, job: Job, result: dict[str, Any], *, write: bool = True) -> None:
+    def add(self, job: Job, result: Result, *, write: bool = True) -> None:
         """Index a finished job (writing its result unless it is already on disk)."""
         if write:
             self.write_result(job, result)

@@ -19,12 +19,13 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from types import FrameType
-from typing import Any
+from typing import cast
 
 from harness.backends.base import Backend, JobOutcome
 from harness.errors import HarnessError
 from harness.escape import plain
 from harness.plan import Job, Plan
+from harness.result_types import Result
 from harness.run_lock import run_lock
 from harness.run_writer import RunWriter
 from harness.runs import mismatch
@@ -66,7 +67,7 @@ def min_free_mb() -> float:
     return value
 
 
-def placeholder_result(run_id: str, job: Job, backend: str, status: str, reason: str) -> dict[str, Any]:
+def placeholder_result(run_id: str, job: Job, backend: str, status: str, reason: str) -> Result:
     result = new_result(
         run_id=run_id,
         suite=job.suite,
@@ -75,15 +76,21 @@ def placeholder_result(run_id: str, job: Job, backend: str, status: str, reason:
         backend=backend,
         device=job.device,
         params=job.params,
-        settings={"repeat": job.repeat, "warmup": job.warmup, "threads": job.threads},
+        settings={
+            "repeat": job.repeat,
+            "warmup": job.warmup,
+            "threads": job.threads,
+            "cache": job.cache,
+            "precision": job.precision,
+        },
         status=status,
         reason=reason,
     )
     result["finished_at"] = utc_now()
-    return result
+    return cast(Result, result)
 
 
-def _classify(run_id: str, job: Job, out: Path, outcome: JobOutcome) -> tuple[dict[str, Any] | None, str, str]:
+def _classify(run_id: str, job: Job, out: Path, outcome: JobOutcome) -> tuple[Result | None, str, str]:
     """(the job's own valid result or None, status, reason) from what the backend saw."""
     if outcome.timed_out:
         return None, "timeout", f"killed after {job.timeout_s:g} s (raise it with --timeout)"
@@ -111,7 +118,7 @@ def _classify(run_id: str, job: Job, out: Path, outcome: JobOutcome) -> tuple[di
     return result, result["status"], result["reason"] or ""
 
 
-def finalize(run_id: str, job: Job, backend: str, out: Path, outcome: JobOutcome) -> dict[str, Any]:
+def finalize(run_id: str, job: Job, backend: str, out: Path, outcome: JobOutcome) -> Result:
     """The job's result as written: its own valid file, or a placeholder saying what went wrong."""
     result, status, reason = _classify(run_id, job, out, outcome)
     if result is None:
@@ -241,7 +248,7 @@ def _execute(plan: Plan, backend: Backend, run_dir: Path, argv: list[str] | None
     return run_dir
 
 
-def _previous_results(run_dir: Path, plan: Plan) -> dict[str, dict[str, Any]]:
+def _previous_results(run_dir: Path, plan: Plan) -> dict[str, Result]:
     """The valid results of a run being resumed, read only under the planned frameworks' names."""
     found = {}
     for job in plan.jobs:

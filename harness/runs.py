@@ -7,12 +7,14 @@ the framework, suite and run that entry belongs to.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from harness.errors import HarnessError
 from harness.escape import plain
+from harness.result_types import Result
 from harness.safe_files import is_regular
 from harness.schema import InvalidResult, job_entry_problem, load_result, load_summary
 
@@ -21,7 +23,7 @@ from harness.schema import InvalidResult, job_entry_problem, load_result, load_s
 class Run:
     path: Path
     summary: dict[str, Any]
-    results: dict[str, dict[str, Any]]  # framework -> result document, in run order
+    results: dict[str, Result]  # framework -> validated result document, in run order
     problems: list[str] = field(default_factory=list)
 
     @property
@@ -43,7 +45,7 @@ def resolve_run(ref: str, results_dir: Path) -> Path:
     )
 
 
-def mismatch(doc: dict[str, Any], framework: str, suite: str, run_id: str) -> str | None:
+def mismatch(doc: Mapping[str, Any], framework: str, suite: str, run_id: str) -> str | None:
     """Why a valid result does not belong at this place of this run, or None."""
     if doc["framework"] != framework or doc["suite"] != suite:
         return f"names {doc['suite']}/{doc['framework']}, but the summary expects {suite}/{framework} there"
@@ -54,7 +56,7 @@ def mismatch(doc: dict[str, Any], framework: str, suite: str, run_id: str) -> st
 
 def load_run(path: Path) -> Run:
     summary = load_summary(path / "summary.json")
-    results: dict[str, dict[str, Any]] = {}
+    results: dict[str, Result] = {}
     problems: list[str] = []
     for entry in summary["jobs"]:
         problem = job_entry_problem(entry, summary["suite"])

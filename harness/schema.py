@@ -12,11 +12,12 @@ import json
 import math
 import re
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from harness import provenance
 from harness.errors import HarnessError
 from harness.escape import plain
+from harness.result_types import Result
 from harness.safe_files import MissingFile, UnsafeFile, read_bytes
 from suites.runtime.registry import all_suites
 from suites.runtime.result import RESULT_KEYS, SCHEMA_VERSION, STATUSES
@@ -345,11 +346,11 @@ def _pooled_target_problem(target: dict[str, Any]) -> str | None:
     return None
 
 
-def validate(doc: Any, source: str) -> dict[str, Any]:
+def validate(doc: Any, source: str) -> Result:
     problem = _problem(doc)
     if problem:
         raise InvalidResult(f"{plain(source)}: invalid result: {problem}")
-    return doc  # type: ignore[no-any-return]
+    return cast(Result, doc)
 
 
 def parse_json(data: bytes, source: str, error: type[HarnessError] = HarnessError) -> Any:
@@ -366,7 +367,7 @@ def parse_json(data: bytes, source: str, error: type[HarnessError] = HarnessErro
     return doc
 
 
-def load_result(path: Path) -> dict[str, Any]:
+def load_result(path: Path) -> Result:
     try:
         data = read_bytes(path, MAX_RESULT_BYTES, what="result file")
     except MissingFile:
@@ -433,4 +434,4 @@ def load_summary(path: Path) -> dict[str, Any]:
     problem = summary_problem(doc)
     if problem:
         raise HarnessError(f"{path}: unreadable run summary ({problem}); the file was edited or is corrupt")
-    return doc  # type: ignore[no-any-return]
+    return cast(dict[str, Any], doc)

@@ -20,7 +20,6 @@ import importlib.util
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from harness.backends.local import LocalBackend
 from harness.calibrate_jobs import attach, calibrate
@@ -28,6 +27,7 @@ from harness.catalog import get_suite, visible_suites
 from harness.fairness import measured_precision
 from harness.plan import make_plan
 from harness.plausibility import lint, sync_state
+from harness.result_types import Metric, Result
 from harness.runner import execute, prepare_results_dir
 from harness.runs import Run, load_run
 from suites.runtime.frameworks import FRAMEWORKS
@@ -53,11 +53,11 @@ def installed(framework: str) -> bool:
     return all(importlib.util.find_spec(module) is not None for module in FRAMEWORKS[framework].modules)
 
 
-def _metrics(result: dict[str, Any]) -> dict[str, dict[str, Any]]:
+def _metrics(result: Result) -> dict[str, Metric]:
     return {m["name"]: m for m in result["metrics"]}
 
 
-def check_result(suite: str, fw: str, result: dict[str, Any], run: Run) -> Iterator[Check]:
+def check_result(suite: str, fw: str, result: Result, run: Run) -> Iterator[Check]:
     """The checks of one job's result (run: its run, for the lints that need the whole run)."""
 
     def check(name: str, passed: bool | None, detail: str) -> Check:

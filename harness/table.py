@@ -19,6 +19,7 @@ from harness.numbers import (
     fmt_value,
 )
 from harness.plausibility import ESCAPED, IMPLAUSIBLE, Finding, escaped, exclusions, lint, sync_state
+from harness.result_types import Metric, Result
 from harness.runs import Run
 from harness.statistics import BOOTSTRAP_MIN_N, UNSTABLE_RELATIVE_IQR, ratio_interval
 
@@ -35,7 +36,7 @@ def _metric_names(run: Run) -> list[str]:
     return names
 
 
-def _metrics(result: dict[str, Any]) -> dict[str, dict[str, Any]]:
+def _metrics(result: Result) -> dict[str, Metric]:
     return {m["name"]: m for m in result["metrics"]} if result["status"] == "ok" else {}
 
 
@@ -45,7 +46,7 @@ def _ratio(value: float, base: float | None) -> str:
     return f" ({fmt_ratio(value / base)})"
 
 
-def _sample_ratio(metric: dict[str, Any], base: dict[str, Any] | None) -> str:
+def _sample_ratio(metric: Metric, base: Metric | None) -> str:
     """Ratio of medians to the baseline, with its interval when both have 3+ samples.
 
     The interval is 95 % unless its coverage is printed inside the brackets (small samples).
@@ -59,7 +60,7 @@ def _sample_ratio(metric: dict[str, Any], base: dict[str, Any] | None) -> str:
     return f" ({fmt_ratio(ratio)} {fmt_interval(interval.low, interval.high, interval.claimed)})"
 
 
-def _steady_cell(metric: dict[str, Any], base: dict[str, Any] | None, excluded: str | None) -> str:
+def _steady_cell(metric: Metric, base: Metric | None, excluded: str | None) -> str:
     stats = metric["stats"]
     median, iqr = stats["median"], stats["iqr"]
     if stats["n"] == 1:  # one sample has no spread to show
@@ -74,10 +75,11 @@ def _steady_cell(metric: dict[str, Any], base: dict[str, Any] | None, excluded: 
     return ("~" if unstable else "") + text + _sample_ratio(metric, base)
 
 
-def _first_cell(metric: dict[str, Any], base: dict[str, Any] | None) -> str:
-    first = metric["first_call"]
-    base_first = base["first_call"] if base else None
-    return fmt_time(first) + _ratio(first, base_first)
+def _first_cell(metric: Metric, base: Metric | None) -> str:
+    first = metric.get("first_call")
+    if first is None:
+        return "-"
+    return fmt_time(first) + _ratio(first, base.get("first_call") if base else None)
 
 
 def _rate_cell(finding: Finding, base: Finding | None, excluded: str | None) -> str:
@@ -114,7 +116,7 @@ def timing_rows(run: Run, flagged: set[str]) -> tuple[list[str], list[list[str]]
         if (run.baseline, name) in excluded:
             base = None  # an untrustworthy baseline cannot anchor ratios
 
-        def anchor(fw: str, base: dict[str, Any] | None = base) -> dict[str, Any] | None:
+        def anchor(fw: str, base: Metric | None = base) -> Metric | None:
             return None if fw in flagged else base
 
         unit = next(m for m in per_fw.values() if m is not None)["unit"]
@@ -151,7 +153,7 @@ def timing_rows(run: Run, flagged: set[str]) -> tuple[list[str], list[list[str]]
     return headers, rows
 
 
-def _status(result: dict[str, Any]) -> str:
+def _status(result: Result) -> str:
     if result["status"] == "ok":
         return "ok"
     reason = (result.get("reason") or "").splitlines()[0] if result.get("reason") else ""
@@ -298,8 +300,8 @@ def cold_path_lines(run: Run) -> list[str]:
     lines = []
     for fw, result in run.results.items():
         env = result["environment"]
-        cold = env.get("cold_path") if isinstance(env.get("cold_path"), dict) else {}
-        launch = env.get("launch") if isinstance(env.get("launch"), dict) else {}
+        cold: dict[str, Any] = env["cold_path"] if isinstance(env.get("cold_path"), dict) else {}
+        launch: dict[str, Any] = env["launch"] if isinstance(env.get("launch"), dict) else {}
         parts = [
             f"{label} {fmt_time(float(cold[key]))}"
             for key, label in COLD_PARTS

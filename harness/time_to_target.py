@@ -18,10 +18,11 @@ from __future__ import annotations
 
 import copy
 import statistics
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from harness.numbers import fmt_percent, fmt_time
+from harness.result_types import Result
 from harness.statistics import bootstrap_median_ci
 
 # The metrics a job records only when its target was reached (runtime/training.record_target).
@@ -40,7 +41,7 @@ def round_params(params: dict[str, Any], number: int) -> dict[str, Any]:
     return dict(params, seed=int(params["seed"]) + number - 1)
 
 
-def drop_partial_metrics(docs: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+def drop_partial_metrics(docs: Sequence[Result]) -> list[Result]:
     """Copies of the rounds' results without the target metrics unless every round has them.
 
     Samples of a round that reached the target pooled with nothing from one that did not would
@@ -55,13 +56,13 @@ def drop_partial_metrics(docs: Sequence[dict[str, Any]]) -> list[dict[str, Any]]
     return out
 
 
-def _target(doc: dict[str, Any]) -> dict[str, Any] | None:
+def _target(doc: Mapping[str, Any]) -> dict[str, Any] | None:
     training = doc.get("training")
     target = training.get("target") if isinstance(training, dict) else None
     return target if isinstance(target, dict) else None
 
 
-def pool(docs: Sequence[dict[str, Any]]) -> dict[str, Any] | None:
+def pool(docs: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
     """One `training.target` for K rounds: per-round outcomes and seeds, the median when all reached."""
     rounds = [(d, t) for d in docs if d.get("status") == "ok" and (t := _target(d)) is not None]
     if not rounds:
@@ -99,7 +100,7 @@ def pool(docs: Sequence[dict[str, Any]]) -> dict[str, Any] | None:
     return pooled
 
 
-def cell(result: dict[str, Any]) -> str | None:
+def cell(result: Mapping[str, Any]) -> str | None:
     """The report's time-to-target cell: a number only for a reached target; None without a target."""
     target = _target(result)
     if target is None:
@@ -117,7 +118,7 @@ def cell(result: dict[str, Any]) -> str | None:
     return text
 
 
-def dataset_label(result: dict[str, Any]) -> str | None:
+def dataset_label(result: Mapping[str, Any]) -> str | None:
     """`data mnist (ylecun/mnist@77f3279092a1, fingerprint 1a0cf8dd697864f8)` for a report's head."""
     dataset = result.get("dataset")
     if not isinstance(dataset, dict) or not isinstance(dataset.get("name"), str):
