@@ -9,10 +9,10 @@ from typing import Any
 
 from harness.errors import HarnessError
 from harness.fairness import not_comparable
-from harness.numbers import fmt_change
 from harness.plausibility import exclusions
+from harness.report.numbers import fmt_change
 from harness.result_types import Metric
-from harness.runs import Run
+from harness.run_reader import Run
 from harness.statistics import ALPHA, geometric_mean, mann_whitney_u, ratio_interval
 
 # Metadata that makes two numbers comparable (pyperf's check, for our result files).

@@ -27,8 +27,8 @@ from harness.backends import job_folder
 from harness.backends.base import JobOutcome, job_command
 from harness.backends.streams import tail_text
 from harness.errors import HarnessError
-from harness.escape import plain
 from harness.plan import Job, Plan, make_plan, plan_from_record
+from harness.report.escape import plain
 from harness.result_types import Result
 from harness.run_writer import PLAN_FILE, RunWriter, read_plan_record
 from harness.runner import finalize, placeholder_result

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from harness.gate import evaluate, failing_frameworks
-from harness.runs import Run
+from harness.run_reader import Run
 
 GATE = "failed the agreement gate"
 

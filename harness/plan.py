@@ -12,7 +12,7 @@ from typing import Any
 
 from harness.catalog import get_framework, get_suite
 from harness.errors import HarnessError
-from harness.escape import plain
+from harness.report.escape import plain
 from harness.schema import DEVICES, RUN_ID
 from suites.runtime.settings import CACHE_MODES, PRECISIONS
 from suites.runtime.spec import SMOKE_REPEAT, SMOKE_WARMUP, ParamValue, SpecError, SuiteSpec

@@ -16,7 +16,7 @@ from typing import Any
 from harness.calibration import Ceilings, ceilings_for_run
 from harness.peaks import Peak, bandwidth_for, peak_for
 from harness.result_types import Metric
-from harness.runs import Run
+from harness.run_reader import Run
 
 IMPLAUSIBLE = "implausible - likely a missing device synchronisation"
 ESCAPED = "sync escaped - work was still running when the clock stopped"

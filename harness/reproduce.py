@@ -17,7 +17,7 @@ from harness.catalog import get_suite
 from harness.errors import HarnessError
 from harness.plan import Job, Plan, make_job, new_run_id
 from harness.result_types import Result
-from harness.runs import Run, load_run, resolve_run
+from harness.run_reader import Run, load_run, resolve_run
 from harness.safe_files import is_regular
 from harness.schema import InvalidResult, load_result
 from suites.runtime.spec import SpecError
@@ -70,6 +70,7 @@ def _job(doc: Mapping[str, Any], data_dir: str | None) -> Job:
             threads=settings.get("threads"),
             timeout_s=None,
             data_dir=data_dir,
+            precision=settings.get("precision") or "fp32",  # a tf32 run is reproduced in tf32
         )
     except HarnessError as error:
         raise HarnessError(

@@ -1,4 +1,4 @@
-"""Writing a run folder: the one place that knows its files (runs.py reads them back).
+"""Writing a run folder: the one place that knows its files (run_reader.py reads them back).
 
 A run folder holds `plan.json` (what was asked, re-validated whenever it is read), `summary.json`
 (the index of finished jobs, rewritten after every job so a killed harness leaves a folder that

@@ -266,3 +266,17 @@ def copy_regular_tree(source: Path, target: Path, *, max_bytes: int, max_files: 
             copied.files += 1
             copied.bytes += len(data)
     return copied
+
+
+def real_folder(path: Path, allow_link: bool = False) -> None:
+    """Create `path` as a folder of our own; a link planted in a run folder is never written through."""
+    if path.is_symlink() and not allow_link:
+        raise HarnessError(f"{path} is a symbolic link; remove it (a report is written only into a real folder)")
+    if path.exists() and not path.is_dir():
+        raise HarnessError(f"--out {path} is a file; give a folder for the report")
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise HarnessError(
+            f"--out {path}: cannot create the report folder ({error.strerror}); choose another"
+        ) from None

@@ -16,7 +16,7 @@ from typing import Any, cast
 
 from harness import provenance
 from harness.errors import HarnessError
-from harness.escape import plain
+from harness.report.escape import plain
 from harness.result_types import Result
 from harness.safe_files import MissingFile, UnsafeFile, read_bytes
 from suites.runtime.registry import all_suites

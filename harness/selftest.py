@@ -21,15 +21,15 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.backends.local import LocalBackend
+from harness.backends.factory import BackendOptions, make_backend
 from harness.calibrate_jobs import attach, calibrate
 from harness.catalog import get_suite, visible_suites
 from harness.fairness import measured_precision
 from harness.plan import make_plan
 from harness.plausibility import lint, sync_state
 from harness.result_types import Metric, Result
+from harness.run_reader import Run, load_run
 from harness.runner import execute, prepare_results_dir
-from harness.runs import Run, load_run
 from suites.runtime.frameworks import FRAMEWORKS
 
 TRAINING_SUITES = ("mlp", "mnist", "cifar10", "resnet18")
@@ -113,12 +113,16 @@ def run_selftest(
     device: str,
     results_dir: Path,
     suites: list[str] | None = None,
+    precision: str = "fp32",
     echo: Callable[[str], None] = print,
     calibrate_first: bool = True,
 ) -> list[Check]:
-    """Run the suites, print and return every check."""
+    """Run the suites, print and return every check.
+
+    `precision` applies to the suites with a precision axis (the training suites); the others run
+    their declared arithmetic and are checked against fp32."""
     prepare_results_dir(results_dir)
-    backend = LocalBackend(echo=False)
+    backend = make_backend("local", BackendOptions(echo=False))
     names = suites or list(visible_suites())
     checks: list[Check] = []
     have = [fw for fw in FRAMEWORKS if installed(fw)]
@@ -134,7 +138,8 @@ def run_selftest(
         if not chosen:
             continue
         plan = make_plan(suite=suite, frameworks=",".join(chosen), params=[], repeat=None, warmup=None, device=device,
-                         threads=None, baseline=None, backend="local", smoke=True)  # fmt: skip
+                         threads=None, baseline=None, backend="local", smoke=True,
+                         precision=precision if spec.precision_axis else "fp32")  # fmt: skip
         echo(f"-- {suite}: {', '.join(chosen)} on {device}")
         run_dir = execute(plan, backend, results_dir, argv=["harness", "selftest"])
         attach(run_dir, ceilings)

@@ -8,7 +8,7 @@ the median over the rounds with a bootstrap interval -- only when every round re
 target: a round that did not is a censored observation, so the pool is `not reached` and says
 in how many rounds it was.
 
-Wiring (harness/rounds.py, harness/table.py): `round_params(job.params, number)` for each
+Wiring (harness/rounds.py, harness/report/table.py): `round_params(job.params, number)` for each
 round's jobs; before pooling metrics, `drop_partial_metrics(docs)`; after, `merged["training"]
 ["target"] = pool(docs)`; the table's head adds `dataset_label(result)` and a `time to target`
 row from `cell(result)` per framework.
@@ -21,7 +21,7 @@ import statistics
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from harness.numbers import fmt_percent, fmt_time
+from harness.report.numbers import fmt_percent, fmt_time
 from harness.result_types import Result
 from harness.statistics import bootstrap_median_ci
 

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from harness.calibration import CACHE_DIR, parse, read_json_file
-from harness.runs import load_run
-from harness.table import render
+from harness.report.table import render
+from harness.run_reader import load_run
 from tests.conftest import harness, read, run_folder
 from tests.factories import metric, result, write_run
 

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from harness.runs import load_run
+from harness.report.table import render
+from harness.run_reader import load_run
 from harness.schema import load_result
-from harness.table import render
 from tests.conftest import harness, run_folder
 from tests.factories import metric, result, write_run
 

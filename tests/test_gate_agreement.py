@@ -8,9 +8,9 @@ from typing import Any
 import pytest
 
 from harness.gate import evaluate, reference_framework
-from harness.runs import load_run
+from harness.report.table import gate_passed, render
+from harness.run_reader import load_run
 from harness.schema import load_result
-from harness.table import gate_passed, render
 from suites.runtime import perturb
 from suites.runtime.context import Context
 from suites.runtime.spec import CheckSpec, SuiteSpec

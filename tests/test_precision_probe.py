@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from harness.fairness import precision_mismatches
-from harness.runs import load_run
-from harness.table import render
+from harness.report.table import render
+from harness.run_reader import load_run
 from suites.runtime import precision
 from tests.factories import metric, result, write_run
 

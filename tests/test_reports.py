@@ -12,11 +12,11 @@ from typing import Any
 import pytest
 
 from harness.compare import compare_runs
-from harness.exports import Format, render_run
 from harness.plausibility import lint
-from harness.records import RECORD_FIELDS
-from harness.report import write_report
-from harness.runs import load_run
+from harness.report.exports import Format, render_run
+from harness.report.folder import write_report
+from harness.report.records import RECORD_FIELDS
+from harness.run_reader import load_run
 from tests.conftest import harness
 from tests.factories import metric, result, write_run
 
@@ -125,9 +125,9 @@ def test_a_run_names_the_code_that_measured_it_and_compare_notices_a_change(tmp_
 
     from harness import provenance
     from harness.compare import compare_runs
-    from harness.runs import load_run
+    from harness.report.table import render
+    from harness.run_reader import load_run
     from harness.schema import summary_problem
-    from harness.table import render
     from tests.factories import metric, result, write_run
 
     code = provenance.describe()

@@ -3,8 +3,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from harness.gate import evaluate
-from harness.runs import load_run
-from harness.table import gate_passed, render
+from harness.report.table import gate_passed, render
+from harness.run_reader import load_run
 from tests.factories import check, metric, result, write_run
 
 

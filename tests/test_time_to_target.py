@@ -102,8 +102,8 @@ def test_rounds_pool_a_partly_reached_target_and_the_table_says_so(tmp_path: Any
     """The wiring: harness/rounds.pool drops the lucky rounds' metrics and pools the target; the
     table shows the outcome per framework and the dataset in its head."""
     from harness import rounds
-    from harness.runs import load_run
-    from harness.table import render
+    from harness.report.table import render
+    from harness.run_reader import load_run
     from tests.factories import write_run
 
     flax = [

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from harness.gate import evaluate
-from harness.runs import Run
+from harness.run_reader import Run
 from suites.runtime import training
 from suites.runtime.context import Context
 from suites.runtime.datasets import synthetic_images

@@ -5,10 +5,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from harness import escape, provenance, time_to_target
+from harness import provenance, time_to_target
 from harness.fairness import measured_precision, not_comparable
 from harness.gate import CheckRow, evaluate
-from harness.numbers import (
+from harness.plausibility import ESCAPED, IMPLAUSIBLE, Finding, escaped, exclusions, lint, sync_state
+from harness.report import escape
+from harness.report.numbers import (
     fmt_giga,
     fmt_interval,
     fmt_number,
@@ -18,9 +20,8 @@ from harness.numbers import (
     fmt_time,
     fmt_value,
 )
-from harness.plausibility import ESCAPED, IMPLAUSIBLE, Finding, escaped, exclusions, lint, sync_state
 from harness.result_types import Metric, Result
-from harness.runs import Run
+from harness.run_reader import Run
 from harness.statistics import BOOTSTRAP_MIN_N, UNSTABLE_RELATIVE_IQR, ratio_interval
 
 NOT_COMPARABLE = "†"

@@ -8,10 +8,10 @@ from typing import Any
 
 from harness.catalog import get_suite
 from harness.errors import HarnessError
-from harness.escape import plot_label
+from harness.report.escape import plot_label
 from harness.result_types import Metric
-from harness.runs import Run
-from harness.safe_files import write_bytes_atomic
+from harness.run_reader import Run
+from harness.safe_files import real_folder, write_bytes_atomic
 
 # Sizes spanning more than this factor get a log axis (the jit suite spans four decades).
 LOG_SCALE_SPAN = 30.0
@@ -79,7 +79,6 @@ def _save(fig: Any, path: Path) -> None:
 
 
 def write_figures(run: Run, folder: Path) -> list[Path]:
-    from harness.report import real_folder
 
     plt = _pyplot()
     real_folder(folder)

@@ -7,6 +7,14 @@ from typing import Annotated, Optional
 
 import typer
 
+from harness.cli.options import (
+    Device,
+    DeviceOption,
+    ResultsDir,
+    Variant,
+    VariantOption,
+    default_results_dir,
+)
 from harness.k8s import collect, export
 from harness.limits import make_limits
 from harness.plan import make_plan
@@ -22,8 +30,8 @@ def export_k8s(
     param: Annotated[list[str], typer.Option("--param", "-p", help="suite parameter key=value")] = [],  # noqa: B006
     repeat: Annotated[Optional[int], typer.Option(help="timed steady-state calls per metric")] = None,
     warmup: Annotated[Optional[int], typer.Option(help="untimed calls after the first call")] = None,
-    device: Annotated[str, typer.Option(help="cpu or gpu (gpu requests nvidia.com/gpu: 1)")] = "cpu",
-    variant: Annotated[str, typer.Option(help="image variant: cpu or cuda12")] = "cpu",
+    device: DeviceOption = Device.cpu,
+    variant: VariantOption = Variant.cpu,
     registry: Annotated[Optional[str], typer.Option(help="registry prefix the images were pushed to")] = None,
     namespace: Annotated[str, typer.Option(help="Kubernetes namespace")] = "default",
     data_claim: Annotated[
@@ -37,17 +45,13 @@ def export_k8s(
     cpus: Annotated[Optional[float], typer.Option("--cpus", help="CPU request = limit per pod [default: 2]")] = None,
 ) -> None:
     """One Kubernetes Job per framework job, the suites in a ConfigMap; apply with kubectl."""
-    if device not in ("cpu", "gpu"):
-        from harness.errors import HarnessError
-
-        raise HarnessError(f"--device {device!r} is not cpu or gpu")
     plan = make_plan(
         suite=suite,
         frameworks=frameworks,
         params=param,
         repeat=repeat,
         warmup=warmup,
-        device=device,
+        device=device.value,
         threads=None,
         baseline=baseline,
         backend="kubernetes",
@@ -56,7 +60,7 @@ def export_k8s(
     )
     limits = make_limits(memory, cpus)
     paths = export(
-        plan, out, variant=variant, registry=registry, namespace=namespace, data_claim=data_claim, limits=limits
+        plan, out, variant=variant.value, registry=registry, namespace=namespace, data_claim=data_claim, limits=limits
     )
     for path in paths:
         typer.echo(f"wrote {path}")
@@ -72,10 +76,8 @@ def collect_command(
     logs: Annotated[
         Optional[Path], typer.Option("--logs", help="folder of saved pod logs (<job-name>.log); default: kubectl logs")
     ] = None,
-    results_dir: Annotated[Optional[Path], typer.Option("--results-dir", help="where the run folder goes")] = None,
+    results_dir: ResultsDir = None,
 ) -> None:
     """Turn what the Kubernetes Jobs printed into a run folder for show, report and compare."""
-    from harness.cli import default_results_dir
-
     run_dir = collect(manifests, results_dir or default_results_dir(), logs)
     typer.echo(f"run folder: {run_dir}")

@@ -8,13 +8,13 @@ import json
 from enum import Enum
 from typing import Any
 
-from harness import escape
 from harness.fairness import not_comparable
 from harness.gate import evaluate, failing_frameworks
 from harness.plausibility import exclusions
-from harness.records import RECORD_FIELDS, metric_records
-from harness.runs import Run
-from harness.table import check_rows, render, timing_rows
+from harness.report import escape
+from harness.report.records import RECORD_FIELDS, metric_records
+from harness.report.table import check_rows, render, timing_rows
+from harness.run_reader import Run
 
 
 class Format(str, Enum):

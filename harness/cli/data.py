@@ -1,4 +1,4 @@
-"""The `harness data` commands: fetch, import, list."""
+"""`harness data fetch|import|list`: datasets for the training suites, prepared on the host."""
 
 from __future__ import annotations
 
@@ -8,21 +8,18 @@ from typing import Annotated, Optional
 import typer
 from tabulate import tabulate
 
+from harness.cli.options import DataDir
 from harness.data import fetch as fetching
 from harness.data import hub, imports, store
 from harness.data.sources import IMPORTED, SOURCES
 from harness.errors import HarnessError
-from harness.numbers import fmt_bytes
+from harness.report.numbers import fmt_bytes
 from suites.runtime.datasets import fetch_command
 
 app = typer.Typer(
     no_args_is_help=True,
     help="Datasets for the training suites: fetched once on the host, mounted read-only into jobs.",
 )
-
-DataDir = Annotated[
-    Optional[Path], typer.Option("--data-dir", help="dataset folder [default: ./data or $HARNESS_DATA_DIR]")
-]
 
 
 def _summary(written: store.Written) -> str:

@@ -6,12 +6,13 @@ from pathlib import Path
 
 from tabulate import tabulate
 
-from harness import escape
-from harness.environment_view import environment_rows
 from harness.errors import HarnessError
-from harness.exports import Format, render_run
-from harness.figures import write_figures
-from harness.runs import Run
+from harness.report import escape
+from harness.report.environment import environment_rows
+from harness.report.exports import Format, render_run
+from harness.report.figures import write_figures
+from harness.run_reader import Run
+from harness.safe_files import real_folder
 from suites.runtime.files import write_text_atomic
 
 FAIRNESS_PREFIXES = ("settings.", "precision.", "variables.", "machine.cpu.", "device.")
@@ -26,20 +27,6 @@ def environment_markdown(run: Run, only: tuple[str, ...] | None = None) -> str:
         if only is None or key.startswith(only)
     ]
     return tabulate(table, headers=["field"] + [md(fw) for fw in frameworks], tablefmt="github", disable_numparse=True)
-
-
-def real_folder(path: Path, allow_link: bool = False) -> None:
-    """Create `path` as a folder of our own; a link planted in a run folder is never written through."""
-    if path.is_symlink() and not allow_link:
-        raise HarnessError(f"{path} is a symbolic link; remove it (a report is written only into a real folder)")
-    if path.exists() and not path.is_dir():
-        raise HarnessError(f"--out {path} is a file; give a folder for the report")
-    try:
-        path.mkdir(parents=True, exist_ok=True)
-    except OSError as error:
-        raise HarnessError(
-            f"--out {path}: cannot create the report folder ({error.strerror}); choose another"
-        ) from None
 
 
 def write_report(run: Run, out: Path, figures: bool = True) -> Path:

@@ -6,7 +6,7 @@ from typing import Any
 
 from harness.fairness import not_comparable
 from harness.plausibility import exclusions, lint, sync_state
-from harness.runs import Run
+from harness.run_reader import Run
 from harness.statistics import describe, ratio_interval
 
 RECORD_FIELDS = (

@@ -6,10 +6,10 @@ import json
 from dataclasses import asdict
 from typing import Any
 
-from harness import escape
 from harness.compare import Comparison
-from harness.exports import Format, html_page, to_csv
-from harness.numbers import fmt_interval, fmt_p, fmt_ratio, fmt_share, fmt_value
+from harness.report import escape
+from harness.report.exports import Format, html_page, to_csv
+from harness.report.numbers import fmt_interval, fmt_p, fmt_ratio, fmt_share, fmt_value
 
 CHANGE_FIELDS = (
     "framework", "metric", "unit", "better", "median_a", "median_b", "ratio", "ci_low", "ci_high",

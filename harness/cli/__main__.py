@@ -1,0 +1,5 @@
+"""`python -m harness.cli`, as the tests and the compose services call it."""
+
+from harness.cli.main import main
+
+main()

@@ -1,0 +1,58 @@
+"""`harness doctor` and `harness selftest`: is this machine fit to produce numbers we stand behind."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from harness.cli.options import Device, DeviceOption, Precision, PrecisionOption, ResultsDir, default_results_dir
+from harness.doctor import Check, run_checks
+from harness.errors import HarnessError
+
+
+def doctor(device: DeviceOption = Device.cpu) -> None:
+    """Check, in order, everything a trustworthy run needs; one PASS/FAIL line each, with the fix."""
+
+    def emit(check: Check) -> None:
+        typer.echo(check.line())
+
+    ok = run_checks(device.value, emit)
+    typer.echo("all checks passed" if ok else "some checks failed: see the fix lines above")
+    raise typer.Exit(0 if ok else 1)
+
+
+def selftest(
+    device: DeviceOption = Device.cpu,
+    suites: Annotated[
+        Optional[str], typer.Option("--suites", help="comma-separated suites [default: every visible suite]")
+    ] = None,
+    precision: PrecisionOption = Precision.fp32,
+    calibrate: Annotated[
+        bool, typer.Option("--calibrate/--no-calibrate", help="measure the achievable ceilings first (% of achievable)")
+    ] = True,
+    results_dir: ResultsDir = None,
+) -> None:
+    """Every suite at its smoke size on DEVICE with this interpreter's frameworks; one line per check."""
+    from harness.catalog import get_suite
+    from harness.selftest import run_selftest
+
+    names = [n.strip() for n in suites.split(",")] if suites is not None else None
+    if names is not None:
+        if not all(names):
+            raise HarnessError(f"--suites {suites!r} has an empty name; give e.g. --suites xla,mnist")
+        for name in names:
+            get_suite(name)  # an unknown name is one line before anything runs
+    checks = run_selftest(
+        device=device.value,
+        results_dir=Path(results_dir or default_results_dir()),
+        suites=names,
+        precision=precision.value,
+        echo=typer.echo,
+        calibrate_first=calibrate,
+    )
+    failed = [c for c in checks if c.passed is False]
+    passed = sum(c.passed is True for c in checks)
+    typer.echo(f"selftest: {passed} passed, {len(failed)} failed, {len(checks) - passed - len(failed)} not applicable")
+    raise typer.Exit(1 if failed else 0)

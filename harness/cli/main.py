@@ -1,0 +1,70 @@
+"""The `harness` command: one Typer app, each command group in its own module of this package.
+
+Every user-facing problem is a HarnessError, caught once in `main`: one line on stderr,
+exit code 2, no traceback. Typer's own usage errors take the same one-line form.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import typer
+from typer.exceptions import TyperException
+
+from harness.cli.catalog import describe, list_suites
+from harness.cli.checks import doctor, selftest
+from harness.cli.cluster import collect_command, export_app
+from harness.cli.data import app as data_app
+from harness.cli.exit_codes import BAD_INPUT, INTERRUPTED
+from harness.cli.reproduce import reproduce
+from harness.cli.results import compare, report, show
+from harness.cli.run import calibrate_command, run
+from harness.cli.stacks import build, clean, wheelhouse
+from harness.errors import HarnessError
+from harness.report.escape import plain
+
+app = typer.Typer(
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    help="Compare ML frameworks fairly: synchronised, compile time separated, same data and precision.",
+)
+# In the order `harness --help` lists them: discover, run, read back, stacks, machines, elsewhere.
+app.command("list")(list_suites)
+app.command("describe")(describe)
+app.command("run")(run)
+app.command("calibrate")(calibrate_command)
+app.command("show")(show)
+app.command("compare")(compare)
+app.command("report")(report)
+app.command("reproduce")(reproduce)
+app.command("build")(build)
+app.command("wheelhouse")(wheelhouse)
+app.command("clean")(clean)
+app.command("doctor")(doctor)
+app.command("selftest")(selftest)
+app.add_typer(data_app, name="data")
+app.add_typer(export_app, name="export")
+app.command("collect")(collect_command)
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = sys.argv[1:] if argv is None else argv
+    try:
+        code = app(args=args, prog_name="harness", standalone_mode=False)
+    except HarnessError as error:
+        typer.echo(f"error: {plain(error)}", err=True)
+        sys.exit(BAD_INPUT)
+    except TyperException as error:
+        commands = typer.main.get_command(app).commands  # type: ignore[attr-defined]
+        command = next((a for a in args if a in commands), None)
+        message = error.format_message() if hasattr(error, "format_message") else str(error)
+        if not message.strip():  # no arguments at all: the help was shown, which is the answer
+            sys.exit(0)
+        hint = f"harness {command} --help" if command else "harness --help"
+        typer.echo(f"error: {message} (see `{hint}`)", err=True)
+        sys.exit(BAD_INPUT)
+    except (typer.Abort, KeyboardInterrupt):
+        typer.echo("aborted", err=True)
+        sys.exit(INTERRUPTED)
+    sys.exit(code if isinstance(code, int) else 0)

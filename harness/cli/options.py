@@ -1,0 +1,142 @@
+"""Options and defaults shared by several commands: declared once, so every command spells,
+validates and documents `--device`, `--backend`, `--results-dir`... the same way."""
+
+from __future__ import annotations
+
+import os
+from enum import Enum
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from harness.backends.factory import BackendOptions
+from harness.data.store import default_data_dir
+from harness.errors import HarnessError
+from harness.limits import make_limits
+from harness.report.exports import Format
+
+__all__ = ["default_data_dir"]  # re-exported: commands take the data folder default from here
+
+
+class Device(str, Enum):
+    cpu = "cpu"
+    gpu = "gpu"
+
+
+class BackendName(str, Enum):
+    """--backend for commands that run jobs (harness/backends/factory.py holds the factories)."""
+
+    auto = "auto"
+    docker = "docker"
+    local = "local"
+
+
+class Variant(str, Enum):
+    cpu = "cpu"
+    cuda12 = "cuda12"
+
+
+class Precision(str, Enum):
+    fp32 = "fp32"
+    tf32 = "tf32"
+    bf16 = "bf16"
+
+
+class Transfer(str, Enum):
+    auto = "auto"
+    bind = "bind"
+    copy = "copy"
+
+
+def default_results_dir() -> Path:
+    return Path(os.environ.get("HARNESS_RESULTS_DIR", "results"))
+
+
+def default_wheelhouse() -> Optional[Path]:
+    """$HARNESS_WHEELHOUSE: the wheels every image build (also on demand in `run`) takes, no index."""
+    value = os.environ.get("HARNESS_WHEELHOUSE", "").strip()
+    return Path(value) if value else None
+
+
+def parse_pythons(pairs: list[str]) -> dict[str, str]:
+    found: dict[str, str] = {}
+    for pair in pairs:
+        stack, sep, path = pair.partition("=")
+        if not sep or not stack or not path:
+            raise HarnessError(
+                f"--python {pair!r} is not of the form STACK=PATH (e.g. --python jax=.venv-jax/bin/python)"
+            )
+        found[stack] = path
+    return found
+
+
+def backend_options(
+    *,
+    quiet: bool,
+    memory: str | None = None,
+    cpus: float | None = None,
+    gpus: str | None = None,
+    transfer: Transfer = Transfer.auto,
+    pythons: dict[str, str] | None = None,
+    wheelhouse: Path | None = None,
+    pinned: dict[str, dict[str, object]] | None = None,
+) -> BackendOptions:
+    """The options of a command line, as every backend factory takes them."""
+    return BackendOptions(
+        echo=not quiet,
+        limits=make_limits(memory, cpus),
+        pythons=pythons or {},
+        gpus=gpus,
+        wheelhouse=wheelhouse or default_wheelhouse(),
+        transfer=transfer.value,
+        pinned=pinned or {},
+    )
+
+
+FormatOption = Annotated[Format, typer.Option("--format", help="output format")]
+ResultsDir = Annotated[
+    Optional[Path],
+    typer.Option("--results-dir", help="where run folders go [default: ./results or $HARNESS_RESULTS_DIR]"),
+]
+DataDir = Annotated[
+    Optional[Path], typer.Option("--data-dir", help="dataset folder [default: ./data or $HARNESS_DATA_DIR]")
+]
+Quiet = Annotated[bool, typer.Option("--quiet", "-q", help="do not echo job output")]
+DeviceOption = Annotated[Device, typer.Option(help="where the frameworks compute")]
+BackendOption = Annotated[
+    BackendName,
+    typer.Option(
+        envvar="HARNESS_BACKEND", help="how jobs are isolated; auto: docker when an engine answers, else local"
+    ),
+]
+ThreadsOption = Annotated[Optional[int], typer.Option(help="thread count applied the same way to every framework")]
+MemoryOption = Annotated[
+    Optional[str], typer.Option("--memory", help="memory limit per job, e.g. 4g (docker: container limit)")
+]
+CpusOption = Annotated[Optional[float], typer.Option("--cpus", help="CPU limit per job (local: cores it may use)")]
+GpusOption = Annotated[
+    Optional[str], typer.Option("--gpus", help="docker, --device gpu: all (default), a count, or device=0,1")
+]
+TransferOption = Annotated[
+    Transfer,
+    typer.Option(
+        envvar="HARNESS_TRANSFER",
+        help="docker: bind (mount host folders), copy (through the API, for remote engines) or auto",
+    ),
+]
+WheelhouseOption = Annotated[
+    Optional[Path],
+    typer.Option(help="build missing images only from the wheels in DIR, no index; default $HARNESS_WHEELHOUSE"),
+]
+PrecisionOption = Annotated[
+    Precision,
+    typer.Option(
+        help="float32 matmul/conv arithmetic for the suites that have a precision axis (fp32 for comparisons)"
+    ),
+]
+StacksOption = Annotated[
+    Optional[str], typer.Option("--stacks", help="comma-separated stacks (default: all of jax, numpy, pytorch)")
+]
+VariantOption = Annotated[Variant, typer.Option(help="cpu, or cuda12 for --device gpu")]
+RunRef = Annotated[str, typer.Argument(metavar="RUN", help="run folder, or run id under --results-dir")]

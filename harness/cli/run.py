@@ -1,0 +1,208 @@
+"""`harness run` and `harness calibrate`: the commands that start jobs and print what they measured."""
+
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import replace
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from harness.backends.factory import make_backend, resolve_backend
+from harness.calibrate_jobs import attach as attach_calibration
+from harness.calibrate_jobs import calibrate
+from harness.calibrate_jobs import describe as describe_calibration
+from harness.calibration import check_mode as check_calibrate_mode
+from harness.cli.exit_codes import run_exit_code
+from harness.cli.options import (
+    BackendName,
+    BackendOption,
+    CpusOption,
+    DataDir,
+    Device,
+    DeviceOption,
+    FormatOption,
+    GpusOption,
+    MemoryOption,
+    Precision,
+    PrecisionOption,
+    Quiet,
+    ResultsDir,
+    ThreadsOption,
+    Transfer,
+    TransferOption,
+    backend_options,
+    default_data_dir,
+    default_results_dir,
+    parse_pythons,
+)
+from harness.data.store import require as require_dataset
+from harness.errors import HarnessError
+from harness.plan import check_timeout, make_plan, parse_frameworks
+from harness.report.exports import Format, render_run
+from harness.rounds import execute_rounds
+from harness.run_reader import load_run, resolve_run
+from harness.run_writer import resume_plan
+from harness.runner import execute, prepare_results_dir
+
+
+def run(
+    suite: Annotated[Optional[str], typer.Option("--suite", "-s", help="suite name (see `harness list`)")] = None,
+    frameworks: Annotated[
+        Optional[str], typer.Option("--frameworks", "-f", help="comma-separated; default: all of the suite's")
+    ] = None,
+    param: Annotated[list[str], typer.Option("--param", "-p", help="suite parameter key=value; repeatable")] = [],  # noqa: B006
+    repeat: Annotated[
+        Optional[int], typer.Option(help="timed steady-state calls per metric [default: suite's]")
+    ] = None,
+    warmup: Annotated[Optional[int], typer.Option(help="untimed calls after the first call [default: suite's]")] = None,
+    device: DeviceOption = Device.cpu,
+    backend: BackendOption = BackendName.auto,
+    baseline: Annotated[
+        Optional[str], typer.Option(help="framework the ratios refer to [default: first listed]")
+    ] = None,
+    threads: ThreadsOption = None,
+    timeout: Annotated[Optional[float], typer.Option(help="per-job time limit in seconds [default: suite's]")] = None,
+    python: Annotated[
+        list[str], typer.Option("--python", help="local backend: STACK=PATH interpreter for a stack; repeatable")
+    ] = [],  # noqa: B006
+    results_dir: ResultsDir = None,
+    data_dir: DataDir = None,
+    quiet: Quiet = False,
+    rounds: Annotated[int, typer.Option(help="run the frameworks round-robin K times and pool the samples")] = 1,
+    fmt: FormatOption = Format.table,
+    memory: MemoryOption = None,
+    cpus: CpusOption = None,
+    gpus: GpusOption = None,
+    resume: Annotated[
+        Optional[str], typer.Option("--resume", metavar="RUN", help="re-run only the jobs of RUN that are not ok")
+    ] = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="validate and print the plan; start nothing")] = False,
+    transfer: TransferOption = Transfer.auto,
+    cache: Annotated[
+        str,
+        typer.Option(
+            "--cache",
+            envvar="HARNESS_CACHE",
+            help="compiler caches (JAX persistent cache, Inductor, Triton): cold = empty for every job; "
+            "warm = kept under RESULTS_DIR/.cache (docker: a volume) and reused by later jobs",
+        ),
+    ] = "cold",
+    precision: PrecisionOption = Precision.fp32,
+    smoke: Annotated[
+        bool, typer.Option("--smoke", help="the suite's smallest real size (its declared smoke parameters), 3 samples")
+    ] = False,
+    calibrate_mode: Annotated[
+        str,
+        typer.Option(
+            "--calibrate",
+            envvar="HARNESS_CALIBRATE",
+            help="auto: measure this machine's achievable FLOP/s and bandwidth once per fingerprint "
+            "(for '% of achievable'); always: re-measure; never: skip",
+        ),
+    ] = "auto",
+) -> None:
+    """Run one suite on several frameworks, one isolated job each, and print the comparison."""
+    target = results_dir or default_results_dir()
+    check_calibrate_mode(calibrate_mode)
+    pythons = parse_pythons(python)
+    backend_name = resolve_backend(backend.value, pythons=pythons, gpus=gpus, device=device.value)
+    if resume is not None:
+        if suite is not None or frameworks is not None or param:
+            raise HarnessError("--resume RUN re-uses that run's plan; drop --suite, --frameworks and --param")
+        resume_dir = resolve_run(resume, target)
+        plan = resume_plan(resume_dir)
+        if timeout is not None:  # e.g. a job that timed out gets more time on the second try
+            plan = replace(plan, jobs=tuple(replace(job, timeout_s=check_timeout(timeout)) for job in plan.jobs))
+    elif suite is None:
+        raise HarnessError("--suite is required (see `harness list`), or --resume RUN to finish a run")
+    else:
+        resume_dir = None
+        plan = make_plan(
+            suite=suite,
+            frameworks=frameworks,
+            params=param,
+            repeat=repeat,
+            warmup=warmup,
+            device=device.value,
+            threads=threads,
+            baseline=baseline,
+            backend=backend_name,
+            timeout_s=timeout,
+            data_dir=str((data_dir or default_data_dir()).resolve()),
+            smoke=smoke,
+            cache=cache,
+            cache_dir=str((target / ".cache").resolve()),
+            precision=precision.value,
+        )
+    named = plan.jobs[0].params.get("dataset") if plan.jobs else None
+    if isinstance(named, str) and plan.jobs[0].data_dir is not None:
+        # A missing dataset is one line naming the fetch command, before any job starts.
+        require_dataset(Path(plan.jobs[0].data_dir), named, plan.suite)
+    if rounds < 1:
+        raise HarnessError(f"--rounds {rounds} must be at least 1")
+    options = backend_options(
+        quiet=quiet, memory=memory, cpus=cpus, gpus=gpus, transfer=transfer, pythons=pythons
+    )  # validated before anything starts, even for --dry-run
+    argv = ["harness"] + sys.argv[1:]
+    if rounds > 1 and resume_dir is not None:
+        raise HarnessError("--rounds cannot be combined with --resume; resume re-runs single jobs")
+    if dry_run:
+        typer.echo(json.dumps(plan.as_record(), indent=2))
+        return
+    chosen = make_backend(backend_name, options)
+    ceilings = None
+    if calibrate_mode != "never" and resume_dir is None:
+        prepare_results_dir(target)
+        ceilings = calibrate(
+            [job.framework for job in plan.jobs if job.skip_reason is None],
+            device=plan.jobs[0].device,
+            threads=plan.jobs[0].threads,
+            cpus=cpus,
+            backend=chosen,
+            results_dir=target,
+            force=calibrate_mode == "always",
+        )
+    if rounds == 1:
+        run_dir = execute(plan, chosen, target, argv=argv, resume_dir=resume_dir)
+    else:
+        run_dir = execute_rounds(plan, chosen, target, rounds, argv=argv)
+    attach_calibration(run_dir, ceilings)
+    loaded = load_run(run_dir)
+    typer.echo("")
+    typer.echo(render_run(loaded, fmt))
+    typer.echo(f"\nrun folder: {run_dir}", err=fmt is not Format.table)
+    raise typer.Exit(run_exit_code(loaded))
+
+
+def calibrate_command(
+    frameworks: Annotated[
+        Optional[str], typer.Option("--frameworks", "-f", help="comma-separated; default: numpy,jax,pytorch")
+    ] = None,
+    device: DeviceOption = Device.cpu,
+    backend: BackendOption = BackendName.auto,
+    threads: ThreadsOption = None,
+    cpus: CpusOption = None,
+    results_dir: ResultsDir = None,
+    quiet: Quiet = False,
+) -> None:
+    """Measure this machine's achievable matmul FLOP/s and bandwidth with each stack (cached per machine)."""
+    from suites.calibrate.spec import SPEC
+
+    names = parse_frameworks(SPEC, frameworks)
+    if threads is not None and threads < 1:
+        raise HarnessError(f"--threads {threads} must be at least 1")
+    target = results_dir or default_results_dir()
+    options = backend_options(quiet=quiet, cpus=cpus)
+    prepare_results_dir(target)
+    backend_name = resolve_backend(backend.value, pythons={}, gpus=None, device=device.value)
+    chosen = make_backend(backend_name, options)
+    doc = calibrate(
+        names, device=device.value, threads=threads, cpus=cpus, backend=chosen, results_dir=target, force=True
+    )
+    if doc is None:
+        raise HarnessError("no calibration job produced a usable figure; see the job output above")
+    for line in describe_calibration(doc):
+        typer.echo(line)
