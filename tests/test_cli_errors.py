@@ -58,6 +58,14 @@ def test_results_dir_that_is_a_file(tmp_path: Path) -> None:
         (["show"], "Missing argument 'RUN'. (see `harness show --help`)"),
         (["bogus"], "No such command 'bogus'. (see `harness --help`)"),
         (["build", "--variant", "rocm"], "--variant"),
+        (["export", "k8s", "--suite", "xla", "--out", "x", "--variant", "cuda13"], "'cuda13' is not one of"),
+        (["run", "--suite", "xla", "--transfer", "ftp"], "'ftp' is not one of 'auto', 'bind', 'copy'"),
+        (["run", "--suite", "xla", "--precision", "fp8"], "'fp8' is not one of 'fp32', 'tf32', 'bf16'"),
+        (["run", "--suite", "xla", "--precision", "tf32", "--dry-run"], "suite xla has no float32 matmul/conv work"),
+        (["selftest", "--suites", "fault"], "suite fault is internal"),
+        (["selftest", "--suites", "xla,,mnist"], "has an empty or repeated name"),
+        (["selftest", "--suites", "nope"], "unknown suite 'nope'"),
+        (["reproduce", "x", "--backend", "slurmish"], "--backend 'slurmish' is not one of"),
     ],
 )
 def test_usage_errors_are_one_line_too(args: list[str], message: str) -> None:

@@ -35,15 +35,16 @@ def selftest(
     results_dir: ResultsDir = None,
 ) -> None:
     """Every suite at its smoke size on DEVICE with this interpreter's frameworks; one line per check."""
-    from harness.catalog import get_suite
+    from harness.catalog import get_suite, visible_suites
     from harness.selftest import run_selftest
 
     names = [n.strip() for n in suites.split(",")] if suites is not None else None
     if names is not None:
-        if not all(names):
-            raise HarnessError(f"--suites {suites!r} has an empty name; give e.g. --suites xla,mnist")
-        for name in names:
-            get_suite(name)  # an unknown name is one line before anything runs
+        if not all(names) or len(set(names)) != len(names):
+            raise HarnessError(f"--suites {suites!r} has an empty or repeated name; give e.g. --suites xla,mnist")
+        for name in names:  # an unknown or test-only name is one line before anything runs
+            if get_suite(name).hidden:
+                raise HarnessError(f"suite {name} is internal; selftest runs {', '.join(visible_suites())}")
     checks = run_selftest(
         device=device.value,
         results_dir=Path(results_dir or default_results_dir()),
