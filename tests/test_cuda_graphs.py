@@ -312,3 +312,87 @@ def test_pc_cuda_graph_through_the_cli_is_a_skip_with_its_reason(results: Path) 
     doc = load_result(run_folder(proc.stdout) / "pytorch.json")
     assert doc["status"] == "skipped", proc.stdout + proc.stderr
     assert "CUDA graphs need a CUDA device" in doc["reason"] and "--device gpu" in doc["reason"]
+
+
+# ---------------------------------------------------------------------------------------------
+# The training suites' variant=cuda-graph (suites/runtime/training_torch.py)
+
+
+class FusedAdam(torch.optim.Adam):  # type: ignore[misc]
+    """Adam whose capturable form runs on the CPU (PyTorch's non-fused capturable Adam wants a GPU)."""
+
+    def __init__(self, params: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("fused", True)
+        super().__init__(params, **kwargs)
+
+
+def _run_training(suite: str, variant: str, **params: Any) -> Context:
+    from suites.runtime.registry import all_suites
+
+    spec = all_suites()[suite]
+    module = __import__(f"suites.{suite}.impl_pytorch", fromlist=["run"])
+    ctx = Context(spec, "pytorch", spec.resolve({**params, "variant": variant}), repeat=1, warmup=0,
+                  device=torch.device("cpu"), device_kind="cpu", sync=lambda o: None)  # fmt: skip
+    module.run(ctx)
+    return ctx
+
+
+def test_training_cuda_graph_variant_skips_on_the_cpu_before_any_work() -> None:
+    for suite in ("mlp", "mnist", "cifar10"):
+        with pytest.raises(Skip, match=r"variant=cuda-graph \(use default or compiled on the CPU\): CUDA graphs need"):
+            _run_training(suite, "cuda-graph")
+
+
+def test_flax_skips_the_cuda_graph_variant_with_its_reason() -> None:
+    from suites.runtime.training_jax import jax_variant
+
+    with pytest.raises(Skip, match="Flax's jit step is already one compiled program"):
+        jax_variant("cuda-graph")
+
+
+def test_sgd_is_graph_safe_and_adam_is_made_capturable_before_its_first_step() -> None:
+    w = [torch.zeros(3, requires_grad=True)]
+    assert cuda_graphs.capturable_problem(torch.optim.SGD(w, lr=0.1, momentum=0.9)) is None
+    # dampening: the zeroed warm-up buffer would not reproduce SGD's first step (buf = grad)
+    assert "capturable=True" in str(cuda_graphs.capturable_problem(torch.optim.SGD(w, lr=0.1, momentum=0.9,
+                                                                                   dampening=0.5)))  # fmt: skip
+    adam = torch.optim.Adam(w)
+    cuda_graphs.make_capturable(adam)
+    assert cuda_graphs.capturable_problem(adam) is None
+    stepped = torch.optim.Adam(w)
+    w[0].grad = torch.ones(3)
+    stepped.step()
+    with pytest.raises(ValueError, match="before the optimizer's first step"):
+        cuda_graphs.make_capturable(stepped)
+
+
+def test_mlp_cuda_graph_variant_trains_exactly_like_eager(
+    fake_cuda: FakeCuda, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Adam made capturable, the step captured once and replayed: the same losses, accuracies and
+    first-step checks as the eager loop (mlp has no dropout, so the two trajectories are one)."""
+    monkeypatch.setattr(cuda_graphs, "unavailable_reason", lambda device: None)
+    monkeypatch.setattr(torch.optim, "Adam", FusedAdam)
+    small = {"epochs": 3, "drop_last": True, "batch_size": 50}
+    graphed = _run_training("mlp", "cuda-graph", **small)
+    eager = _run_training("mlp", "eager", **small)
+    samples = {m["name"]: m["samples"] for m in graphed.metrics}
+    reference = {m["name"]: m["samples"] for m in eager.metrics}
+    for name in ("train loss (first epoch)", "train loss (last epoch)"):
+        assert samples[name] == pytest.approx(reference[name], rel=1e-5)
+    assert samples["test accuracy"] == reference["test accuracy"]
+    checks = [{c["name"]: c["value"] for c in ctx.checks} for ctx in (graphed, eager)]
+    assert checks[0] == checks[1]  # every check the gate compares across frameworks, test accuracy included
+    assert fake_cuda.log.count("capture begins") == 1
+    batches = 8000 // 50  # mlp: 8000 training points by default
+    assert any(f"replayed {3 * batches} times" in n for n in graphed.notes), graphed.notes
+    assert any(m.get("variant") == "cuda-graph" for m in graphed.metrics)
+
+
+def test_the_cuda_graph_variant_leaves_out_a_partial_last_batch(
+    fake_cuda: FakeCuda, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(cuda_graphs, "unavailable_reason", lambda device: None)
+    monkeypatch.setattr(torch.optim, "Adam", FusedAdam)
+    ctx = _run_training("mlp", "cuda-graph", epochs=2, drop_last=False, batch_size=300)
+    assert any("last partial batch (200 samples) is left out" in n for n in ctx.notes), ctx.notes

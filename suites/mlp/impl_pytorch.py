@@ -25,7 +25,7 @@ def run(ctx: Context) -> None:
         return x
 
     p = ctx.params
-    training_torch.torch_variant(p["variant"])
+    training_torch.torch_variant(p["variant"], ctx.device)
     points, orders = load(ctx)
     data = training_torch.to_device(ctx, points.train_x, points.train_y, points.test_x, points.test_y, orders, None)
     training_torch.seed_everything(p["seed"])

@@ -11,7 +11,7 @@ def run(ctx: Context) -> None:
     from suites.runtime import training_torch
 
     p = ctx.params
-    training_torch.torch_variant(p["variant"])  # an unsupported variant skips before any work
+    training_torch.torch_variant(p["variant"], ctx.device)  # an unsupported variant skips before any work
     images, orders = load(ctx)
     data = training_torch.to_device(ctx, images.train_x, images.train_y, images.test_x, images.test_y, orders, None)
     training_torch.seed_everything(p["seed"])

@@ -55,11 +55,33 @@ def require(device: Any, what: str) -> None:
         raise Skip(f"{what}: {reason}")
 
 
+def _plain_sgd(optimizer: Any, groups: Sequence[dict[str, Any]]) -> bool:
+    """SGD keeps no step count and no host-side state, only momentum buffers (tensors). With
+    dampening 0 a buffer the warm-up made and `Snapshot.restore` zeroed gives the first replay
+    momentum * 0 + grad = grad, exactly what SGD's first step stores: graph-safe as it is."""
+    import torch
+
+    return isinstance(optimizer, torch.optim.SGD) and all(g.get("dampening", 0) == 0 for g in groups)
+
+
+def make_capturable(optimizer: Any) -> None:
+    """Switch a freshly built optimizer to its graph-safe form where PyTorch has one: Adam and
+    AdamW read `capturable` from their parameter groups at every step and then keep their step
+    counts on the device. Must run before the first step (the state it creates differs)."""
+    if optimizer.state:
+        raise ValueError("make_capturable must run before the optimizer's first step")
+    for group in optimizer.param_groups:
+        if "capturable" in group:
+            group["capturable"] = True
+
+
 def capturable_problem(optimizer: Any) -> str | None:
     """None when `optimizer` may be stepped inside a capture, else what to change."""
     groups = getattr(optimizer, "param_groups", None)
     if not groups:
         return f"{type(optimizer).__name__} has no param_groups"
+    if _plain_sgd(optimizer, groups):
+        return None
     if not all(group.get("capturable", False) for group in groups):
         return f"{type(optimizer).__name__} was built without capturable=True"
     return None

@@ -35,11 +35,12 @@ from suites.runtime.syncguard import Probe
 MIB = float(1 << 20)
 
 # Shared by every training suite so `harness run --param` reads the same everywhere.
-VARIANTS = ("default", "eager", "compiled", "scan")
+VARIANTS = ("default", "eager", "compiled", "scan", "cuda-graph")
 VARIANT_HELP = (
     "default: each framework's idiomatic fast path (flax: jax.jit of one train step; pytorch: eager); "
     "eager: no compilation (flax op by op, pytorch eager); compiled: flax jit step, pytorch torch.compile; "
-    "scan: flax jits a whole epoch with lax.scan (pytorch: skipped)"
+    "scan: flax jits a whole epoch with lax.scan (pytorch: skipped); "
+    "cuda-graph: pytorch captures the whole step as one CUDA graph, --device gpu only (flax: skipped)"
 )
 
 

@@ -44,6 +44,13 @@ class CompileCounter:
 
 
 def jax_variant(variant: str) -> str:
+    if variant == "cuda-graph":
+        from suites.runtime.errors import Skip
+
+        # XLA already compiles the whole step into one executable (and on GPUs may launch it
+        # through CUDA graphs itself): there is no separate Flax variant to compare.
+        raise Skip("variant=cuda-graph captures a PyTorch step as a CUDA graph; Flax's jit step is already one "
+                   "compiled program (compare it with variant=default)")  # fmt: skip
     return {"default": "jit", "compiled": "jit", "eager": "eager", "scan": "scan"}[variant]
 
 

@@ -30,13 +30,21 @@ DATA_NOTES = {
 VARIANT_NOTES = {
     "eager": "pytorch variant eager: preloaded device tensors, index batches, eager autograd",
     "compiled": "pytorch variant compiled: as eager, with torch.compile of the forward pass (inductor)",
+    "cuda-graph": "pytorch variant cuda-graph: as eager, the whole step (forward, backward, optimizer) captured "
+    "once as a CUDA graph and replayed per batch with one launch",
 }
 
 
-def torch_variant(variant: str) -> str:
+def torch_variant(variant: str, device: Any = None) -> str:
+    """The loop that runs; an impossible one is a Skip before any work (`device`: the job's
+    torch.device, for cuda-graph, which needs a GPU)."""
     if variant == "scan":
         raise Skip("variant=scan compiles a whole epoch with jax.lax.scan; PyTorch has no equivalent (use compiled)")
-    return {"default": "eager", "eager": "eager", "compiled": "compiled"}[variant]
+    if variant == "cuda-graph" and device is not None:
+        from suites.runtime import cuda_graphs
+
+        cuda_graphs.require(device, "variant=cuda-graph (use default or compiled on the CPU)")
+    return {"default": "eager", "eager": "eager", "compiled": "compiled", "cuda-graph": "cuda-graph"}[variant]
 
 
 def seed_everything(seed: int) -> None:
@@ -196,8 +204,12 @@ def run(
     import torch
     import torch.nn.functional as F
 
-    mode = torch_variant(variant)
+    mode = torch_variant(variant, ctx.device)
     ctx.note(VARIANT_NOTES[mode])
+    if mode == "cuda-graph":
+        from suites.runtime import cuda_graphs
+
+        cuda_graphs.make_capturable(optimizer)  # before any step: Adam's step counts live on the device
     ctx.note(DATA_NOTES["host" if data.host else "device"])
     ctx.training["data"] = "host" if data.host else "device"
     _cudnn_flags(ctx)
@@ -257,6 +269,14 @@ def run(
                 totals[1] += (logits.argmax(dim=1) == yb).sum()
         return totals
 
+    graphed: list[Any] = []  # the captured step, once made
+    epoch_fn: Callable[[int], Any] = run_epoch
+    if mode == "cuda-graph":
+        if tail:  # a graph replays one shape: the last partial batch is left out of every epoch
+            ctx.note(f"cuda-graph: the last partial batch ({tail} samples) is left out of every epoch")
+            spans, used = [(s, batch) for s in starts], len(starts) * batch
+        epoch_fn = _graph_epochs(ctx, model, optimizer, fwd, data, spans, batch, graphed)
+
     def read(out: Any) -> tuple[float, float]:
         loss_sum, correct = out.tolist()
         return loss_sum / used, 100.0 * correct / used
@@ -279,10 +299,12 @@ def run(
         torch.cuda.reset_peak_memory_stats()
     baseline = training.memory_baseline(int(torch.cuda.memory_allocated()) if on_gpu else None)
     history = training.train(
-        ctx, epochs=epochs, run_epoch=run_epoch, read=read, samples_per_epoch=used, compilations=counter,
+        ctx, epochs=epochs, run_epoch=epoch_fn, read=read, samples_per_epoch=used, compilations=counter,
         evaluate=evaluate, target=training.target_of(ctx),
     )  # fmt: skip
     training.record(ctx, history, flops_per_sample=flops_per_sample, variant=mode)
+    if graphed:
+        ctx.note(f"cuda-graph: one capture, replayed {graphed[0].replays} times")
     training.record_peak_memory(
         ctx,
         baseline=baseline,
@@ -296,3 +318,62 @@ def run(
     if artifacts:
         rows = [(name, tuple(int(d) for d in p.shape)) for name, p in model.named_parameters()]
         training.write_artifact(ctx, "model_summary.txt", training.model_summary(title, rows))
+
+
+def _graph_epochs(
+    ctx: Context,
+    model: Any,
+    optimizer: Any,
+    fwd: Callable[[Any, Any], Any],
+    data: DeviceData,
+    spans: Sequence[tuple[int, int]],
+    batch: int,
+    graphed: list[Any],
+) -> Callable[[int], Any]:
+    """`run_epoch` of variant=cuda-graph: the step reads its batch from static buffers (the sample
+    indices when the data is on the device, the batch itself with data=host) and is captured on
+    its first call, in epoch 1 (so capture cost lands in the cold epoch, as compilation does)."""
+    import torch
+    import torch.nn.functional as F
+
+    from suites.runtime import cuda_graphs
+
+    dev = ctx.device
+    totals = torch.zeros(2, device=dev)
+    x_all, y_all = data.train_x, data.train_y
+
+    def batch_inputs(e: int, start: int) -> list[Any]:
+        idx = data.orders[e][start : start + batch]
+        inputs = [x_all[idx].to(dev), y_all[idx].to(dev)] if data.host else [idx]
+        if data.aux is not None:
+            inputs.append(data.aux[e][idx].to(dev))
+        return inputs
+
+    def step(*inputs: Any) -> Any:
+        if data.host:
+            xb, yb, rest = inputs[0], inputs[1], inputs[2:]
+        else:
+            xb, yb, rest = x_all[inputs[0]], y_all[inputs[0]], inputs[1:]
+        logits = fwd(xb, rest[0] if rest else None)
+        loss = F.cross_entropy(logits, yb)
+        optimizer.zero_grad(set_to_none=True)  # grads come from the graph's pool, rewritten per replay
+        loss.backward()
+        optimizer.step()
+        with torch.no_grad():
+            totals[0] += loss.detach() * batch
+            totals[1] += (logits.argmax(dim=1) == yb).sum()
+        return loss.detach()
+
+    state = [*model.parameters(), *model.buffers(), totals]
+    captured = cuda_graphs.CapturedStep(
+        step, cuda_graphs.StaticInputs(batch_inputs(0, spans[0][0])), state=state, optimizer=optimizer
+    )
+    graphed.append(captured)
+
+    def run_epoch(e: int) -> Any:
+        totals.zero_()
+        for start, _ in spans:
+            captured(*batch_inputs(e, start))
+        return totals.clone()  # the next epoch zeroes `totals` before this one is read
+
+    return run_epoch
