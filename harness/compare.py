@@ -78,13 +78,15 @@ class Comparison:
     changes: list[Change]
     warnings: list[str]
 
-    def geomean(self, framework: str | None = None) -> float:
+    def geomean(self, framework: str | None = None) -> float | None:
+        """Geometric mean of the time ratios B/A that count; None when every one was excluded."""
         ratios = [
             c.ratio
             for c in self.changes
             if c.excluded is None and c.better == "lower" and (framework is None or c.framework == framework)
         ]
-        return geometric_mean(ratios)
+        value = geometric_mean(ratios)
+        return None if math.isnan(value) else value
 
     def worst_significant_slowdown(self) -> Change | None:
         bad = [c for c in self.changes if c.significant and c.slowdown > 0]

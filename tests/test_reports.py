@@ -143,3 +143,23 @@ def test_a_run_names_the_code_that_measured_it_and_compare_notices_a_change(tmp_
     assert any("suites' code differs" in w for w in compare_runs(folders[0], folders[1]).warnings)
     for hostile in ({"suites_sha256": "../x"}, {"suites_sha256": "0" * 64, "git_commit": "HEAD; rm"}, "x"):
         assert summary_problem(dict(summary, code=hostile)) is not None
+
+
+def test_a_comparison_with_every_time_metric_excluded_has_no_geomean_not_nan(tmp_path: Path) -> None:
+    """A metric whose work escaped its clock leaves the comparison; with none left there is no
+    geometric mean (the JSON export says null, never NaN, which is not JSON)."""
+    from harness.report.comparison import render_comparison
+
+    def impossible(seed: int) -> dict[str, Any]:
+        rng = random.Random(seed)
+        escaped = metric("matmul", [0.001 * (1 + 0.01 * rng.random()) for _ in range(8)])
+        escaped["sync"] = {"state": "escaped"}
+        return result("numpy", [escaped])
+
+    comparison = compare_runs(load_run(write_run(tmp_path / "a", [impossible(0)])),
+                              load_run(write_run(tmp_path / "b", [impossible(1)])))  # fmt: skip
+    assert [c.excluded for c in comparison.changes] != [None]
+    assert comparison.geomean() is None
+    doc = json.loads(render_comparison(comparison, Format.json), parse_constant=lambda c: pytest.fail(c))
+    assert doc["geomean"] is None
+    assert "all: none (no time metric left after exclusions)" in render_comparison(comparison, Format.table)

@@ -16,6 +16,7 @@ from harness.cli.checks import doctor, selftest
 from harness.cli.cluster import collect_command, export_app
 from harness.cli.data import app as data_app
 from harness.cli.exit_codes import BAD_INPUT, INTERRUPTED
+from harness.cli.publish import publish
 from harness.cli.reproduce import reproduce
 from harness.cli.results import compare, report, show
 from harness.cli.run import calibrate_command, run
@@ -37,6 +38,7 @@ app.command("calibrate")(calibrate_command)
 app.command("show")(show)
 app.command("compare")(compare)
 app.command("report")(report)
+app.command("publish")(publish)
 app.command("reproduce")(reproduce)
 app.command("build")(build)
 app.command("wheelhouse")(wheelhouse)

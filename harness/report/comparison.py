@@ -9,7 +9,7 @@ from typing import Any
 from harness.compare import Comparison
 from harness.report import escape
 from harness.report.exports import Format, html_page, to_csv
-from harness.report.numbers import fmt_interval, fmt_p, fmt_ratio, fmt_share, fmt_value
+from harness.report.numbers import fmt_geomean, fmt_interval, fmt_p, fmt_ratio, fmt_share, fmt_value
 
 CHANGE_FIELDS = (
     "framework", "metric", "unit", "better", "median_a", "median_b", "ratio", "ci_low", "ci_high",
@@ -49,8 +49,8 @@ def _table(comparison: Comparison, tablefmt: str) -> str:
 def _summary_lines(comparison: Comparison) -> list[str]:
     lines = []
     for fw in dict.fromkeys(c.framework for c in comparison.changes):
-        lines.append(f"geometric mean of time ratios B/A, {fw}: {fmt_ratio(comparison.geomean(fw))}")
-    lines.append(f"geometric mean of time ratios B/A, all: {fmt_ratio(comparison.geomean())}")
+        lines.append(f"geometric mean of time ratios B/A, {fw}: {fmt_geomean(comparison.geomean(fw))}")
+    lines.append(f"geometric mean of time ratios B/A, all: {fmt_geomean(comparison.geomean())}")
     lines.append(
         "intervals: 95 % unless the coverage they really have is printed inside the brackets (few samples); "
         "(rounds) = per-round medians of interleaved rounds were the observations"

@@ -9,6 +9,7 @@ through the one function here for their medium, so a new renderer cannot forget 
 from __future__ import annotations
 
 import html as _html
+import json
 import re
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -83,3 +84,17 @@ def table(rows: Sequence[Sequence[Any]], headers: Sequence[Any], tablefmt: str) 
         tablefmt=tablefmt,
         disable_numparse=True,
     )
+
+
+_SCRIPT_UNSAFE = {"<": "\\u003c", ">": "\\u003e", "&": "\\u0026", "\u2028": "\\u2028", "\u2029": "\\u2029"}
+
+
+def script_json(data: object) -> str:
+    """JSON to embed in `<script type="application/json">` and read with JSON.parse: `<`, `>` and
+    `&` as \\u escapes, so no `</script>` or `<!--` in a file's text can close or change the
+    element; U+2028/9 too (older JavaScript parsers end a line there). NaN and infinity are
+    refused: JSON has no such numbers."""
+    text = json.dumps(data, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+    for char, replacement in _SCRIPT_UNSAFE.items():
+        text = text.replace(char, replacement)
+    return text

@@ -50,6 +50,11 @@ def fmt_ratio(ratio: float) -> str:
     return f"{_three(ratio)}x"
 
 
+def fmt_geomean(ratio: float | None) -> str:
+    """A geometric mean of ratios, or why there is none (every metric excluded from comparison)."""
+    return "none (no time metric left after exclusions)" if ratio is None else fmt_ratio(ratio)
+
+
 def fmt_interval(low: float, high: float, coverage: str | None = None) -> str:
     """`[1.19-1.27]`, or `[1.19-1.27 56%]` when the interval covers less than the nominal 95 %."""
     return f"[{_three(low)}-{_three(high)}" + (f" {coverage}" if coverage else "") + "]"

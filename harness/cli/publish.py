@@ -1,0 +1,42 @@
+"""`harness publish RESULTS_DIR --out SITE`: every run as a static site (open SITE/index.html)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from harness.cli.options import default_results_dir
+from harness.errors import HarnessError
+from harness.publish import DEFAULT_MAX_PAIRS, publish_site
+from harness.report.escape import plain
+
+
+def publish(
+    out: Annotated[Path, typer.Option("--out", help="the site's folder (created; open OUT/index.html)")],
+    results_dir: Annotated[
+        Optional[Path],
+        typer.Argument(
+            metavar="RESULTS_DIR", help="the folder of run folders (default: ./results or $HARNESS_RESULTS_DIR)"
+        ),
+    ] = None,
+    max_pairs: Annotated[
+        int,
+        typer.Option(
+            "--max-pairs",
+            help="per suite, compare every pair of runs up to this many pairs; beyond it each run with the one "
+            "before and with the newest",
+        ),
+    ] = DEFAULT_MAX_PAIRS,
+) -> None:
+    """Write a static site: each suite's runs over time with intervals, any two runs compared, every flag shown."""
+    if max_pairs < 0:
+        raise HarnessError(f"--max-pairs {max_pairs} must be 0 or more")
+    published = publish_site(results_dir or default_results_dir(), out, max_pairs)
+    for line in published.skipped:
+        typer.echo(plain(line), err=True)
+    typer.echo(
+        f"site: {plain(published.index)} ({published.runs} runs of {published.suites} suites, "
+        f"{published.comparisons} comparisons; {len(published.skipped)} folders skipped)"
+    )

@@ -1,0 +1,112 @@
+"""The runs of a results folder, in the order they started, and the folders that could not be read.
+
+Everything under RESULTS_DIR is hostile: a run folder is read only through `load_run` (which
+validates every file and never follows a link at a file), a folder that is itself a link is
+never entered (that would read files from anywhere), and a folder that fails to load is skipped
+with one line naming it, so one bad folder never stops the site.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import stat
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from harness.errors import HarnessError
+from harness.report.escape import plain
+from harness.run_reader import Run, load_run
+from harness.safe_files import kind
+
+
+@dataclass(frozen=True)
+class PublishedRun:
+    key: int  # the run's number in this site (its page is run-<key>.html), in start order
+    folder: str  # the folder's name, made inert for display
+    run: Run
+    started: dt.datetime | None  # the earliest job start; None when no job recorded a readable one
+
+    @property
+    def suite(self) -> str:
+        return plain(self.run.summary.get("suite"))
+
+    @property
+    def run_id(self) -> str:
+        return plain(self.run.summary.get("run_id"))
+
+    @property
+    def started_text(self) -> str:
+        return self.started.strftime("%Y-%m-%d %H:%M:%S UTC") if self.started else "start unknown"
+
+
+@dataclass
+class Catalogue:
+    runs: list[PublishedRun] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)  # one inert line per folder left out, saying why
+
+    def suites(self) -> dict[str, list[PublishedRun]]:
+        """suite -> its runs in start order; suites sorted by name so their pages keep their numbers."""
+        found: dict[str, list[PublishedRun]] = {}
+        for entry in self.runs:
+            found.setdefault(entry.suite, []).append(entry)
+        return {name: found[name] for name in sorted(found)}
+
+
+def parse_time(value: object) -> dt.datetime | None:
+    """An ISO 8601 time as UTC; None for anything else (a result file may say anything)."""
+    if not isinstance(value, str):
+        return None
+    try:
+        parsed = dt.datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return parsed.replace(tzinfo=dt.timezone.utc) if parsed.tzinfo is None else parsed.astimezone(dt.timezone.utc)
+
+
+def _started(run: Run) -> dt.datetime | None:
+    times = [t for t in (parse_time(r.get("started_at")) for r in run.results.values()) if t is not None]
+    return min(times, default=None)
+
+
+def _problem(path: Path) -> str | None:
+    """Why `path` is not a folder to read runs from, or None."""
+    try:
+        mode = os.lstat(path).st_mode
+    except OSError as error:
+        return f"cannot be read ({error.strerror})"
+    return None if stat.S_ISDIR(mode) else f"is a {kind(mode)}, not a run folder"
+
+
+def collect(results_dir: Path, leave_out: Path | None = None) -> Catalogue:
+    """Every run folder directly under `results_dir`; `leave_out` (the site's own folder) is not one."""
+    catalogue = Catalogue()
+    loaded: list[tuple[float, str, str, Run, dt.datetime | None]] = []
+    try:
+        names = sorted(os.listdir(results_dir))
+    except OSError as error:
+        raise HarnessError(
+            f"RESULTS_DIR {plain(results_dir)} cannot be listed ({error.strerror}); give the folder `harness run` writes"
+        ) from None
+    skip = leave_out.resolve() if leave_out is not None else None
+    for name in names:
+        path = results_dir / name
+        if name.startswith("."):  # the harness's own caches (.calibration, .cache), never runs
+            continue
+        problem = _problem(path)
+        if problem is None and skip is not None and path.resolve() == skip:
+            continue
+        if problem is None:
+            try:
+                run = load_run(path)
+            except HarnessError as error:
+                problem = str(error)
+            else:
+                started = _started(run)
+                order = started.timestamp() if started else float("inf")
+                loaded.append((order, plain(run.summary.get("run_id")), name, run, started))
+                continue
+        catalogue.skipped.append(f"skipped {plain(name)}: {plain(problem)}")
+    for key, (_, _, name, run, started) in enumerate(sorted(loaded, key=lambda item: item[:3])):
+        catalogue.runs.append(PublishedRun(key=key, folder=plain(name), run=run, started=started))
+    return catalogue

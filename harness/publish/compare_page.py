@@ -1,0 +1,105 @@
+"""compare-A-B.html: `harness compare` of two runs of one suite, with each metric's flags beside it.
+
+The verdicts are `harness.compare`'s own (`Change.verdict`), the numbers numbers.py's: the page
+says exactly what `harness compare A B` prints, plus the flags that excluded a metric.
+"""
+
+from __future__ import annotations
+
+from harness.compare import Change, Comparison, compare_runs
+from harness.errors import HarnessError
+from harness.publish import labels
+from harness.publish.collect import PublishedRun
+from harness.publish.flags import FlagBook
+from harness.publish.names import INDEX, run_file
+from harness.publish.page import Markup, join, lines, link, page, table, tag
+from harness.report.escape import plain
+from harness.report.numbers import fmt_geomean, fmt_interval, fmt_p, fmt_ratio, fmt_share, fmt_value
+from harness.statistics import CONFIDENCE
+
+
+def _verdict_class(change: Change) -> str:
+    if change.excluded:
+        return "flagged"
+    if not change.significant:
+        return "same"
+    return "worse" if change.slowdown > 0 else "better"
+
+
+def _ratio(change: Change) -> str:
+    claimed = None if change.ci_coverage >= CONFIDENCE - 1e-9 else fmt_share(change.ci_coverage)
+    rounds = " (rounds)" if change.basis == "round medians" else ""
+    return f"{fmt_ratio(change.ratio)} {fmt_interval(change.ci_low, change.ci_high, claimed)}{rounds}"
+
+
+def _flags(change: Change, a: PublishedRun, b: PublishedRun, book: FlagBook) -> str:
+    key = (change.framework, change.metric)
+    found = [f"{side}: {flag}" for side, entry in (("A", a), ("B", b)) for flag in book.flags(entry).get(key, [])]
+    return "; ".join(found) or "-"
+
+
+def _changes(comparison: Comparison, a: PublishedRun, b: PublishedRun, book: FlagBook) -> Markup:
+    headers = ["framework", "metric", "A", "B", "B/A [interval]", "p (Mann-Whitney)", "verdict", "flags"]
+    rows = [
+        [
+            plain(c.framework),
+            plain(c.metric),
+            fmt_value(c.median_a, plain(c.unit)),
+            fmt_value(c.median_b, plain(c.unit)),
+            _ratio(c),
+            fmt_p(c.p_value),
+            tag("span", plain(c.verdict), class_="verdict"),
+            _flags(c, a, b, book),
+        ]
+        for c in comparison.changes
+    ]
+    return table(headers, rows, [_verdict_class(c) for c in comparison.changes], id="changes", class_="data")
+
+
+def _summary(comparison: Comparison) -> list[str]:
+    found = [
+        f"geometric mean of time ratios B/A, {plain(fw)}: {fmt_geomean(comparison.geomean(fw))}"
+        for fw in dict.fromkeys(c.framework for c in comparison.changes)
+    ]
+    found.append(f"geometric mean of time ratios B/A, all: {fmt_geomean(comparison.geomean())}")
+    return found
+
+
+def _side(name: str, entry: PublishedRun) -> Markup:
+    return tag(
+        "p",
+        join(
+            [
+                f"{name}: ",
+                link(run_file(entry.key), entry.run_id),
+                f" started {entry.started_text} on {labels.machines(entry.run)} with {labels.versions(entry.run)}",
+            ]
+        ),  # fmt: skip
+    )
+
+
+def compare_page(a: PublishedRun, b: PublishedRun, book: FlagBook, suite_href: str) -> str:
+    body = [
+        tag("nav", join([link(INDEX, "all suites"), link(suite_href, f"suite {a.suite}")], " | ")),
+        tag("h1", f"compare A={a.run_id} B={b.run_id} (suite {a.suite})"),
+        _side("A", a),
+        _side("B", b),
+    ]
+    try:
+        comparison = compare_runs(a.run, b.run)
+    except HarnessError as error:
+        body.append(tag("p", f"Nothing to compare: {plain(error)}", class_="message"))
+        return page(f"compare {a.run_id} {b.run_id}", join(body))
+    if comparison.warnings:
+        body.append(lines([f"WARNING: {plain(w)}" for w in comparison.warnings], class_="warnings"))
+    body += [
+        _changes(comparison, a, b, book),
+        lines(_summary(comparison)),
+        tag(
+            "p",
+            'verdict: "not significant" unless p < 0.05 and the interval excludes 1; "excluded" when a metric '
+            "is flagged in either run. Intervals are 95 % unless the coverage they really have is printed inside "
+            "the brackets (few samples); (rounds) = per-round medians of interleaved rounds were the observations.",
+        ),
+    ]
+    return page(f"compare {a.run_id} {b.run_id}", join(body))

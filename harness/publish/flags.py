@@ -1,0 +1,74 @@
+"""The flags of every (framework, metric) of a run, in words, from the harness's own verdicts.
+
+A flag is a reason not to trust a number as a normal point: its sync escaped the clock, its rate
+is above the device's peak, or its framework is not comparable (failed the agreement gate, or
+the precision probe measured other arithmetic). The site shows every flag next to its number and
+draws a flagged number apart from the normal points, never as one of them.
+"""
+
+from __future__ import annotations
+
+from harness.fairness import not_comparable
+from harness.plausibility import ESCAPED, IMPLAUSIBLE, escaped, lint, sync_state
+from harness.publish.collect import PublishedRun
+from harness.report.escape import plain
+from harness.report.numbers import fmt_giga
+from harness.run_reader import Run
+
+Key = tuple[str, str]  # (framework, metric) as the result file names them; the texts are made inert
+
+ESCAPED_WORD = "ESCAPED"
+IMPLAUSIBLE_WORD = "IMPLAUSIBLE"
+NOT_COMPARABLE_WORD = "NOT COMPARABLE"
+
+
+def run_flags(run: Run) -> dict[Key, list[str]]:
+    """(framework, metric) -> its flags, each one line starting with its word in capitals."""
+    flags: dict[Key, list[str]] = {}
+    for key in sorted(escaped(run)):
+        flags.setdefault(key, []).append(f"{ESCAPED_WORD}: {ESCAPED}")
+    for finding in lint(run):
+        if not finding.plausible:
+            flags.setdefault((finding.framework, finding.metric), []).append(
+                f"{IMPLAUSIBLE_WORD}: {fmt_giga(finding.achieved)} {finding.unit} is above the limit "
+                f"{fmt_giga(finding.ceiling or 0)} {finding.unit} ({finding.basis}); {IMPLAUSIBLE}"
+            )
+    for fw, why in not_comparable(run).items():
+        result = run.results[fw]
+        for metric in result["metrics"] if result["status"] == "ok" else []:
+            flags.setdefault((fw, metric["name"]), []).append(f"{NOT_COMPARABLE_WORD} (†): {why}")
+    return {key: [plain(f) for f in found] for key, found in flags.items()}
+
+
+def run_notes(run: Run) -> dict[Key, list[str]]:
+    """Caveats that leave a number usable but worth a word: a time whose sync was not checked."""
+    notes: dict[Key, list[str]] = {}
+    for fw, result in run.results.items():
+        for metric in result["metrics"] if result["status"] == "ok" else []:
+            if metric["kind"] == "time" and sync_state(metric) == "unchecked":
+                why = (metric.get("sync") or {}).get("why", "no barrier evidence in the result")
+                notes.setdefault((fw, metric["name"]), []).append(f"sync not checked: {plain(why)}")
+    return notes
+
+
+class FlagBook:
+    """Each run's flags and notes, worked out once (the gate and the lint are not free) and reused
+    by every page that shows the run: its own page, its suite's history and each comparison."""
+
+    def __init__(self) -> None:
+        self._flags: dict[int, dict[Key, list[str]]] = {}
+        self._notes: dict[int, dict[Key, list[str]]] = {}
+
+    def flags(self, entry: PublishedRun) -> dict[Key, list[str]]:
+        if entry.key not in self._flags:
+            self._flags[entry.key] = run_flags(entry.run)
+        return self._flags[entry.key]
+
+    def notes(self, entry: PublishedRun) -> dict[Key, list[str]]:
+        if entry.key not in self._notes:
+            self._notes[entry.key] = run_notes(entry.run)
+        return self._notes[entry.key]
+
+    def count(self, entry: PublishedRun) -> int:
+        """How many flags the run carries in all."""
+        return sum(len(found) for found in self.flags(entry).values())

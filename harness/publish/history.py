@@ -1,0 +1,102 @@
+"""Every run of one suite as points per metric: median, the interval of the median, flags.
+
+One point per (run, framework, metric) of every job that produced numbers. The chart and the
+table under it are both built from these points, so what is drawn is what is written.
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass, field
+
+from harness.publish import labels
+from harness.publish.collect import PublishedRun
+from harness.publish.flags import FlagBook
+from harness.report.escape import plain
+from harness.report.numbers import fmt_time, fmt_value, time_unit
+from harness.result_types import Metric
+from harness.statistics import median_interval
+
+
+@dataclass(frozen=True)
+class Point:
+    position: int  # the run's place in the suite's history (the chart's x)
+    run: PublishedRun
+    framework: str
+    machine: str
+    version: str
+    median: float
+    low: float  # interval of the median (95 %, or what `claimed` says it covers)
+    high: float
+    claimed: str  # "" at the nominal 95 %, else the coverage the interval really has
+    n: int
+    flags: tuple[str, ...]
+    notes: tuple[str, ...]
+
+
+@dataclass
+class MetricHistory:
+    name: str  # the metric's name as the files give it (inert text only when shown)
+    unit: str
+    better: str
+    points: list[Point] = field(default_factory=list)
+
+    @property
+    def title(self) -> str:
+        return plain(self.name if self.unit in ("s", "") else f"{self.name} [{self.unit}]")
+
+    def scale(self) -> tuple[float, str]:
+        """(divisor, unit) for the chart's axis: times in the unit of the typical median."""
+        if self.unit != "s":
+            return 1.0, plain(self.unit)
+        return time_unit(statistics.median([p.median for p in self.points]))
+
+    def axis_label(self) -> str:
+        _, unit = self.scale()
+        return f"median{f' [{unit}]' if unit else ''}, {'lower' if self.better == 'lower' else 'higher'} is better"
+
+    def value_text(self, value: float, like: float) -> str:
+        return fmt_time(value, scale_from=like) if self.unit == "s" else fmt_value(value, plain(self.unit))
+
+    def point_text(self, point: Point) -> str:
+        """`1.23 ms [1.20 ms - 1.27 ms]`: the median and its interval (with its coverage when below 95 %)."""
+        low, high = self.value_text(point.low, point.median), self.value_text(point.high, point.median)
+        coverage = f", covers {point.claimed}" if point.claimed else ""
+        return f"{self.value_text(point.median, point.median)} [{low} - {high}{coverage}]"
+
+
+def _point(position: int, entry: PublishedRun, fw: str, metric: Metric, flags: list[str], notes: list[str]) -> Point:
+    result = entry.run.results[fw]
+    interval = median_interval(metric["samples"])
+    return Point(
+        position=position,
+        run=entry,
+        framework=plain(fw),
+        machine=labels.machine(result),
+        version=labels.version(result),
+        median=metric["stats"]["median"],
+        low=interval.low,
+        high=interval.high,
+        claimed=interval.claimed,
+        n=len(metric["samples"]),
+        flags=tuple(flags),
+        notes=tuple(notes),
+    )
+
+
+def suite_history(runs: list[PublishedRun], book: FlagBook) -> list[MetricHistory]:
+    """Per metric (in the order metrics first appear), every point of every run, oldest first."""
+    metrics: dict[tuple[str, str], MetricHistory] = {}
+    for position, entry in enumerate(runs):
+        flags, notes = book.flags(entry), book.notes(entry)
+        for fw, result in entry.run.results.items():
+            if result["status"] != "ok":
+                continue  # a failed job's partial metrics are not numbers to plot
+            for metric in result["metrics"]:
+                if not metric["samples"]:
+                    continue
+                key = (metric["name"], metric["unit"])
+                history = metrics.setdefault(key, MetricHistory(metric["name"], metric["unit"], metric["better"]))
+                found = (fw, metric["name"])
+                history.points.append(_point(position, entry, fw, metric, flags.get(found, []), notes.get(found, [])))
+    return list(metrics.values())

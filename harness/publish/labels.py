@@ -1,0 +1,70 @@
+"""Short names for where and with what a result was measured: its machine and its framework version.
+
+The history groups points by these, so a new machine or a framework upgrade starts a series of
+its own instead of hiding inside one line. The environment is free-form JSON from the job: every
+field is looked up defensively and made inert.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from harness.report.escape import plain
+from harness.result_types import Result
+from harness.run_reader import Run
+
+# The package whose version is the framework's version, where it is not named like the framework.
+_PACKAGE = {"pytorch": "torch"}
+
+
+def _dict(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def machine(result: Result) -> str:
+    """`AMD EPYC 7B13 (2 cores)`, or the GPU's name for a GPU job."""
+    env = _dict(result.get("environment"))
+    device = _dict(env.get("device"))
+    if result["device"] == "gpu" and device.get("name"):
+        return plain(device["name"])
+    cpu = _dict(_dict(env.get("machine")).get("cpu"))
+    model = plain(cpu.get("model") or "unknown CPU")
+    cores = cpu.get("usable_cores")
+    return f"{model} ({plain(cores)} cores)" if isinstance(cores, int) and not isinstance(cores, bool) else model
+
+
+def version(result: Result) -> str:
+    """`jax 0.4.30`: the framework's own package and version, else every version recorded."""
+    versions = {str(k): v for k, v in _dict(_dict(result.get("environment")).get("versions")).items() if v}
+    framework = result["framework"]
+    package = framework if framework in versions else _PACKAGE.get(framework, framework)
+    if package in versions:
+        return plain(f"{package} {versions[package]}")
+    return plain(", ".join(f"{k} {v}" for k, v in versions.items())) or "version unknown"
+
+
+def all_versions(result: Result) -> str:
+    versions = _dict(_dict(result.get("environment")).get("versions"))
+    return plain(", ".join(f"{k} {v}" for k, v in versions.items() if v)) or "-"
+
+
+def jobs(run: Run) -> str:
+    """`numpy ok, jax FAILED (out of memory)`: every job's status, the first line of its reason."""
+    parts = []
+    for fw, result in run.results.items():
+        reason = (result.get("reason") or "").strip().split("\n")[0]
+        status = result["status"] if result["status"] == "ok" else result["status"].upper()
+        parts.append(f"{fw} {status}" + (f" ({reason})" if reason and result["status"] != "ok" else ""))
+    return plain(", ".join(parts)) or "no job produced a valid result"
+
+
+def _distinct(values: list[str]) -> str:
+    return "; ".join(dict.fromkeys(values)) or "-"
+
+
+def machines(run: Run) -> str:
+    return _distinct([machine(r) for r in run.results.values()])
+
+
+def versions(run: Run) -> str:
+    return _distinct([version(r) for r in run.results.values() if r["status"] == "ok"])

@@ -1,0 +1,22 @@
+"""The site's file names: numbers only, so no name from a run file ever becomes part of a path."""
+
+from __future__ import annotations
+
+import re
+
+INDEX = "index.html"
+# Pages from an earlier publish into the same folder are removed first, so a page for a run that
+# is no longer there can never be mistaken for a current one.
+GENERATED = re.compile(r"(suite-\d+|run-\d+|compare-\d+-\d+)\.html")
+
+
+def suite_file(number: int) -> str:
+    return f"suite-{number}.html"
+
+
+def run_file(key: int) -> str:
+    return f"run-{key}.html"
+
+
+def compare_file(key_a: int, key_b: int) -> str:
+    return f"compare-{key_a}-{key_b}.html"

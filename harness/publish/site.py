@@ -1,0 +1,126 @@
+"""`harness publish`: every page of the static site, written into --out without trusting what is there.
+
+Each file is replaced in one rename (`write_bytes_atomic`), so a link planted in --out is
+replaced, never written through, and --out itself must be a real folder. The site's own file
+names are numbers (names.py): nothing read from a run becomes part of a path.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import os
+import stat
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from harness.errors import HarnessError
+from harness.publish.collect import PublishedRun, collect
+from harness.publish.compare_page import compare_page
+from harness.publish.flags import FlagBook
+from harness.publish.history import suite_history
+from harness.publish.index_page import index_page
+from harness.publish.names import GENERATED, INDEX, compare_file, run_file, suite_file
+from harness.publish.run_page import run_page
+from harness.publish.suite_page import suite_page
+from harness.report.escape import plain
+from harness.safe_files import real_folder, write_bytes_atomic
+
+_HERE = Path(__file__).resolve().parent
+# site file name -> the file shipped in this package (the vendored uPlot and the site's own code).
+ASSETS = {
+    "site.js": _HERE / "assets" / "site.js",
+    "site.css": _HERE / "assets" / "site.css",
+    "uPlot.iife.min.js": _HERE / "vendor" / "uPlot.iife.min.js",
+    "uPlot.min.css": _HERE / "vendor" / "uPlot.min.css",
+    "uPlot.LICENSE.txt": _HERE / "vendor" / "LICENSE",
+}
+DEFAULT_MAX_PAIRS = 100  # each pair bootstraps every metric: about 0.2 s for 15 metrics on this machine
+
+
+@dataclass
+class Published:
+    index: Path
+    runs: int = 0
+    suites: int = 0
+    comparisons: int = 0
+    skipped: list[str] = field(default_factory=list)
+
+
+def pairs_to_compare(count: int, max_pairs: int) -> list[tuple[int, int]]:
+    """(earlier, later) positions: every pair when there are at most `max_pairs`, else each run
+    against the one before it and against the newest (comparisons are not free)."""
+    every = [(i, j) for i in range(count) for j in range(i + 1, count)]
+    if len(every) <= max_pairs:
+        return every
+    return sorted({(i - 1, i) for i in range(1, count)} | {(i, count - 1) for i in range(count - 1)})
+
+
+def check_paths(results_dir: Path, out: Path) -> None:
+    """Refuse bad input before anything is read or written, each in one line naming the fix."""
+    if not results_dir.is_dir():
+        what = "does not exist" if not os.path.lexists(results_dir) else "is not a folder"
+        raise HarnessError(
+            f"RESULTS_DIR {plain(results_dir)} {what}; give the folder `harness run` writes its run folders into "
+            "(default ./results)"
+        )
+    if out.is_symlink():
+        raise HarnessError(
+            f"--out {plain(out)} is a symbolic link; give a real folder (the site is never written through a link)"
+        )
+    if os.path.lexists(out) and not out.is_dir():
+        raise HarnessError(f"--out {plain(out)} is a file; give a folder for the site (it is created when missing)")
+
+
+def _clear_old_pages(out: Path) -> None:
+    """Remove the pages an earlier publish wrote (links are removed, never followed)."""
+    for name in os.listdir(out):
+        if GENERATED.fullmatch(name):
+            with contextlib.suppress(FileNotFoundError, IsADirectoryError, PermissionError):
+                if not stat.S_ISDIR(os.lstat(out / name).st_mode):
+                    os.unlink(out / name)
+
+
+def _write(out: Path, name: str, data: str | bytes) -> None:
+    try:
+        write_bytes_atomic(out / name, data.encode("utf-8") if isinstance(data, str) else data)
+    except OSError as error:
+        raise HarnessError(
+            f"--out {plain(out)}: cannot write {name} ({error.strerror}); choose another folder"
+        ) from None
+
+
+def _publish_suite(out: Path, number: int, suite: str, runs: list[PublishedRun], book: FlagBook, max_pairs: int) -> int:
+    href = suite_file(number)
+    pairs: dict[str, str] = {}
+    for i, j in pairs_to_compare(len(runs), max_pairs):
+        name = compare_file(runs[i].key, runs[j].key)
+        _write(out, name, compare_page(runs[i], runs[j], book, href))
+        pairs[f"{i}-{j}"] = name
+    _write(out, href, suite_page(suite, runs, suite_history(runs, book), book, pairs))
+    for entry in runs:
+        _write(out, run_file(entry.key), run_page(entry, book, href))
+    return len(pairs)
+
+
+def publish_site(results_dir: Path, out: Path, max_pairs: int = DEFAULT_MAX_PAIRS) -> Published:
+    check_paths(results_dir, out)
+    catalogue = collect(results_dir, leave_out=out)
+    if not catalogue.runs:
+        raise HarnessError(
+            f"no run folder under {plain(results_dir)} could be read ({len(catalogue.skipped)} skipped); "
+            "give the folder `harness run` writes its run folders into"
+        )
+    real_folder(out)
+    _clear_old_pages(out)
+    book = FlagBook()
+    published = Published(index=out / INDEX, runs=len(catalogue.runs), skipped=catalogue.skipped)
+    suites = catalogue.suites()
+    published.suites = len(suites)
+    for number, (suite, runs) in enumerate(suites.items()):
+        published.comparisons += _publish_suite(out, number, suite, runs, book, max_pairs)
+    generated = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    _write(out, INDEX, index_page(catalogue, book, plain(results_dir), generated))
+    for name, source in ASSETS.items():
+        _write(out, name, source.read_bytes())
+    return published

@@ -1,0 +1,176 @@
+"""suite-N.html: every run of one suite over time, per metric, and the picker for a comparison.
+
+The tables are plain HTML written here; the charts are drawn by site.js from the same points,
+embedded as JSON. A flagged point is drawn as a red ring in a series of its own whose legend says
+FLAGGED, and its row in the table names each flag: it is never a normal point.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from harness.publish import labels
+from harness.publish.collect import PublishedRun
+from harness.publish.flags import FlagBook
+from harness.publish.history import MetricHistory
+from harness.publish.names import INDEX, run_file
+from harness.publish.page import Markup, join, link, page, table, tag
+
+SERIES_BY = (("framework", "framework"), ("machine", "framework on each machine"), ("version", "framework version"))
+
+
+def _tick(entry: PublishedRun, position: int) -> str:
+    return entry.started.strftime("%m-%d %H:%M") if entry.started else f"run {position + 1}"
+
+
+def chart_data(runs: list[PublishedRun], histories: list[MetricHistory], pairs: dict[str, str]) -> dict[str, Any]:
+    """What site.js draws: inert strings and finite numbers only (embed.py writes it into the page)."""
+    metrics = []
+    for history in histories:
+        scale, _ = history.scale()
+        points = [
+            {
+                "x": p.position,
+                "framework": p.framework,
+                "machine": p.machine,
+                "version": p.version,
+                "y": p.median / scale,
+                "lo": p.low / scale,
+                "hi": p.high / scale,
+                "text": history.point_text(p),
+                "flags": list(p.flags),
+            }
+            for p in history.points
+        ]
+        metrics.append({"title": history.title, "axis": history.axis_label(), "points": points})
+    return {
+        "runs": [
+            {"tick": _tick(e, i), "title": f"{e.run_id} ({e.started_text})", "file": run_file(e.key)}
+            for i, e in enumerate(runs)
+        ],
+        "metrics": metrics,
+        "pairs": pairs,
+    }
+
+
+def _selected(chosen: bool) -> dict[str, str]:
+    return {"selected": "selected"} if chosen else {}
+
+
+def _picker(runs: list[PublishedRun]) -> Markup:
+    def select(element_id: str, chosen: int) -> Markup:
+        options = [
+            tag("option", f"{i + 1}: {e.run_id} ({e.started_text})", value=str(i), **_selected(i == chosen))
+            for i, e in enumerate(runs)
+        ]
+        return tag("select", join(options), id=element_id)
+
+    return join(
+        [
+            tag("h2", "Compare two runs"),
+            tag(
+                "p",
+                "The verdicts of `harness compare`: per framework and metric the ratio B/A with its interval, "
+                "a Mann-Whitney test, and flagged metrics excluded. A is always the earlier run.",
+            ),
+            tag(
+                "div",
+                join(
+                    [
+                        tag("label", join(["A ", select("run-a", max(len(runs) - 2, 0))])),
+                        tag("label", join(["B ", select("run-b", len(runs) - 1)])),
+                        tag("button", "Compare", id="compare-go", type="button"),
+                    ],
+                    " ",
+                ),
+                class_="picker",
+            ),
+            tag("p", "", id="compare-message", class_="message"),
+        ]
+    )
+
+
+def _runs_table(runs: list[PublishedRun], book: FlagBook, pairs: dict[str, str]) -> Markup:
+    rows, classes = [], []
+    for i, entry in enumerate(runs):
+        count = book.count(entry)
+        previous = pairs.get(f"{i - 1}-{i}")
+        rows.append(
+            [
+                str(i + 1),
+                link(run_file(entry.key), entry.run_id),
+                entry.started_text,
+                labels.machines(entry.run),
+                labels.versions(entry.run),
+                labels.jobs(entry.run),
+                f"{count} flagged" if count else "none",
+                link(previous, "vs previous", class_="vs-previous") if previous else "-",
+            ]
+        )
+        classes.append("flagged" if count else "")
+    headers = ["#", "run", "started", "machine", "versions", "jobs", "flags", "comparison"]
+    return table(headers, rows, classes, id="suite-runs", class_="data")
+
+
+def _metric_section(number: int, history: MetricHistory) -> Markup:
+    rows, classes = [], []
+    for p in history.points:
+        rows.append(
+            [
+                link(run_file(p.run.key), f"{p.position + 1}: {p.run.run_id}"),
+                p.run.started_text,
+                p.framework,
+                p.version,
+                p.machine,
+                history.point_text(p),
+                str(p.n),
+                "; ".join(p.flags) or "-",
+                "; ".join(p.notes) or "-",
+            ]
+        )
+        classes.append("flagged" if p.flags else "")
+    headers = ["run", "started", "framework", "version", "machine", "median [interval]", "n", "flags", "notes"]
+    return tag(
+        "section",
+        join(
+            [
+                tag("h2", history.title),
+                tag("p", history.axis_label(), class_="axis"),
+                tag("div", "", id=f"chart-{number}", class_="chart"),
+                table(headers, rows, classes, class_="data points"),
+            ]
+        ),
+        class_="metric",
+    )
+
+
+def suite_page(
+    suite: str, runs: list[PublishedRun], histories: list[MetricHistory], book: FlagBook, pairs: dict[str, str]
+) -> str:
+    series = tag(
+        "label",
+        join(
+            [
+                "Series: ",
+                tag("select", join(tag("option", label, value=key) for key, label in SERIES_BY), id="series-by"),
+            ]
+        ),
+    )
+    body = [
+        tag("nav", link(INDEX, "all suites")),
+        tag("h1", f"suite {suite}"),
+        _picker(runs) if len(runs) > 1 else tag("p", "One run only: nothing to compare yet."),
+        tag("h2", "Runs"),
+        _runs_table(runs, book, pairs),
+        tag("h2", "Metrics over time"),
+        tag(
+            "p",
+            "Points: the median of the steady samples; whiskers: the 95 % interval of the median (where fewer "
+            "samples allow less, the table says what it covers). Red rings are FLAGGED numbers (escaped sync, "
+            "implausible rate, or a framework that is not comparable): drawn apart, never as normal points; the "
+            "table names each flag.",
+        ),
+        tag("div", series, class_="picker"),
+        join(_metric_section(i, h) for i, h in enumerate(histories)),
+    ]
+    return page(f"suite {suite}", join(body), data=chart_data(runs, histories, pairs), charts=True)
