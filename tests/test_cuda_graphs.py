@@ -366,9 +366,7 @@ def test_sgd_is_graph_safe_and_adam_is_made_capturable_before_its_first_step() -
         cuda_graphs.make_capturable(stepped)
 
 
-def test_mlp_cuda_graph_variant_trains_exactly_like_eager(
-    fake_cuda: FakeCuda, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_mlp_cuda_graph_variant_trains_exactly_like_eager(fake_cuda: FakeCuda, monkeypatch: pytest.MonkeyPatch) -> None:
     """Adam made capturable, the step captured once and replayed: the same losses, accuracies and
     first-step checks as the eager loop (mlp has no dropout, so the two trajectories are one)."""
     monkeypatch.setattr(cuda_graphs, "unavailable_reason", lambda device: None)
