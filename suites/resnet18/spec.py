@@ -82,7 +82,10 @@ SPEC = SuiteSpec(
         "dataset": "synthetic",
         "train_samples": 512,
         "test_samples": 128,
-        "epochs": 2,
+        # Two epochs end mid-descent, where two correct trainings diverge chaotically: with one
+        # thread on an AMD EPYC PyTorch ended at 87.5 % and Flax at 97.7 % (outside the 10-point
+        # band); after three both are at 98-99 %, so the band tests the models, not the noise.
+        "epochs": 3,
         "image_size": 16,
         "batch_size": 16,
     },
