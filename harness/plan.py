@@ -19,7 +19,7 @@ from suites.runtime.spec import SMOKE_REPEAT, SMOKE_WARMUP, ParamValue, SpecErro
 
 MAX_TIMEOUT_S = 7 * 24 * 3600.0  # a week: beyond it a wait would overflow some clocks, and no job needs it
 MAX_COUNT = 10_000  # repeat, warmup, threads: larger is a typo, and a result holds at most 10000 samples
-BACKENDS = ("local", "docker", "kubernetes", "compose")
+BACKENDS = ("local", "docker", "kubernetes", "compose", "slurm")
 K8S_NAME = re.compile(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?")  # DNS-1123 subdomain
 
 

@@ -78,6 +78,14 @@ def _job(doc: Mapping[str, Any], data_dir: str | None) -> Job:
         ) from None
 
 
+def recorded_backend(recorded: set[str]) -> str:
+    """Where a reproduction runs unless told: where the jobs ran (a Slurm job on the cluster again);
+    jobs that ran in the stack images elsewhere (Kubernetes, compose) run in them with docker."""
+    if "slurm" in recorded:
+        return "slurm"
+    return "docker" if recorded & {"docker", "kubernetes", "compose"} else "local"
+
+
 def plan_reproduction(
     ref: str, results_dir: Path, backend: str | None, data_dir: str | None, device: str | None = None
 ) -> Reproduction:
@@ -86,7 +94,7 @@ def plan_reproduction(
     if moved:
         docs = [cast(Result, dict(d, device=device, image=None)) for d in docs]
     recorded = {d["backend"] for d in docs}
-    chosen = backend or ("docker" if recorded & {"docker", "kubernetes"} else "local")
+    chosen = backend or recorded_backend(recorded)
     jobs = tuple(_job(doc, data_dir) for doc in docs)
     suite = jobs[0].suite
     if any(job.suite != suite for job in jobs):
@@ -98,8 +106,10 @@ def plan_reproduction(
         repro.warnings.append(f"--device {device} differs from the recorded device of {', '.join(moved)}: a new stack")
     if chosen == "docker":
         _match_images(repro, docs)
-    elif recorded & {"docker", "kubernetes"}:
-        repro.warnings.append("the result came from a container; this re-run uses local interpreters (stacks differ)")
+    elif chosen == "local" and recorded & {"docker", "kubernetes", "compose", "slurm"}:
+        repro.warnings.append(
+            "the result came from a pinned stack; this re-run uses local interpreters (stacks differ)"
+        )
     return repro
 
 

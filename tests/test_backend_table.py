@@ -111,7 +111,7 @@ def test_the_docker_factory_hands_limits_transfer_and_pins_to_the_backend(monkey
 
 def test_unknown_backends_are_one_line_errors() -> None:
     with pytest.raises(HarnessError, match="not one of local, docker"):
-        make_backend("slurm", BackendOptions())
+        make_backend("pbs", BackendOptions())
     with pytest.raises(HarnessError, match="not one of auto, local, docker"):
         resolve_backend("kubernetes", pythons={}, gpus=None, device="cpu")
     assert resolve_backend("local", pythons={}, gpus=None, device="cpu") == "local"
@@ -119,6 +119,18 @@ def test_unknown_backends_are_one_line_errors() -> None:
 
 def test_reproduce_refuses_an_unknown_backend(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as exit_:
-        main(["reproduce", str(tmp_path), "--backend", "slurm"])
+        main(["reproduce", str(tmp_path), "--backend", "pbs"])
     assert exit_.value.code == 2
-    assert "--backend 'slurm' is not one of local, docker" in capsys.readouterr().err
+    assert "--backend 'pbs' is not one of local, docker" in capsys.readouterr().err
+
+
+def test_a_reproduction_runs_where_the_result_ran(tmp_path: Path, built: list[tuple[str, BackendOptions]]) -> None:
+    from harness.reproduce import recorded_backend
+
+    assert recorded_backend({"slurm"}) == "slurm"
+    assert recorded_backend({"kubernetes"}) == recorded_backend({"compose"}) == "docker"
+    assert recorded_backend({"local"}) == "local"
+    doc = result("numpy", [metric("matmul", [0.1, 0.1, 0.1])])
+    doc["backend"] = "slurm"
+    _call("reproduce", str(write_run(tmp_path / "old", [doc])), "--results-dir", str(tmp_path / "r"), "-q")
+    assert [name for name, _ in built] == ["slurm"]

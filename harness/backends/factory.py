@@ -55,7 +55,19 @@ def _docker(options: BackendOptions) -> Backend:
     )
 
 
-FACTORIES: dict[str, Callable[[BackendOptions], Backend]] = {"local": _local, "docker": _docker}
+def _slurm(options: BackendOptions) -> Backend:
+    from harness.backends.slurm import from_options
+    from harness.slurm.settings import from_environment
+
+    if options.pythons:
+        raise HarnessError(
+            "--python picks local interpreters; the slurm backend uses the stacks' locks (drop --python)"
+        )
+    settings = from_environment(wheelhouse=str(options.wheelhouse) if options.wheelhouse else None, gpus=options.gpus)
+    return from_options(settings, options.limits, options.echo)
+
+
+FACTORIES: dict[str, Callable[[BackendOptions], Backend]] = {"local": _local, "docker": _docker, "slurm": _slurm}
 CHOICES = ("auto", *FACTORIES)  # what --backend accepts
 
 

@@ -1,4 +1,4 @@
-"""`harness export k8s` and `harness collect`: Kubernetes Jobs out, a normal run folder back."""
+"""`harness export k8s|slurm` and `harness collect`: jobs out for another scheduler, a normal run folder back."""
 
 from __future__ import annotations
 
@@ -15,9 +15,12 @@ from harness.cli.options import (
     VariantOption,
     default_results_dir,
 )
+from harness.errors import HarnessError
 from harness.k8s import collect, export
 from harness.limits import make_limits
 from harness.plan import make_plan
+from harness.run_writer import read_plan_record
+from harness.safe_files import MissingFile, UnsafeFile
 
 export_app = typer.Typer(no_args_is_help=True, help="Write the jobs of a run for another scheduler.")
 
@@ -71,13 +74,107 @@ def export_k8s(
     typer.echo(f"then: harness collect {out}")
 
 
+@export_app.command("slurm")
+def export_slurm(
+    suite: Annotated[str, typer.Option("--suite", "-s", help="suite name (see `harness list`)")],
+    out: Annotated[Path, typer.Option("--out", help="a new folder for the scripts (copy it to the cluster)")],
+    frameworks: Annotated[Optional[str], typer.Option("--frameworks", "-f", help="comma-separated")] = None,
+    param: Annotated[list[str], typer.Option("--param", "-p", help="suite parameter key=value")] = [],  # noqa: B006
+    repeat: Annotated[Optional[int], typer.Option(help="timed steady-state calls per metric")] = None,
+    warmup: Annotated[Optional[int], typer.Option(help="untimed calls after the first call")] = None,
+    device: DeviceOption = Device.cpu,
+    baseline: Annotated[Optional[str], typer.Option(help="framework the ratios refer to")] = None,
+    timeout: Annotated[Optional[float], typer.Option(help="per-job time limit in seconds (sbatch --time)")] = None,
+    runtime: Annotated[str, typer.Option(help="venv (from the lock files), apptainer or podman")] = "venv",
+    envs: Annotated[
+        Optional[str], typer.Option(help="venv: shared folder on the cluster for the stack venvs [default: OUT/envs]")
+    ] = None,
+    python: Annotated[str, typer.Option("--python", help="venv: CPython 3.11 on the nodes")] = "python3",
+    images: Annotated[
+        Optional[str],
+        typer.Option(help="apptainer: folder of <stack>-<variant>-<hash>.sif or docker://REGISTRY; podman: REGISTRY"),
+    ] = None,
+    wheelhouse: Annotated[
+        Optional[str], typer.Option(help="venv: install only from this folder on the cluster, no index")
+    ] = None,
+    find_links: Annotated[
+        list[str], typer.Option("--find-links", help="venv: extra wheel folder on the cluster; repeatable")
+    ] = [],  # noqa: B006
+    sbatch: Annotated[
+        str, typer.Option("--sbatch", help='extra sbatch options, e.g. "--partition=gpu --account=proj"')
+    ] = "",
+    gpus: Annotated[Optional[str], typer.Option(help="--device gpu: a GPU count, or all [default: all]")] = None,
+    data_dir: Annotated[
+        Optional[str], typer.Option("--data-dir", help="absolute dataset folder on the cluster (`harness data`)")
+    ] = None,
+    memory: Annotated[Optional[str], typer.Option("--memory", help="sbatch --mem [default: the whole node]")] = None,
+    cpus: Annotated[Optional[float], typer.Option("--cpus", help="sbatch --cpus-per-task")] = None,
+) -> None:
+    """One sbatch script per framework job, each on a node of its own; submit with submit.sh."""
+    from harness.slurm.export import export as export_scripts
+    from harness.slurm.settings import SlurmSettings, check_gpus, check_python, check_runtime, parse_sbatch_options
+
+    if gpus is not None and device is not Device.gpu:
+        raise HarnessError(f"--gpus {gpus} selects GPUs for --device gpu; add --device gpu or drop --gpus")
+    if data_dir is not None and not data_dir.startswith("/"):
+        raise HarnessError(f"--data-dir {data_dir!r} must be an absolute path on the cluster")
+    settings = SlurmSettings(
+        runtime=check_runtime(runtime, "--runtime"),
+        envs=envs,
+        python=check_python(python, "--python"),
+        images=images,
+        sbatch_options=parse_sbatch_options(sbatch, "--sbatch"),
+        find_links=tuple(find_links),
+        wheelhouse=wheelhouse,
+        gpus=check_gpus(gpus),
+    )
+    plan = make_plan(
+        suite=suite,
+        frameworks=frameworks,
+        params=param,
+        repeat=repeat,
+        warmup=warmup,
+        device=device.value,
+        threads=None,
+        baseline=baseline,
+        backend="slurm",
+        timeout_s=timeout,
+        data_dir=data_dir,
+    )
+    for path in export_scripts(plan, out, settings, make_limits(memory, cpus)):
+        typer.echo(f"wrote {path}")
+    typer.echo(f"run id: {plan.run_id}")
+    if runtime == "venv":
+        typer.echo(f"next: copy {out} to the cluster; on a login node run its prepare-*.sh, then bash submit.sh")
+    else:
+        typer.echo(f"next: copy {out} to the cluster and run bash submit.sh there")
+    typer.echo(f"then: copy the folder back and run harness collect {out}")
+
+
+def _exported_by_slurm(folder: Path) -> bool:
+    try:
+        record = read_plan_record(folder)
+    except (MissingFile, UnsafeFile):
+        return False  # the k8s path reports the missing plan
+    return isinstance(record, dict) and record.get("backend") == "slurm"
+
+
 def collect_command(
-    manifests: Annotated[Path, typer.Argument(metavar="DIR", help="the folder `harness export k8s` wrote")],
+    manifests: Annotated[
+        Path, typer.Argument(metavar="DIR", help="the folder `harness export k8s` or `export slurm` wrote")
+    ],
     logs: Annotated[
         Optional[Path], typer.Option("--logs", help="folder of saved pod logs (<job-name>.log); default: kubectl logs")
     ] = None,
     results_dir: ResultsDir = None,
 ) -> None:
-    """Turn what the Kubernetes Jobs printed into a run folder for show, report and compare."""
-    run_dir = collect(manifests, results_dir or default_results_dir(), logs)
+    """Turn what exported Kubernetes or Slurm jobs left into a run folder for show, report and compare."""
+    if _exported_by_slurm(manifests):
+        from harness.slurm.export import collect as collect_slurm
+
+        if logs is not None:
+            raise HarnessError("--logs is for Kubernetes exports; a Slurm export folder holds its own logs/")
+        run_dir = collect_slurm(manifests, results_dir or default_results_dir())
+    else:
+        run_dir = collect(manifests, results_dir or default_results_dir(), logs)
     typer.echo(f"run folder: {run_dir}")

@@ -30,6 +30,7 @@ class BackendName(str, Enum):
     auto = "auto"
     docker = "docker"
     local = "local"
+    slurm = "slurm"
 
 
 class Variant(str, Enum):

@@ -37,7 +37,10 @@ from harness.runner import execute
 
 def reproduce(
     ref: Annotated[str, typer.Argument(metavar="RESULT.json|RUN", help="a result file, or a run folder / id")],
-    backend: Annotated[Optional[str], typer.Option(help="docker or local [default: what the result recorded]")] = None,
+    backend: Annotated[
+        Optional[str],
+        typer.Option(help="local, docker or slurm [default: where the result ran; kubernetes/compose: docker]"),
+    ] = None,
     results_dir: Annotated[Optional[Path], typer.Option("--results-dir", help="where the new run goes")] = None,
     data_dir: DataDir = None,
     device: Annotated[

@@ -10,7 +10,7 @@ import datetime as _dt
 from typing import Any
 
 SCHEMA_VERSION = 1
-STATUSES = ("ok", "failed", "timeout", "oom", "invalid-output", "skipped", "interrupted")
+STATUSES = ("ok", "failed", "timeout", "oom", "invalid-output", "skipped", "interrupted", "cancelled")
 # Statuses that mean the job produced its numbers (or legitimately could not).
 GOOD_STATUSES = ("ok", "skipped")
 RESULT_KEYS = (

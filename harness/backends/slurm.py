@@ -1,0 +1,259 @@
+"""Slurm backend: each job is one sbatch job with a node of its own, in its pinned stack.
+
+The harness runs on a login node (or anywhere sbatch works) and the run folder must be on a
+file system the compute nodes share, as Slurm's own output files are. Per job: a fresh job
+folder (backends/job_folder.py) is the only place the job may write; the batch script
+(harness/slurm/script.py, kept as logs/<framework>.sbatch.sh) runs it there through the chosen
+runtime; the harness polls the job's state, enforces --timeout from the moment the job starts
+running (queue time is not the job's), scancels it on timeout or Ctrl-C, then takes back only
+the job's own result file and artefacts, and the tails of Slurm's output files, read without
+following links.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from harness.backends import job_folder
+from harness.backends.base import JobOutcome
+from harness.backends.streams import tail_text
+from harness.errors import HarnessError
+from harness.limits import Limits
+from harness.plan import Job
+from harness.report.escape import plain
+from harness.runner import placeholder_result
+from harness.safe_files import UnsafeFile, create, read_tail
+from harness.slurm import control
+from harness.slurm.script import Layout, Stack, batch_script, literal, prepare_script, variant_for
+from harness.slurm.settings import SlurmSettings
+from suites.runtime.files import write_json_atomic
+from suites.runtime.registry import SUITES_DIR
+
+POLL_FIRST_S, POLL_MAX_S = 0.5, 5.0  # quick for short jobs, gentle on slurmctld for long ones
+MAX_LOG_BYTES = 16 * 2**20  # the tail of Slurm's output files that is kept in logs/
+PREPARE_TIMEOUT_S = 3600.0
+QUERY_PATIENCE_S = 300.0  # how long slurmctld may leave the state polls unanswered
+ENVS_DIR = ".slurm-envs"  # default home of the venvs: beside the run folders, so on the same shared file system
+
+
+def _slurm_path(path: Path) -> str:
+    """A path for sbatch --output/--error: '%' would be a Slurm filename pattern."""
+    return str(path).replace("%", "%%")
+
+
+class SlurmBackend:
+    name = "slurm"
+
+    def __init__(self, settings: SlurmSettings, limits: Limits | None = None, echo: bool = True) -> None:
+        control.require_slurm()
+        self.settings = settings
+        self.limits = limits or Limits()
+        self.echo = echo
+        self._prepared: dict[str, str | None] = {}  # stack env name -> why it could not be prepared
+
+    def say(self, text: str) -> None:
+        if self.echo:
+            with contextlib.suppress(OSError, ValueError):
+                print(text, flush=True)
+
+    def envs_dir(self, run_dir: Path) -> Path:
+        return (Path(self.settings.envs) if self.settings.envs else run_dir.parent / ENVS_DIR).resolve()
+
+    # -- the stack environment -------------------------------------------------------------------
+
+    def prepare(self, stack: Stack, envs: Path, logs: Path) -> str | None:
+        """Build the stack's venv here, once, before the first job needs it (None: ready).
+
+        The batch script checks it again on the node and builds it there if it is missing, but
+        doing it here keeps pip's time out of the job's time limit and its output on this terminal.
+        """
+        if stack.name in self._prepared:
+            return self._prepared[stack.name]
+        layout = Layout(code="''", out="''", lock=literal(stack.lock_file), envs=literal(envs))
+        log = logs / f"{stack.stack}-{stack.variant}.env.log"
+        self.say(f"   {stack.stack} venv: {envs / stack.name} (built from its lock on first use)")
+        with create(logs, log.name) as sink:
+            try:
+                proc = subprocess.run(
+                    ["bash", "-c", prepare_script(stack, layout, self.settings)],
+                    stdout=sink,
+                    stderr=subprocess.STDOUT,
+                    stdin=subprocess.DEVNULL,
+                    timeout=PREPARE_TIMEOUT_S,
+                )
+                problem = None if proc.returncode == 0 else f"exit code {proc.returncode}"
+            except (OSError, subprocess.TimeoutExpired) as error:
+                problem = str(error)
+        if problem is not None:
+            last = tail_text(read_tail(log, 4096), lines=1)
+            problem = f"the {stack.stack} venv could not be prepared ({problem}): {last}; see logs/{log.name}"
+        self._prepared[stack.name] = problem
+        return problem
+
+    # -- one job ------------------------------------------------------------------------------------
+
+    def run_job(self, job: Job, run_id: str, run_dir: Path) -> JobOutcome:
+        work = job_folder.fresh(run_dir, job)
+        try:
+            outcome, ending = self._run(job, run_id, run_dir, work)
+            found = job_folder.harvest(work, run_dir, job)
+        finally:
+            job_folder.discard(work)
+        outcome.result_problem = found.problem
+        if found.skipped:
+            outcome.annotations["artifacts_skipped"] = found.skipped
+        if ending is not None and ending.status is not None:
+            # A status the runner cannot infer from exit codes (cancelled, a node failure): the
+            # job's own file, if any, is replaced by one that says what happened to it.
+            result = placeholder_result(run_id, job, self.name, ending.status, ending.reason or ending.status)
+            result["duration_s"] = outcome.wall_s
+            write_json_atomic(run_dir / job.result_file(), result)
+            outcome.result_problem = None
+        return outcome
+
+    def _run(self, job: Job, run_id: str, run_dir: Path, work: Path) -> tuple[JobOutcome, control.Ending | None]:
+        logs = run_dir / "logs"
+        logs.mkdir(parents=True, exist_ok=True)
+        stdout_log, stderr_log = logs / f"{job.framework}.stdout.log", logs / f"{job.framework}.stderr.log"
+        started = time.perf_counter()
+        stack = Stack.of(job.stack, variant_for(job.device))
+        envs = self.envs_dir(run_dir)
+        runtime = self.settings.runtime
+        annotations: dict[str, Any] = {
+            "image": stack.record(runtime, self.settings, str(envs / stack.name)),
+            "slurm": {"runtime": runtime},
+        }
+
+        def not_started(message: str) -> tuple[JobOutcome, None]:
+            create(logs, stdout_log.name).close()
+            with create(logs, stderr_log.name) as sink:
+                sink.write(message.rstrip().encode() + b"\n")
+            wall = time.perf_counter() - started
+            return JobOutcome(None, False, stdout_log, stderr_log, wall, annotations, stderr_tail=message), None
+
+        problem = self.prepare(stack, envs, logs) if runtime == "venv" else None
+        if problem is not None:
+            return not_started(problem)
+        cache = None
+        if runtime == "venv" and job.cache == "warm" and job.cache_dir is not None:
+            cache = str(Path(job.cache_dir) / job.stack)  # one per stack, as the local backend keeps them
+            Path(cache).mkdir(parents=True, exist_ok=True)
+        layout = Layout(
+            code=literal(SUITES_DIR.parent.resolve()),
+            out=literal(work.resolve()),
+            lock=literal(stack.lock_file),
+            envs=literal(envs),
+            data=job.data_dir,
+            cache=cache,
+        )
+        try:
+            text = batch_script(job, run_id, stack, layout, self.settings, self.limits)
+        except HarnessError as error:
+            return not_started(str(error))
+        script = logs / f"{job.framework}.sbatch.sh"
+        with create(logs, script.name) as sink:
+            sink.write(text.encode())
+        slurm_out, slurm_err = work / "slurm.stdout", work / "slurm.stderr"
+        try:
+            job_id = control.submit(
+                str(script),
+                [f"--output={_slurm_path(slurm_out.resolve())}", f"--error={_slurm_path(slurm_err.resolve())}"],
+            )
+        except HarnessError as error:
+            return not_started(str(error))
+        annotations["slurm"]["job_id"] = job_id
+        self.say(f"   Slurm job {job_id} submitted")
+        state: control.JobState | None = None
+        stopped = False
+        try:
+            state, stopped = self._wait(job, job_id)
+        except BaseException:
+            # Ctrl-C, SIGTERM or a failing poll: the job must not run on without us.
+            control.cancel(job_id)
+            raise
+        finally:
+            stderr_tail = self._keep_logs(slurm_out, slurm_err, logs, stdout_log, stderr_log)
+        if state is None:
+            ending = control.Ending(None, status="failed", reason=f"Slurm no longer knows job {job_id}")
+        else:
+            ending = control.ending(job_id, state, stopped_for_timeout=stopped)
+            annotations["slurm"].update(state=state.state, node=state.node or None)
+        outcome = JobOutcome(
+            exit_code=ending.exit_code,
+            timed_out=ending.timed_out,
+            stdout_log=stdout_log,
+            stderr_log=stderr_log,
+            wall_s=time.perf_counter() - started,
+            annotations=annotations,
+            oom=ending.oom,
+            stderr_tail=stderr_tail,
+        )
+        return outcome, ending
+
+    def _wait(self, job: Job, job_id: str) -> tuple[control.JobState | None, bool]:
+        """Poll until the job ends: (its last state, whether the harness stopped it for its --timeout)."""
+        delay, running_since, stopped, said = POLL_FIRST_S, None, False, ""
+        unanswered_since: float | None = None
+        while True:
+            now = time.monotonic()
+            try:
+                state = control.query(job_id)
+            except HarnessError as error:
+                # slurmctld busy or restarting: keep asking for a while before giving up on the job.
+                unanswered_since = unanswered_since or now
+                if now - unanswered_since > QUERY_PATIENCE_S:
+                    raise HarnessError(f"{error} (for {QUERY_PATIENCE_S:g} s); the job was cancelled") from None
+                time.sleep(POLL_MAX_S)
+                continue
+            unanswered_since = None
+            if state is None or state.finished:
+                return state, stopped
+            if state.state == "RUNNING" and running_since is None:
+                running_since = now
+                said = "running"
+                self.say(f"   Slurm job {job_id} running")
+            elif state.state == "PENDING" and state.reason and said != state.reason:
+                said = state.reason
+                self.say(f"   Slurm job {job_id} pending ({plain(state.reason)})")
+            pause = delay
+            if running_since is not None and not stopped:
+                left = running_since + job.timeout_s - now
+                if left <= 0:
+                    control.cancel(job_id)  # our own deadline: Slurm's --time is only the backstop
+                    stopped = True
+                else:
+                    pause = min(delay, left + 0.05)
+            time.sleep(pause)
+            delay = min(delay * 1.5, POLL_MAX_S)
+
+    def _keep_logs(self, slurm_out: Path, slurm_err: Path, logs: Path, stdout_log: Path, stderr_log: Path) -> str:
+        """Copy the tails of Slurm's output files into logs/ (never through a link the job planted)."""
+        tail = ""
+        for source, target in ((slurm_out, stdout_log), (slurm_err, stderr_log)):
+            try:
+                data = read_tail(source, MAX_LOG_BYTES)
+            except UnsafeFile as error:
+                data = f"harness: Slurm's output file was not read: {error}\n".encode()
+            with create(logs, target.name) as sink:
+                sink.write(data)
+            if source is slurm_out and self.echo:
+                for line in tail_text(data, lines=40, max_chars=8000).splitlines():
+                    self.say("  " + plain(line))
+            if source is slurm_err:
+                tail = tail_text(data)
+        return tail
+
+
+def from_options(settings: SlurmSettings, limits: Limits, echo: bool) -> SlurmBackend:
+    if settings.runtime == "apptainer" and settings.images is None:
+        raise HarnessError(
+            "HARNESS_SLURM_RUNTIME=apptainer needs HARNESS_SLURM_IMAGES (a folder of .sif files or docker://REGISTRY)"
+        )
+    backend = SlurmBackend(settings, limits, echo)
+    print(f"note: slurm backend: jobs run in their stack through {settings.runtime}", file=sys.stderr)
+    return backend
