@@ -29,7 +29,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from harness.data import store
 from harness.data.images import Unreadable, decode, pillow, square
-from harness.data.npz import NpzWriter
+from harness.data.npz import NpzWriter, add_image_splits
 from harness.errors import HarnessError
 
 INSTALL_HINT = "pip install 'fw-harness[data]'"
@@ -309,15 +309,8 @@ def convert(
         if not counts["train"] or not counts["test"]:
             raise HarnessError(f"{entry.repo}: no readable images left for the train or test split")
 
-        def chunks(path: Path) -> Iterator[bytes]:
-            with path.open("rb") as stream:
-                while block := stream.read(1 << 22):
-                    yield block
-
         def fill(writer: NpzWriter) -> dict[str, Any]:
-            for part in ("train", "test"):
-                writer.add(f"{part}_images", (counts[part], *shape), "uint8", chunks(raw[part]))
-                writer.add(f"{part}_labels", (counts[part],), "uint8", bytes(labels[part]))
+            add_image_splits(writer, raw, labels, shape)
             if entry.shape is not None:
                 return {}
             return {

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import random
 import tempfile
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +19,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from harness.data import store
 from harness.data.images import Unreadable, decode, pillow, square
-from harness.data.npz import NpzWriter
+from harness.data.npz import NpzWriter, add_image_splits
 from harness.errors import HarnessError
 
 IMAGE_SUFFIXES = {".jpg", ".jpeg", ".png", ".bmp", ".gif", ".webp", ".tif", ".tiff"}
@@ -85,15 +84,8 @@ def import_catsdogs(
         if not counts["train"] or not counts["test"]:
             raise HarnessError(f"{root}: no readable images left for the train or test split")
 
-        def chunks(path: Path) -> Iterator[bytes]:
-            with path.open("rb") as stream:
-                while block := stream.read(1 << 22):
-                    yield block
-
         def fill(writer: NpzWriter) -> dict[str, Any]:
-            for part in ("train", "test"):
-                writer.add(f"{part}_images", (counts[part], size, size, 3), "uint8", chunks(raw[part]))
-                writer.add(f"{part}_labels", (counts[part],), "uint8", bytes(labels[part]))
+            add_image_splits(writer, raw, labels, (size, size, 3))
             return {"image_size": size, "test_fraction": test_fraction, "split_seed": seed, "skipped": skipped}
 
         return store.write_dataset(

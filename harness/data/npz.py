@@ -13,7 +13,7 @@ import hashlib
 import math
 import struct
 import zipfile
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 
@@ -70,3 +70,23 @@ class NpzWriter:
         self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
     ) -> None:
         self.close()
+
+
+def add_image_splits(
+    writer: NpzWriter,
+    raw: Mapping[str, Path],
+    labels: Mapping[str, Sequence[int]],
+    image_shape: tuple[int, ...],
+) -> None:
+    """`train_images`, `train_labels`, `test_images`, `test_labels` from raw uint8 pixel files
+    (streamed in 4 MiB blocks, never whole in memory) and their labels."""
+
+    def chunks(path: Path) -> Iterator[bytes]:
+        with path.open("rb") as stream:
+            while block := stream.read(1 << 22):
+                yield block
+
+    for part in ("train", "test"):
+        count = len(labels[part])
+        writer.add(f"{part}_images", (count, *image_shape), "uint8", chunks(raw[part]))
+        writer.add(f"{part}_labels", (count,), "uint8", bytes(labels[part]))
