@@ -36,6 +36,7 @@ VARIANTS = ("cpu", "cuda12")
 DEFAULT_BASE_IMAGE = "python:3.11-slim-bookworm"
 REPOSITORY = "fw-harness"
 LABEL = "org.fw-harness"
+BASE_ID_LABEL = f"{LABEL}.base-image-id"  # the base image's content id at build time
 # The `bench` user every Dockerfile creates; jobs started by root on the host run as it.
 IMAGE_USER = (10001, 10001)
 # The images' interpreter and platform: CPython 3.11 on x86_64 glibc (Debian bookworm, 2.36).
@@ -90,8 +91,9 @@ class StackImage:
             f"{LABEL}.base-image": self.base_image,
         }
 
-    def record(self, image_id: str) -> dict[str, Any]:
-        """The result file's `image` field."""
+    def record(self, image_id: str, base_image_id: str | None = None) -> dict[str, Any]:
+        """The result file's `image` field; `base_image_id`: the content id the image was built on
+        (a tag such as python:3.11-slim-bookworm moves; the id names the exact bytes)."""
         return {
             "tag": self.tag,
             "id": image_id,
@@ -99,6 +101,7 @@ class StackImage:
             "variant": self.variant,
             "lock_hash": self.lock_hash,
             "base_image": self.base_image,
+            "base_image_id": base_image_id,
         }
 
 
@@ -303,7 +306,22 @@ def existing_image_id(engine: Engine, image: StackImage) -> str | None:
     labels = found.labels or {}
     if labels.get(f"{LABEL}.recipe-hash") != image.recipe_hash or labels.get(f"{LABEL}.lock-hash") != image.lock_hash:
         return None
+    base = base_image_id(engine, image.base_image)
+    if base is not None and labels.get(BASE_ID_LABEL) != base:
+        return None  # the base tag now names other bytes (re-pulled, or another stand-in): rebuild on them
     return str(found.id)
+
+
+def base_image_id(engine: Engine, reference: str) -> str | None:
+    """The content id (sha256:...) of the base image as this engine holds it; None when absent
+    (the build then pulls it, and the image records no base id). A `name@sha256:...` reference
+    pins the base by digest outright."""
+    import docker.errors
+
+    try:
+        return str(engine.client.images.get(reference).id)
+    except (docker.errors.ImageNotFound, docker.errors.NullResource):
+        return None
 
 
 @contextmanager
@@ -332,12 +350,16 @@ def build(engine: Engine, image: StackImage, wheels: list[Path], offline: bool, 
         "LOCK_HASH": image.lock_hash,
         "OFFLINE": "1" if offline else "0",
     }
+    labels = image.labels()
+    base = base_image_id(engine, image.base_image)
+    if base is not None:
+        labels[BASE_ID_LABEL] = base
     tail: list[str] = []
     image_id: str | None = None
     with build_context(image, wheels) as context:
         # The engine may have no bridge network (none here); host networking always exists.
         stream = engine.client.api.build(
-            fileobj=context, custom_context=True, tag=image.tag, buildargs=args, labels=image.labels(),
+            fileobj=context, custom_context=True, tag=image.tag, buildargs=args, labels=labels,
             network_mode="host", rm=True, forcerm=True, decode=True, pull=False,
         )  # fmt: skip
         for chunk in stream:
@@ -369,6 +391,10 @@ class Ensured:
     image_id: str
     built: bool
     seconds: float
+    base_image_id: str | None = None  # from the image's label: what it was built on
+
+    def record(self) -> dict[str, Any]:
+        return self.image.record(self.image_id, self.base_image_id)
 
 
 def ensure(engine: Engine, image: StackImage, wheelhouse: Path | None, echo: Echo) -> Ensured:
@@ -376,10 +402,17 @@ def ensure(engine: Engine, image: StackImage, wheelhouse: Path | None, echo: Ech
     started = time.perf_counter()
     found = existing_image_id(engine, image)
     if found is not None:
-        return Ensured(image, found, False, time.perf_counter() - started)
+        return Ensured(image, found, False, time.perf_counter() - started, built_on(engine, found))
     wheels = wheels_for(image, wheelhouse)
     image_id = build(engine, image, wheels, offline=wheelhouse is not None, echo=echo)
-    return Ensured(image, image_id, True, time.perf_counter() - started)
+    return Ensured(image, image_id, True, time.perf_counter() - started, built_on(engine, image_id))
+
+
+def built_on(engine: Engine, image_id: str) -> str | None:
+    """The base image id an image of ours was built on (its label), None for an older image."""
+    labels = engine.client.images.get(image_id).labels or {}
+    value = labels.get(BASE_ID_LABEL)
+    return value if isinstance(value, str) else None
 
 
 def image_size(engine: Engine, image_id: str) -> int:

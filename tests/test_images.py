@@ -253,3 +253,34 @@ def test_no_engine_is_one_line_exit_2(args: tuple[str, ...], monkeypatch: pytest
     assert proc.returncode == 2
     (line,) = proc.stderr.strip().splitlines()
     assert line.startswith("error: no Docker engine answers (") and "start Docker" in line
+
+
+def test_an_image_is_reused_only_on_the_base_bytes_it_was_built_on() -> None:
+    """A base tag such as python:3.11-slim-bookworm moves; the image records (and is checked
+    against) the base image's content id, so a moved base rebuilds and every result names it."""
+    from types import SimpleNamespace
+
+    import docker.errors
+
+    image = images.stack_image("numpy")
+    held: dict[str, Any] = {}
+
+    class Images:
+        def get(self, ref: str) -> Any:
+            if ref not in held:
+                raise docker.errors.ImageNotFound(ref)
+            return held[ref]
+
+    engine: Any = SimpleNamespace(client=SimpleNamespace(images=Images()))
+    labels = dict(image.labels(), **{images.BASE_ID_LABEL: "sha256:aaa"})
+    held[image.tag] = SimpleNamespace(id="sha256:built", labels=labels)
+    held["sha256:built"] = held[image.tag]
+    held[image.base_image] = SimpleNamespace(id="sha256:aaa", labels={})
+    assert images.existing_image_id(engine, image) == "sha256:built"
+    assert images.built_on(engine, "sha256:built") == "sha256:aaa"
+    held[image.base_image] = SimpleNamespace(id="sha256:bbb", labels={})  # the tag was re-pulled
+    assert images.existing_image_id(engine, image) is None
+    del held[image.base_image]  # not on this engine: nothing to compare with, the image stands
+    assert images.existing_image_id(engine, image) == "sha256:built"
+    record = images.Ensured(image, "sha256:built", False, 0.0, "sha256:aaa").record()
+    assert record["base_image_id"] == "sha256:aaa" and record["lock_hash"] == image.lock_hash

@@ -36,6 +36,7 @@ from harness.images import (
     Engine,
     Ensured,
     StackImage,
+    built_on,
     ensure,
     stack_image,
 )
@@ -169,7 +170,7 @@ class DockerBackend:
                 job.stack, record["variant"], record.get("base_image") or self.base_image, record["lock_hash"], ""
             )
             found = self.engine.client.images.get(record["tag"])
-            self._images[key] = Ensured(image, str(found.id), False, 0.0)
+            self._images[key] = Ensured(image, str(found.id), False, 0.0, built_on(self.engine, str(found.id)))
         if key not in self._images:
             image = stack_image(job.stack, key[1], self.base_image)
             sink: IO[str] | None = None
@@ -300,7 +301,7 @@ class DockerBackend:
             image = self.image_for(job, logs / f"{job.stack}-{variant_for(job.device)}.build.log")
         except HarnessError as error:
             return not_started(f"image for the {job.stack} stack: {error}")
-        record = image.image.record(image.image_id)
+        record = image.record()
         annotations: dict[str, Any] = {"image": record}
         with contextlib.ExitStack() as stack:
             volumes = None

@@ -26,6 +26,8 @@ def test_build_makes_three_labelled_cpu_images(engine: Any, cpu_images: dict[str
         labels = found.labels
         assert labels["org.fw-harness.stack"] == stack and labels["org.fw-harness.variant"] == "cpu"
         assert labels["org.fw-harness.lock-hash"] == image.lock_hash
+        # the exact base bytes it was built on, not only the tag (a tag moves)
+        assert labels["org.fw-harness.base-image-id"] == engine.images.get(image.base_image).id
         assert found.attrs["Config"]["User"] == "10001:10001"
         # no suites baked in, no pip cache left behind, the lock's packages importable
         probe = (
@@ -90,6 +92,7 @@ def test_xla_on_three_stacks_in_isolated_containers(cpu_images: dict[str, Any], 
         doc = load_result(run / f"{stack}.json")
         assert doc["status"] == "ok" and doc["backend"] == "docker"
         assert doc["image"]["id"] == cpu_images["ids"][stack] and doc["image"]["tag"] == stack_image(stack).tag
+        assert doc["image"]["base_image_id"] == engine.images.get(stack_image(stack).base_image).id
         assert doc["environment"]["machine"]["in_container"] is True
         assert (run / "logs" / f"{stack}.stdout.log").stat().st_size > 0
     assert "matmul GFLOP/s" in proc.stdout and "backend docker" in proc.stdout
