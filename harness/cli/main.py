@@ -11,6 +11,7 @@ import sys
 import typer
 from typer.exceptions import TyperException
 
+from harness.cli.bisect import bisect
 from harness.cli.catalog import describe, list_suites
 from harness.cli.checks import doctor, selftest
 from harness.cli.cluster import collect_command, export_app
@@ -37,6 +38,7 @@ app.command("run")(run)
 app.command("calibrate")(calibrate_command)
 app.command("show")(show)
 app.command("compare")(compare)
+app.command("bisect")(bisect)
 app.command("report")(report)
 app.command("publish")(publish)
 app.command("reproduce")(reproduce)

@@ -1,0 +1,225 @@
+"""Runs a bisect: a generated lock and a venv per version, K interleaved rounds V1 V2 ... Vn, the verdicts.
+
+Each (round, version) job is a normal run folder, RESULTS_DIR/bisect-<id>/<version>/round-<k>/, made
+by harness.runner.execute with a local backend whose interpreter for the stack is that version's venv.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass, field, replace
+from itertools import pairwise
+from pathlib import Path
+from typing import Any
+
+from harness.backends.base import JobOutcome
+from harness.backends.local import LocalBackend
+from harness.bisect import record
+from harness.bisect.envs import Env, ensure_env, env_for
+from harness.bisect.locks import check_package, check_version, fetch_hashes, generate_lock
+from harness.bisect.verdict import MIN_ROUNDS, Pair, VersionRun, answer, compare_pair
+from harness.catalog import get_framework, get_suite
+from harness.errors import HarnessError
+from harness.images import sha256_file, stack_image
+from harness.plan import Job, Plan, make_plan
+from harness.report.escape import plain
+from harness.run_writer import SUMMARY_FILE
+from harness.runner import execute, prepare_results_dir, say
+from harness.schema import InvalidResult, load_result, load_summary
+from suites.runtime.files import write_json_atomic, write_text_atomic
+
+
+@dataclass(frozen=True)
+class Request:
+    suite: str
+    metric: str
+    stack: str
+    package: str
+    versions: list[str]
+    results_dir: Path
+    framework: str | None = None
+    rounds: int = MIN_ROUNDS
+    params: list[str] = field(default_factory=list)
+    repeat: int | None = None
+    find_links: list[Path] = field(default_factory=list)
+    no_index: bool = False
+    echo: bool = True
+
+
+@dataclass
+class Outcome:
+    folder: Path
+    doc: dict[str, Any]
+    pairs: list[Pair]
+    runs: dict[str, VersionRun]
+    unit: str
+
+
+class VenvBackend(LocalBackend):
+    """The local backend with one version's venv as the stack's interpreter, recorded as the result's image."""
+
+    def __init__(self, env: Env, echo: bool) -> None:
+        super().__init__(pythons={env.stack: str(env.python)}, echo=echo)
+        self.env = env
+
+    def run_job(self, job: Job, run_id: str, run_dir: Path) -> JobOutcome:
+        outcome = super().run_job(job, run_id, run_dir)
+        outcome.annotations["image"] = self.env.record()
+        return outcome
+
+
+def choose_framework(request: Request) -> str:
+    spec = get_suite(request.suite)
+    if request.framework is not None:
+        fw = get_framework(spec, request.framework)
+        if fw.stack != request.stack:
+            raise HarnessError(f"--framework {fw.name} runs in the {fw.stack} stack, not {request.stack}")
+        return fw.name
+    for name in spec.frameworks:
+        if get_framework(spec, name).stack == request.stack:
+            return name
+    raise HarnessError(f"suite {spec.name} has no framework in the {request.stack} stack; pick another --stack")
+
+
+def check_request(request: Request) -> None:
+    check_package(request.package)
+    for version in request.versions:
+        check_version(version)
+    if len(request.versions) < 2 or len(set(request.versions)) != len(request.versions):
+        raise HarnessError("--versions must name at least two different versions")
+    if request.rounds < MIN_ROUNDS:
+        raise HarnessError(
+            f"--rounds {request.rounds} is too few: with fewer than {MIN_ROUNDS} round medians per version no "
+            f"change can reach p < 0.05 (exact Mann-Whitney); use --rounds {MIN_ROUNDS} or more"
+        )
+    for folder in request.find_links:
+        if not folder.is_dir():
+            raise HarnessError(f"--find-links {folder} is not a folder of wheels")
+
+
+def run_bisect(request: Request, argv: list[str] | None = None) -> Outcome:
+    check_request(request)
+    framework = choose_framework(request)
+    image = stack_image(request.stack, "cpu")
+    plan = make_plan(
+        suite=request.suite,
+        frameworks=framework,
+        params=request.params,
+        repeat=request.repeat,
+        warmup=None,
+        device="cpu",
+        threads=None,
+        baseline=None,
+        backend="local",
+    )
+    results_dir = request.results_dir.resolve()
+    prepare_results_dir(results_dir)
+    folder = results_dir / f"bisect-{plan.run_id}"
+    (folder / "locks").mkdir(parents=True)
+    base = image.lock_file.read_text(encoding="utf-8")
+    envs: dict[str, Env] = {}
+    locks: dict[str, dict[str, Any]] = {}
+    for version in request.versions:
+        label = f"{request.package}=={version}"
+        say(f"-> {label}: lock and venv")
+        hashes = fetch_hashes(request.package, version, request.find_links, request.no_index)
+        note = f"{request.stack} stack lock {image.lock_hash[:12]}"
+        text = generate_lock(base, request.package, version, hashes, note)
+        lock = folder / "locks" / f"{version}.txt"
+        write_text_atomic(lock, text)
+        env = env_for(results_dir, request.stack, text)
+        built = ensure_env(env, lock, label, request.find_links, request.no_index)
+        say(f"   {'built' if built else 'reused'} {env.folder}")
+        envs[version] = env
+        locks[version] = {"file": f"locks/{version}.txt", "lock_hash": sha256_file(lock), "env": str(env.folder)}
+    done = 0
+    for number in range(1, request.rounds + 1):
+        say(f"== round {number}/{request.rounds}")
+        if _run_round(plan, number, request, envs, folder, argv):
+            break
+        done = number
+    return _conclude(request, plan, framework, folder, locks, done)
+
+
+def _run_round(
+    plan: Plan, number: int, request: Request, envs: dict[str, Env], folder: Path, argv: list[str] | None
+) -> bool:
+    """One job per version; True when the run was interrupted."""
+    for version in request.versions:
+        say(f"-> {request.package} {version}")
+        backend = VenvBackend(envs[version], request.echo)
+        run_dir = execute(replace(plan, run_id=f"round-{number}"), backend, folder / version, argv)
+        try:
+            if load_summary(run_dir / SUMMARY_FILE).get("interrupted"):
+                return True
+        except HarnessError as error:
+            print(f"warning: {error}", file=sys.stderr)
+            return True
+    return False
+
+
+def _collect(
+    request: Request, plan: Plan, folder: Path, version: str, rounds: int, lock_hash: str
+) -> tuple[VersionRun, dict[str, Any] | None]:
+    """The version's round medians and pooled samples, and the metric's record (for unit/better)."""
+    job = plan.jobs[0]
+    medians: list[float] = []
+    samples: list[float] = []
+    found: dict[str, Any] | None = None
+    for number in range(1, rounds + 1):
+        path = folder / version / f"round-{number}" / job.result_file()
+        try:
+            doc = load_result(path)
+        except InvalidResult as error:
+            return VersionRun(version, medians, samples, f"round {number}: {plain(error)}"), found
+        if doc["status"] != "ok":
+            return VersionRun(version, medians, samples, f"round {number}: {doc['status']}: {doc['reason']}"), found
+        if (doc.get("image") or {}).get("lock_hash") != lock_hash:
+            return VersionRun(version, medians, samples, f"round {number}: ran with another lock"), found
+        metric = next((m for m in doc["metrics"] if m["name"] == request.metric), None)
+        if metric is None:
+            names = ", ".join(m["name"] for m in doc["metrics"]) or "none"
+            return VersionRun(version, medians, samples, f"no metric {request.metric!r} (it has: {names})"), found
+        found = found or dict(metric)
+        medians.append(float(metric["stats"]["median"]))
+        samples.extend(float(s) for s in metric["samples"])
+    if rounds < 2:
+        return VersionRun(version, medians, samples, "fewer than two rounds finished"), found
+    return VersionRun(version, medians, samples), found
+
+
+def _conclude(
+    request: Request, plan: Plan, framework: str, folder: Path, locks: dict[str, dict[str, Any]], rounds: int
+) -> Outcome:
+    runs: dict[str, VersionRun] = {}
+    metric: dict[str, Any] | None = None
+    for version in request.versions:
+        run, found = _collect(request, plan, folder, version, rounds, locks[version]["lock_hash"])
+        runs[version] = run
+        metric = metric or found
+    if metric is None:
+        problems = "; ".join(f"{v}: {r.problem}" for v, r in runs.items() if r.problem)
+        raise HarnessError(f"no version measured metric {request.metric!r} ({plain(problems)}); see {folder}")
+    unit, better = str(metric["unit"]), str(metric["better"])
+    versions = request.versions
+    pairs = [compare_pair(runs[a], runs[b], request.metric, unit, better) for a, b in pairwise(versions)]
+    text = answer(pairs)
+    header = {
+        "id": plan.run_id,
+        "suite": request.suite,
+        "framework": framework,
+        "metric": request.metric,
+        "unit": unit,
+        "better": better,
+        "stack": request.stack,
+        "package": request.package,
+        "versions": versions,
+        "rounds": rounds,
+        "params": plan.jobs[0].params,
+        "repeat": plan.jobs[0].repeat,
+    }
+    results = {v: record.version_record(runs[v], [f"{v}/round-{k}" for k in range(1, rounds + 1)]) for v in versions}
+    doc = record.make_record(header, locks, results, pairs, text)
+    record.validate(doc)
+    write_json_atomic(folder / record.FILE, doc)
+    return Outcome(folder, doc, pairs, runs, unit)

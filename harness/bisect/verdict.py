@@ -1,0 +1,87 @@
+"""The project's significance rule (harness/compare.py) applied to consecutive versions.
+
+Each round's median is one independent observation of a version (samples of one process share its
+caches and neighbours), so the Mann-Whitney test and the ratio's interval use the round medians, as
+`harness compare` does for interleaved runs. That is why a bisect needs MIN_ROUNDS rounds: with three
+observations per side the smallest two-sided exact p is 0.1, and no change could ever be significant.
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass
+
+from harness.compare import Change
+from harness.statistics import mann_whitney_u, ratio_interval
+
+MIN_ROUNDS = 4
+
+
+@dataclass(frozen=True)
+class VersionRun:
+    """What one version measured: every round's median, and all samples pooled (None: no usable result)."""
+
+    version: str
+    round_medians: list[float]
+    samples: list[float]
+    problem: str | None = None  # why it has no usable measurement
+
+    @property
+    def median(self) -> float | None:
+        return statistics.median(self.samples) if self.samples and self.problem is None else None
+
+
+@dataclass(frozen=True)
+class Pair:
+    before: str
+    after: str
+    change: Change | None  # None: one side has no measurement
+    excluded: str | None = None
+
+    @property
+    def significant(self) -> bool:
+        return self.change is not None and self.change.significant
+
+    @property
+    def verdict(self) -> str:
+        if self.change is None:
+            return f"excluded: {self.excluded}"
+        return self.change.verdict
+
+
+def compare_pair(a: VersionRun, b: VersionRun, metric: str, unit: str, better: str) -> Pair:
+    for side in (a, b):
+        if side.problem is not None or len(side.round_medians) < 2:
+            why = side.problem or "fewer than two rounds measured"
+            return Pair(a.version, b.version, None, f"{side.version}: {why}")
+    median_a, median_b = statistics.median(a.samples), statistics.median(b.samples)
+    if median_a == 0:
+        return Pair(a.version, b.version, None, f"{a.version}: median is 0")
+    interval = ratio_interval(a.round_medians, b.round_medians)
+    _, p = mann_whitney_u(a.round_medians, b.round_medians)
+    change = Change(
+        framework="",
+        metric=metric,
+        unit=unit,
+        better=better,
+        median_a=median_a,
+        median_b=median_b,
+        ratio=median_b / median_a,
+        ci_low=interval.low,
+        ci_high=interval.high,
+        p_value=p,
+        ci_coverage=interval.coverage,
+        basis="round medians",
+    )
+    return Pair(a.version, b.version, change)
+
+
+def first_change(pairs: list[Pair]) -> Pair | None:
+    return next((p for p in pairs if p.significant), None)
+
+
+def answer(pairs: list[Pair]) -> str:
+    found = first_change(pairs)
+    if found is None or found.change is None:
+        return "no significant change between consecutive versions"
+    return f"first significant change: {found.after} ({found.verdict} than {found.before})"
