@@ -21,7 +21,7 @@ import sys
 import tarfile
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -63,6 +63,7 @@ class StackImage:
     base_image: str
     lock_hash: str  # sha256 of the lock file
     recipe_hash: str  # sha256 of the Dockerfile and the base image name
+    lock_path: Path | None = None  # another lock than the stack's own (harness bisect's generated ones)
 
     @property
     def folder(self) -> Path:
@@ -70,7 +71,7 @@ class StackImage:
 
     @property
     def lock_file(self) -> Path:
-        return self.folder / f"lock-{self.variant}.txt"
+        return self.lock_path or self.folder / f"lock-{self.variant}.txt"
 
     @property
     def tag(self) -> str:
@@ -105,19 +106,24 @@ class StackImage:
         }
 
 
-def stack_image(stack: str, variant: str = "cpu", base_image: str = DEFAULT_BASE_IMAGE) -> StackImage:
+def stack_image(
+    stack: str, variant: str = "cpu", base_image: str = DEFAULT_BASE_IMAGE, lock: Path | None = None
+) -> StackImage:
+    """The stack's image for its own lock, or (`lock`) for another lock file, e.g. one `harness
+    bisect` generated: the tag names the lock's hash, so every lock is an image of its own."""
     if variant not in VARIANTS:
         raise HarnessError(f"--variant {variant!r} is not one of {', '.join(VARIANTS)}")
     if not base_image.strip() or any(c.isspace() for c in base_image):
         raise HarnessError(f"--base-image {base_image!r} is not an image reference; use e.g. {DEFAULT_BASE_IMAGE}")
     folder = IMAGES_DIR / stack
-    dockerfile, lock = folder / "Dockerfile", folder / f"lock-{variant}.txt"
+    dockerfile, own = folder / "Dockerfile", folder / f"lock-{variant}.txt"
     if stack not in STACKS or not dockerfile.is_file():
         raise HarnessError(f"unknown stack {stack!r}; stacks with an image: {', '.join(STACKS)}")
-    if not lock.is_file():
-        raise HarnessError(f"{lock} is missing; regenerate the locks with images/lock.sh {stack} {variant}")
+    chosen = lock or own
+    if not chosen.is_file():
+        raise HarnessError(f"{chosen} is missing; regenerate the locks with images/lock.sh {stack} {variant}")
     recipe = hashlib.sha256(dockerfile.read_bytes() + b"\0" + base_image.encode()).hexdigest()
-    return StackImage(stack, variant, base_image, sha256_file(lock), recipe)
+    return StackImage(stack, variant, base_image, sha256_file(chosen), recipe, lock)
 
 
 def parse_stacks(text: str | None) -> list[str]:
@@ -187,13 +193,20 @@ def check_wheelhouse(wheelhouse: Path) -> None:
         )
 
 
-def wheels_for(image: StackImage, wheelhouse: Path | None) -> list[Path]:
-    """The wheels a build offers to pip; with a wheelhouse, all of the lock's or an error."""
+def wheels_for(image: StackImage, wheelhouse: Path | None, extra: Sequence[Path] = ()) -> list[Path]:
+    """The wheels a build offers to pip; with a wheelhouse, all of the lock's or an error.
+    `extra`: more folders of wheels (bisect's --find-links), searched before the wheelhouse."""
     lock_text = image.lock_file.read_text()
+    offered: list[Path] = []
+    for folder in extra:
+        offered += select_wheels(folder, lock_text)[0]
+    have = {fit[0] for w in offered if (fit := wheel_fits(w.name)) is not None}
     if wheelhouse is None:
-        return select_wheels(image.folder / "wheelhouse", lock_text)[0]
+        return offered + select_wheels(image.folder / "wheelhouse", lock_text)[0]
     check_wheelhouse(wheelhouse)
     chosen, missing = select_wheels(wheelhouse, lock_text)
+    chosen = offered + [w for w in chosen if (fit := wheel_fits(w.name)) is not None and fit[0] not in have]
+    missing = [m for m in missing if normalize(m.split("==")[0]) not in have]
     if missing:
         shown = ", ".join(missing[:4]) + (f" and {len(missing) - 4} more" if len(missing) > 4 else "")
         raise HarnessError(
@@ -330,7 +343,7 @@ def build_context(image: StackImage, wheels: list[Path]) -> Iterator[IO[bytes]]:
     with tempfile.TemporaryFile() as handle:
         with tarfile.open(fileobj=handle, mode="w") as tar:
             tar.add(image.folder / "Dockerfile", arcname="Dockerfile")
-            tar.add(image.lock_file, arcname=image.lock_file.name)
+            tar.add(image.lock_file, arcname=f"lock-{image.variant}.txt")  # the name the Dockerfile copies
             folder = tarfile.TarInfo("wheelhouse")
             folder.type, folder.mode = tarfile.DIRTYPE, 0o755
             tar.addfile(folder)
@@ -397,13 +410,16 @@ class Ensured:
         return self.image.record(self.image_id, self.base_image_id)
 
 
-def ensure(engine: Engine, image: StackImage, wheelhouse: Path | None, echo: Echo) -> Ensured:
-    """Reuse the tagged image when its lock and recipe match; build it otherwise."""
+def ensure(
+    engine: Engine, image: StackImage, wheelhouse: Path | None, echo: Echo, extra: Sequence[Path] = ()
+) -> Ensured:
+    """Reuse the tagged image when its lock and recipe match; build it otherwise (`extra`: more
+    folders of wheels, see wheels_for)."""
     started = time.perf_counter()
     found = existing_image_id(engine, image)
     if found is not None:
         return Ensured(image, found, False, time.perf_counter() - started, built_on(engine, found))
-    wheels = wheels_for(image, wheelhouse)
+    wheels = wheels_for(image, wheelhouse, extra)
     image_id = build(engine, image, wheels, offline=wheelhouse is not None, echo=echo)
     return Ensured(image, image_id, True, time.perf_counter() - started, built_on(engine, image_id))
 

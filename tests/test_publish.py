@@ -7,19 +7,25 @@ metric among them.
 
 from __future__ import annotations
 
+import hashlib
 import html
 import json
 import os
 import re
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from harness.bisect import record
+from harness.bisect.verdict import VersionRun, answer, compare_pair
 from harness.errors import HarnessError
 from harness.publish import publish_site
 from harness.publish.site import pairs_to_compare
 from harness.report.escape import script_json
+from harness.report.numbers import fmt_ratio, fmt_value
+from suites.runtime.files import write_json_atomic
 from tests.conftest import harness
 from tests.factories import check, metric, result, write_run
 from tests.test_reports import noisy
@@ -239,3 +245,122 @@ def test_many_runs_compare_neighbours_and_the_newest() -> None:
     assert pairs_to_compare(4, 10) == [(0, 1), (0, 2), (0, 3), (1, 2), (1, 3), (2, 3)]
     few = pairs_to_compare(5, 3)
     assert few == [(0, 1), (0, 4), (1, 2), (1, 4), (2, 3), (2, 4), (3, 4)]
+
+
+BISECT = "bisect-20240505-120000-xla-0005"
+BISECT_VERSIONS = ["0.4.30", "0.4.31", "0.4.32"]
+
+
+def bisect_doc(package: str = "jax") -> dict[str, Any]:
+    """What `harness bisect` records (record.py's writer): jax matmul twice as slow from 0.4.32 on."""
+    runs = {}
+    for i, version in enumerate(BISECT_VERSIONS):
+        center = 0.2 if version == "0.4.32" else 0.1
+        medians = [center * (1 + 0.01 * ((k + i) % 3)) for k in range(5)]
+        runs[version] = VersionRun(version, medians, [m for m in medians for _ in range(3)])
+    pairs = [compare_pair(runs[a], runs[b], "matmul", "s", "lower") for a, b in pairwise(BISECT_VERSIONS)]
+    header = {
+        "id": BISECT[len("bisect-") :],
+        "suite": "xla",
+        "framework": "jax",
+        "metric": "matmul",
+        "unit": "s",
+        "better": "lower",
+        "stack": "jax",
+        "package": package,
+        "versions": BISECT_VERSIONS,
+        "rounds": 5,
+        "params": {},
+        "repeat": 3,
+    }
+    locks = {v: {"file": f"locks/{v}.txt", "lock_hash": hashlib.sha256(v.encode()).hexdigest()} for v in runs}
+    results = {v: record.version_record(runs[v], [f"{v}/round-{k}" for k in range(1, 6)]) for v in runs}
+    doc = record.make_record(header, locks, results, pairs, answer(pairs))
+    record.validate(doc)
+    return doc
+
+
+def write_bisect(results: Path, doc: dict[str, Any], folder: str = BISECT) -> Path:
+    (results / folder).mkdir()
+    write_json_atomic(results / folder / record.FILE, doc)
+    return results / folder
+
+
+def test_a_bisect_has_a_row_on_the_index_a_page_and_a_link_from_its_suite(tmp_path: Path) -> None:
+    results = build_results(tmp_path)
+    doc = bisect_doc()
+    write_bisect(results, doc)
+    published = publish_site(results, tmp_path / "site")
+    assert published.bisects == 1 and published.skipped == [] and published.runs == 6
+    index = (tmp_path / "site" / "index.html").read_text()
+    assert "Version bisects" in index and '<a href="bisect-0.html">' + BISECT + "</a>" in index
+    assert doc["answer"]["text"] == "first significant change: 0.4.32 (100.0% slower than 0.4.31)"
+    assert html.escape(doc["answer"]["text"]) in index and "0.4.30, 0.4.31, 0.4.32" in index
+    assert 'href="bisect-0.html"' in suite_page(tmp_path / "site", "xla")
+    assert 'href="bisect-0.html"' not in suite_page(tmp_path / "site", "jit")
+    page = (tmp_path / "site" / "bisect-0.html").read_text()
+    assert 'href="suite-1.html"' in page and "bisect of jax in the jax stack: xla/jax, metric matmul" in page
+    for version in BISECT_VERSIONS:
+        assert doc["locks"][version]["lock_hash"] in page
+    first = doc["results"]["0.4.30"]
+    assert fmt_value(first["median"], "s") in page
+    assert ", ".join(fmt_value(m, "s") for m in first["round_medians"]) in page
+    for pair in doc["pairs"]:
+        assert html.escape(f"{pair['before']} -> {pair['after']}") in page and pair["verdict"] in page
+    assert fmt_ratio(doc["pairs"][1]["ratio"]) in page and "not significant" in page
+    # A second publish into the same folder: the page of a bisect that is gone is removed.
+    (results / BISECT / record.FILE).unlink()
+    (results / BISECT).rmdir()
+    assert publish_site(results, tmp_path / "site").bisects == 0
+    assert not (tmp_path / "site" / "bisect-0.html").exists()
+
+
+def test_hostile_bisects_are_skipped_with_a_line_or_shown_as_text(tmp_path: Path) -> None:
+    results = build_results(tmp_path)
+    write_bisect(results, bisect_doc(package="jax" + HOSTILE), folder="bisect-1-hostile-text")
+    valid = write_bisect(results, bisect_doc(), folder="bisect-0-valid")
+    (results / "bisect-2-linked-folder").symlink_to(valid)
+    (results / "bisect-3-linked-file").mkdir()
+    (results / "bisect-3-linked-file" / record.FILE).symlink_to(valid / record.FILE)
+    (results / "bisect-4-fifo").mkdir()
+    os.mkfifo(results / "bisect-4-fifo" / record.FILE)
+    wrong = bisect_doc()
+    wrong["results"]["0.4.30"]["median"] = "fast"
+    write_bisect(results, wrong, folder="bisect-5-wrong-median")
+    wrong = bisect_doc()
+    wrong["package"] = ["jax"]
+    write_bisect(results, wrong, folder="bisect-6-wrong-package")
+    (results / "bisect-7-nan").mkdir()
+    text = json.dumps(bisect_doc()).replace('"ratio": ' + json.dumps(bisect_doc()["pairs"][0]["ratio"]), '"ratio": NaN')
+    (results / "bisect-7-nan" / record.FILE).write_text(text)
+    wrong = bisect_doc()
+    wrong["versions"] = "0.4.30"
+    write_bisect(results, wrong, folder="bisect-8-no-versions")
+    (results / "bisect-9-huge").mkdir()
+    (results / "bisect-9-huge" / record.FILE).write_text("[" * 100_000 + "]" * 100_000)
+    (results / "bisect-10-a-file").write_text("{}")
+    proc = harness("publish", str(results), "--out", str(tmp_path / "site"))
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stderr.splitlines()
+    assert len(lines) == 9 and all(line.startswith("skipped bisect-") for line in lines), proc.stderr
+    assert not any(line.startswith(("skipped bisect-0-", "skipped bisect-1-")) for line in lines)
+    for folder, why in [
+        ("bisect-2-linked-folder", "symbolic link"),
+        ("bisect-3-linked-file", "symbolic link"),
+        ("bisect-4-fifo", "FIFO"),
+        ("bisect-5-wrong-median", "median: expected a finite number"),
+        ("bisect-6-wrong-package", "package: expected text"),
+        ("bisect-7-nan", "not readable as JSON"),
+        ("bisect-8-no-versions", "versions: expected a list"),
+        ("bisect-9-huge", "not readable as JSON"),
+        ("bisect-10-a-file", "not a bisect folder"),
+    ]:
+        assert any(line.startswith(f"skipped {folder}: ") and why in line for line in lines), (folder, proc.stderr)
+    site = tmp_path / "site"
+    assert sorted(p.name for p in site.glob("bisect-*.html")) == ["bisect-0.html", "bisect-1.html"]
+    for page in site.glob("*.html"):
+        text = page.read_text()
+        assert "<script>alert" not in text and "<img" not in text and "\u2028" not in text and "\u202e" not in text
+    hostile = (site / "bisect-1.html").read_text()
+    assert "bisect of jax&lt;/script&gt;&lt;script&gt;alert(1)&lt;/script&gt;" in hostile
+    assert "jax&lt;/script&gt;" in (site / "index.html").read_text()

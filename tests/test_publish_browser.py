@@ -16,7 +16,7 @@ import pytest
 
 from harness.publish import publish_site
 from tests.conftest import REPO
-from tests.test_publish import HOSTILE, build_results
+from tests.test_publish import HOSTILE, bisect_doc, build_results, write_bisect
 
 CHROMIUM = Path("/usr/bin/chromium")
 ARGS = [
@@ -58,6 +58,7 @@ def test_click_from_the_index_to_a_comparison_and_read_the_verdict(tmp_path: Pat
     doc = json.loads(hostile.read_text())
     doc["environment"]["versions"] = {"numpy": HOSTILE}
     hostile.write_text(json.dumps(doc))
+    write_bisect(results, bisect_doc())
     site = tmp_path / "site"
     publish_site(results, site)
     problems: list[str] = []
@@ -76,6 +77,7 @@ def test_click_from_the_index_to_a_comparison_and_read_the_verdict(tmp_path: Pat
             page.on("dialog", ran_script)
             page.goto((site / "index.html").as_uri())
             assert page.locator("#suites a.suite-link").all_inner_texts() == ["jit", "xla"]
+            assert "first significant change: 0.4.32" in page.locator("#bisects").inner_text()
 
             page.locator("#suites a.suite-link", has_text="xla").click()
             page.wait_for_selector(".uplot canvas")

@@ -12,7 +12,7 @@ from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
-from harness.backends.base import JobOutcome
+from harness.backends.base import Backend, JobOutcome
 from harness.backends.local import LocalBackend
 from harness.bisect import record
 from harness.bisect.envs import Env, ensure_env, env_for
@@ -20,7 +20,7 @@ from harness.bisect.locks import check_package, check_version, fetch_hashes, gen
 from harness.bisect.verdict import MIN_ROUNDS, Pair, VersionRun, answer, compare_pair
 from harness.catalog import get_framework, get_suite
 from harness.errors import HarnessError
-from harness.images import sha256_file, stack_image
+from harness.images import Engine, connect, ensure, sha256_file, stack_image
 from harness.plan import Job, Plan, make_plan
 from harness.report.escape import plain
 from harness.run_writer import SUMMARY_FILE
@@ -44,6 +44,8 @@ class Request:
     find_links: list[Path] = field(default_factory=list)
     no_index: bool = False
     echo: bool = True
+    backend: str = "local"  # local: a venv per version; docker: an image per version
+    wheelhouse: Path | None = None  # docker: build the images from these wheels only (with --find-links)
 
 
 @dataclass
@@ -95,6 +97,10 @@ def check_request(request: Request) -> None:
     for folder in request.find_links:
         if not folder.is_dir():
             raise HarnessError(f"--find-links {folder} is not a folder of wheels")
+    if request.backend not in ("local", "docker"):
+        raise HarnessError(f"--backend {plain(request.backend)!r} is not local or docker")
+    if request.wheelhouse is not None and request.backend != "docker":
+        raise HarnessError("--wheelhouse builds the images of --backend docker; add it, or drop --wheelhouse")
 
 
 def run_bisect(request: Request, argv: list[str] | None = None) -> Outcome:
@@ -110,15 +116,16 @@ def run_bisect(request: Request, argv: list[str] | None = None) -> Outcome:
         device="cpu",
         threads=None,
         baseline=None,
-        backend="local",
+        backend=request.backend,
     )
     results_dir = request.results_dir.resolve()
     prepare_results_dir(results_dir)
     folder = results_dir / f"bisect-{plan.run_id}"
     (folder / "locks").mkdir(parents=True)
     base = image.lock_file.read_text(encoding="utf-8")
-    envs: dict[str, Env] = {}
+    backends: dict[str, Backend] = {}
     locks: dict[str, dict[str, Any]] = {}
+    engine = connect(hint="start Docker, or bisect with --backend local") if request.backend == "docker" else None
     for version in request.versions:
         label = f"{request.package}=={version}"
         say(f"-> {label}: lock and venv")
@@ -127,28 +134,52 @@ def run_bisect(request: Request, argv: list[str] | None = None) -> Outcome:
         text = generate_lock(base, request.package, version, hashes, note)
         lock = folder / "locks" / f"{version}.txt"
         write_text_atomic(lock, text)
+        locks[version] = {"file": f"locks/{version}.txt", "lock_hash": sha256_file(lock)}
+        if engine is not None:
+            backends[version], locks[version]["image"] = _image_backend(engine, request, lock, label)
+            continue
         env = env_for(results_dir, request.stack, text)
         built = ensure_env(env, lock, label, request.find_links, request.no_index)
         say(f"   {'built' if built else 'reused'} {env.folder}")
-        envs[version] = env
-        locks[version] = {"file": f"locks/{version}.txt", "lock_hash": sha256_file(lock), "env": str(env.folder)}
+        backends[version] = VenvBackend(env, request.echo)
+        locks[version]["env"] = str(env.folder)
     done = 0
     for number in range(1, request.rounds + 1):
         say(f"== round {number}/{request.rounds}")
-        if _run_round(plan, number, request, envs, folder, argv):
+        if _run_round(plan, number, request, backends, folder, argv):
             break
         done = number
     return _conclude(request, plan, framework, folder, locks, done)
 
 
+def _image_backend(engine: Engine, request: Request, lock: Path, label: str) -> tuple[Backend, str]:
+    """The version's stack image, built from its generated lock (or reused: the tag names the
+    lock's hash), and a docker backend pinned to it."""
+    from harness.backends.docker_backend import DockerBackend
+
+    image = stack_image(request.stack, "cpu", lock=lock)
+
+    def echo(line: str) -> None:
+        if request.echo:
+            print(f"   {plain(line)}", flush=True)
+
+    try:
+        ensured = ensure(engine, image, request.wheelhouse, echo, extra=request.find_links)
+    except HarnessError as error:
+        raise HarnessError(f"{label}: the image could not be built: {error}") from None
+    say(f"   {'built' if ensured.built else 'reused'} {image.tag}")
+    record = ensured.record()
+    backend = DockerBackend(engine, echo=request.echo, wheelhouse=request.wheelhouse, pinned={request.stack: record})
+    return backend, image.tag
+
+
 def _run_round(
-    plan: Plan, number: int, request: Request, envs: dict[str, Env], folder: Path, argv: list[str] | None
+    plan: Plan, number: int, request: Request, backends: dict[str, Backend], folder: Path, argv: list[str] | None
 ) -> bool:
     """One job per version; True when the run was interrupted."""
     for version in request.versions:
         say(f"-> {request.package} {version}")
-        backend = VenvBackend(envs[version], request.echo)
-        run_dir = execute(replace(plan, run_id=f"round-{number}"), backend, folder / version, argv)
+        run_dir = execute(replace(plan, run_id=f"round-{number}"), backends[version], folder / version, argv)
         try:
             if load_summary(run_dir / SUMMARY_FILE).get("interrupted"):
                 return True

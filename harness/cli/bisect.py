@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from enum import Enum
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -12,10 +13,15 @@ from harness.bisect.locks import parse_versions
 from harness.bisect.render import render
 from harness.bisect.run import Request, run_bisect
 from harness.bisect.verdict import MIN_ROUNDS
-from harness.cli.options import Quiet, ResultsDir, default_results_dir
+from harness.cli.options import Quiet, ResultsDir, WheelhouseOption, default_results_dir, default_wheelhouse
 from harness.errors import HarnessError
 from harness.report.escape import plain
 from suites.runtime.frameworks import STACKS
+
+
+class BisectBackend(str, Enum):
+    local = "local"
+    docker = "docker"
 
 
 def bisect(
@@ -38,11 +44,16 @@ def bisect(
         list[Path], typer.Option("--find-links", help="a folder of wheels pip also looks in; repeatable")
     ] = [],  # noqa: B006
     no_index: Annotated[bool, typer.Option("--no-index", help="take wheels from --find-links only")] = False,
+    backend: Annotated[
+        BisectBackend,
+        typer.Option(help="local: one venv per version; docker: one stack image per version (tagged by its lock)"),
+    ] = BisectBackend.local,
+    wheelhouse: WheelhouseOption = None,
     results_dir: ResultsDir = None,
     quiet: Quiet = False,
 ) -> None:
-    """Run a suite against several versions of one package (one venv each, from generated locks),
-    interleaved, and report the first version whose change is significant."""
+    """Run a suite against several versions of one package (one venv or stack image each, from
+    generated locks), interleaved, and report the first version whose change is significant."""
     if stack not in STACKS:
         raise HarnessError(f"--stack {plain(stack)!r} is not one of {', '.join(STACKS)}")
     if no_index and not find_links:
@@ -61,6 +72,8 @@ def bisect(
         find_links=[p.resolve() for p in find_links],
         no_index=no_index,
         echo=not quiet,
+        backend=backend.value,
+        wheelhouse=(wheelhouse or default_wheelhouse()) if backend is BisectBackend.docker else wheelhouse,
     )
     outcome = run_bisect(request, argv=["harness"] + sys.argv[1:])
     typer.echo("")

@@ -38,5 +38,5 @@ def publish(
         typer.echo(plain(line), err=True)
     typer.echo(
         f"site: {plain(published.index)} ({published.runs} runs of {published.suites} suites, "
-        f"{published.comparisons} comparisons; {len(published.skipped)} folders skipped)"
+        f"{published.comparisons} comparisons, {published.bisects} bisects; {len(published.skipped)} folders skipped)"
     )

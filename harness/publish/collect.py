@@ -1,9 +1,10 @@
-"""The runs of a results folder, in the order they started, and the folders that could not be read.
+"""The runs and version bisects of a results folder, in order, and the folders that could not be read.
 
 Everything under RESULTS_DIR is hostile: a run folder is read only through `load_run` (which
 validates every file and never follows a link at a file), a folder that is itself a link is
 never entered (that would read files from anywhere), and a folder that fails to load is skipped
-with one line naming it, so one bad folder never stops the site.
+with one line naming it, so one bad folder never stops the site. A `bisect-<id>` folder holds a
+version bisect (bisects.py reads it), never a run.
 """
 
 from __future__ import annotations
@@ -13,8 +14,10 @@ import os
 import stat
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from harness.errors import HarnessError
+from harness.publish.bisects import PREFIX, PublishedBisect, load_bisect
 from harness.report.escape import plain
 from harness.run_reader import Run, load_run
 from harness.safe_files import kind
@@ -44,6 +47,7 @@ class PublishedRun:
 class Catalogue:
     runs: list[PublishedRun] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)  # one inert line per folder left out, saying why
+    bisects: list[PublishedBisect] = field(default_factory=list)  # in folder-name order
 
     def suites(self) -> dict[str, list[PublishedRun]]:
         """suite -> its runs in start order; suites sorted by name so their pages keep their numbers."""
@@ -51,6 +55,9 @@ class Catalogue:
         for entry in self.runs:
             found.setdefault(entry.suite, []).append(entry)
         return {name: found[name] for name in sorted(found)}
+
+    def suite_bisects(self, suite: str) -> list[PublishedBisect]:
+        return [entry for entry in self.bisects if entry.suite == suite]
 
 
 def parse_time(value: object) -> dt.datetime | None:
@@ -69,13 +76,24 @@ def _started(run: Run) -> dt.datetime | None:
     return min(times, default=None)
 
 
-def _problem(path: Path) -> str | None:
-    """Why `path` is not a folder to read runs from, or None."""
+def _problem(path: Path, what: str = "run folder") -> str | None:
+    """Why `path` is not a folder to read runs (or a bisect) from, or None."""
     try:
         mode = os.lstat(path).st_mode
     except OSError as error:
         return f"cannot be read ({error.strerror})"
-    return None if stat.S_ISDIR(mode) else f"is a {kind(mode)}, not a run folder"
+    return None if stat.S_ISDIR(mode) else f"is a {kind(mode)}, not a {what}"
+
+
+def _bisect_problem(path: Path) -> tuple[dict[str, Any] | None, str | None]:
+    """The bisect record in `path`, or why it cannot be read."""
+    problem = _problem(path, "bisect folder")
+    if problem is not None:
+        return None, problem
+    try:
+        return load_bisect(path), None
+    except HarnessError as error:
+        return None, str(error)
 
 
 def collect(results_dir: Path, leave_out: Path | None = None) -> Catalogue:
@@ -95,6 +113,13 @@ def collect(results_dir: Path, leave_out: Path | None = None) -> Catalogue:
             continue
         problem = _problem(path)
         if problem is None and skip is not None and path.resolve() == skip:
+            continue
+        if name.startswith(PREFIX):
+            doc, problem = _bisect_problem(path)
+            if doc is not None:
+                catalogue.bisects.append(PublishedBisect(key=len(catalogue.bisects), folder=plain(name), doc=doc))
+            else:
+                catalogue.skipped.append(f"skipped {plain(name)}: {plain(problem)}")
             continue
         if problem is None:
             try:

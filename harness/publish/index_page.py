@@ -1,8 +1,9 @@
-"""index.html: the suites, every run, and the folders that were left out (and why)."""
+"""index.html: the suites, every run, the version bisects, and the folders that were left out (and why)."""
 
 from __future__ import annotations
 
 from harness.publish import labels
+from harness.publish.bisect_page import INDEX_HEADERS, index_row
 from harness.publish.collect import Catalogue
 from harness.publish.flags import FlagBook
 from harness.publish.names import run_file, suite_file
@@ -66,6 +67,17 @@ def index_page(catalogue: Catalogue, book: FlagBook, source: str, generated: str
             class_="data",
         ),
     ]
+    if catalogue.bisects:
+        body += [
+            tag("h2", "Version bisects"),
+            tag(
+                "p",
+                "Each `harness bisect` ran one suite's metric under consecutive versions of one package; its page has "
+                "the per-version and per-round medians, each consecutive pair's ratio, interval, p and verdict, and "
+                "the lock hash per version.",
+            ),
+            table(INDEX_HEADERS, [index_row(entry) for entry in catalogue.bisects], id="bisects", class_="data"),
+        ]
     if catalogue.skipped:
         body += [
             tag("h2", "Folders not published"),

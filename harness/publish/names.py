@@ -7,7 +7,7 @@ import re
 INDEX = "index.html"
 # Pages from an earlier publish into the same folder are removed first, so a page for a run that
 # is no longer there can never be mistaken for a current one.
-GENERATED = re.compile(r"(suite-\d+|run-\d+|compare-\d+-\d+)\.html")
+GENERATED = re.compile(r"(suite-\d+|run-\d+|compare-\d+-\d+|bisect-\d+)\.html")
 
 
 def suite_file(number: int) -> str:
@@ -20,3 +20,7 @@ def run_file(key: int) -> str:
 
 def compare_file(key_a: int, key_b: int) -> str:
     return f"compare-{key_a}-{key_b}.html"
+
+
+def bisect_file(key: int) -> str:
+    return f"bisect-{key}.html"

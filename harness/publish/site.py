@@ -15,12 +15,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness.errors import HarnessError
-from harness.publish.collect import PublishedRun, collect
+from harness.publish.bisect_page import bisect_label, bisect_page
+from harness.publish.collect import Catalogue, PublishedRun, collect
 from harness.publish.compare_page import compare_page
 from harness.publish.flags import FlagBook
 from harness.publish.history import suite_history
 from harness.publish.index_page import index_page
-from harness.publish.names import GENERATED, INDEX, compare_file, run_file, suite_file
+from harness.publish.names import GENERATED, INDEX, bisect_file, compare_file, run_file, suite_file
 from harness.publish.run_page import run_page
 from harness.publish.suite_page import suite_page
 from harness.report.escape import plain
@@ -44,6 +45,7 @@ class Published:
     runs: int = 0
     suites: int = 0
     comparisons: int = 0
+    bisects: int = 0
     skipped: list[str] = field(default_factory=list)
 
 
@@ -90,23 +92,40 @@ def _write(out: Path, name: str, data: str | bytes) -> None:
         ) from None
 
 
-def _publish_suite(out: Path, number: int, suite: str, runs: list[PublishedRun], book: FlagBook, max_pairs: int) -> int:
+def _publish_suite(
+    out: Path,
+    number: int,
+    suite: str,
+    runs: list[PublishedRun],
+    book: FlagBook,
+    max_pairs: int,
+    bisects: list[tuple[str, str]],
+) -> int:
     href = suite_file(number)
     pairs: dict[str, str] = {}
     for i, j in pairs_to_compare(len(runs), max_pairs):
         name = compare_file(runs[i].key, runs[j].key)
         _write(out, name, compare_page(runs[i], runs[j], book, href))
         pairs[f"{i}-{j}"] = name
-    _write(out, href, suite_page(suite, runs, suite_history(runs, book), book, pairs))
+    _write(out, href, suite_page(suite, runs, suite_history(runs, book), book, pairs, bisects))
     for entry in runs:
         _write(out, run_file(entry.key), run_page(entry, book, href))
     return len(pairs)
 
 
+def _publish_bisects(out: Path, catalogue: Catalogue) -> int:
+    """One page per bisect, linked back to its suite's page when the site has one."""
+    numbers = {suite: number for number, suite in enumerate(catalogue.suites())}
+    for entry in catalogue.bisects:
+        number = numbers.get(entry.suite)
+        _write(out, bisect_file(entry.key), bisect_page(entry, suite_file(number) if number is not None else None))
+    return len(catalogue.bisects)
+
+
 def publish_site(results_dir: Path, out: Path, max_pairs: int = DEFAULT_MAX_PAIRS) -> Published:
     check_paths(results_dir, out)
     catalogue = collect(results_dir, leave_out=out)
-    if not catalogue.runs:
+    if not catalogue.runs and not catalogue.bisects:
         raise HarnessError(
             f"no run folder under {plain(results_dir)} could be read ({len(catalogue.skipped)} skipped); "
             "give the folder `harness run` writes its run folders into"
@@ -118,7 +137,9 @@ def publish_site(results_dir: Path, out: Path, max_pairs: int = DEFAULT_MAX_PAIR
     suites = catalogue.suites()
     published.suites = len(suites)
     for number, (suite, runs) in enumerate(suites.items()):
-        published.comparisons += _publish_suite(out, number, suite, runs, book, max_pairs)
+        bisects = [(bisect_file(entry.key), bisect_label(entry)) for entry in catalogue.suite_bisects(suite)]
+        published.comparisons += _publish_suite(out, number, suite, runs, book, max_pairs, bisects)
+    published.bisects = _publish_bisects(out, catalogue)
     generated = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     _write(out, INDEX, index_page(catalogue, book, plain(results_dir), generated))
     for name, source in ASSETS.items():

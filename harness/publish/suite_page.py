@@ -14,7 +14,7 @@ from harness.publish.collect import PublishedRun
 from harness.publish.flags import FlagBook
 from harness.publish.history import MetricHistory
 from harness.publish.names import INDEX, run_file
-from harness.publish.page import Markup, join, link, page, table, tag
+from harness.publish.page import Markup, join, lines, link, page, table, tag
 
 SERIES_BY = (("framework", "framework"), ("machine", "framework on each machine"), ("version", "framework version"))
 
@@ -145,8 +145,14 @@ def _metric_section(number: int, history: MetricHistory) -> Markup:
 
 
 def suite_page(
-    suite: str, runs: list[PublishedRun], histories: list[MetricHistory], book: FlagBook, pairs: dict[str, str]
+    suite: str,
+    runs: list[PublishedRun],
+    histories: list[MetricHistory],
+    book: FlagBook,
+    pairs: dict[str, str],
+    bisects: list[tuple[str, str]] | None = None,
 ) -> str:
+    """`bisects`: (page, label) of this suite's version bisects; the page is one of the site's own names."""
     series = tag(
         "label",
         join(
@@ -173,4 +179,9 @@ def suite_page(
         tag("div", series, class_="picker"),
         join(_metric_section(i, h) for i, h in enumerate(histories)),
     ]
+    if bisects:
+        body += [
+            tag("h2", "Version bisects"),
+            lines([link(href, label) for href, label in bisects], class_="bisects"),
+        ]
     return page(f"suite {suite}", join(body), data=chart_data(runs, histories, pairs), charts=True)

@@ -1,0 +1,49 @@
+"""`harness bisect --backend docker`: one stack image per version, built from its generated lock
+(offline: the CPU wheelhouse plus the planted package's wheels), and the planted slowdown found."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from harness.bisect import record
+from harness.images import locked_packages, sha256_file, stack_image
+from tests.conftest import harness
+from tests.test_bisect import WORK, build_wheel
+
+pytestmark = pytest.mark.integration
+
+
+def test_bisect_builds_an_image_per_version_and_finds_the_planted_slowdown(
+    engine: Any, wheelhouse: Path, tmp_path: Path
+) -> None:
+    wheels = tmp_path / "wheels"
+    wheels.mkdir()
+    for version in ("1.1", "2.0"):
+        build_wheel(wheels, "fwh_plant", version, WORK[version])
+    proc = harness(
+        "bisect", "--suite", "plant", "--metric", "work", "--stack", "numpy", "--package", "fwh_plant",
+        "--versions", "1.1,2.0", "--find-links", str(wheels), "--no-index", "--backend", "docker",
+        "--wheelhouse", str(wheelhouse), "--rounds", "4", "--repeat", "3", "--results-dir", str(tmp_path / "r"),
+        "-q", timeout=3600,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "first significant change: 2.0 (" in proc.stdout, proc.stdout
+    folder = Path(proc.stdout.rsplit("bisect folder: ", 1)[1].strip())
+    doc = record.load(folder / "bisect.json")
+    tags = set()
+    for version in ("1.1", "2.0"):
+        lock = folder / "locks" / f"{version}.txt"
+        assert locked_packages(lock.read_text())["fwh-plant"] == version
+        image = stack_image("numpy", lock=lock)
+        assert doc["locks"][version]["image"] == image.tag  # the tag names the generated lock's hash
+        labels = engine.images.get(image.tag).labels
+        assert labels["org.fw-harness.lock-hash"] == sha256_file(lock)
+        result = json.loads((folder / version / "round-3" / "numpy.json").read_text())
+        assert result["backend"] == "docker" and result["image"]["tag"] == image.tag
+        assert result["image"]["lock_hash"] == sha256_file(lock)
+        tags.add(image.tag)
+    assert len(tags) == 2
