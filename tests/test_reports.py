@@ -162,4 +162,7 @@ def test_a_comparison_with_every_time_metric_excluded_has_no_geomean_not_nan(tmp
     assert comparison.geomean() is None
     doc = json.loads(render_comparison(comparison, Format.json), parse_constant=lambda c: pytest.fail(c))
     assert doc["geomean"] is None
-    assert "all: none (no time metric left after exclusions)" in render_comparison(comparison, Format.table)
+    table = render_comparison(comparison, Format.table)
+    assert "all: none (no time metric left after exclusions)" in table
+    row = next(line for line in table.splitlines() if line.startswith("numpy"))
+    assert "excluded" in row and "x [" not in row  # a flagged number gets no ratio or p-value

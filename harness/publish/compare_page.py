@@ -13,9 +13,9 @@ from harness.publish.collect import PublishedRun
 from harness.publish.flags import FlagBook
 from harness.publish.names import INDEX, run_file
 from harness.publish.page import Markup, join, lines, link, page, table, tag
+from harness.report.comparison import p_cell, ratio_cell
 from harness.report.escape import plain
-from harness.report.numbers import fmt_geomean, fmt_interval, fmt_p, fmt_ratio, fmt_share, fmt_value
-from harness.statistics import CONFIDENCE
+from harness.report.numbers import fmt_geomean, fmt_value
 
 
 def _verdict_class(change: Change) -> str:
@@ -24,12 +24,6 @@ def _verdict_class(change: Change) -> str:
     if not change.significant:
         return "same"
     return "worse" if change.slowdown > 0 else "better"
-
-
-def _ratio(change: Change) -> str:
-    claimed = None if change.ci_coverage >= CONFIDENCE - 1e-9 else fmt_share(change.ci_coverage)
-    rounds = " (rounds)" if change.basis == "round medians" else ""
-    return f"{fmt_ratio(change.ratio)} {fmt_interval(change.ci_low, change.ci_high, claimed)}{rounds}"
 
 
 def _flags(change: Change, a: PublishedRun, b: PublishedRun, book: FlagBook) -> str:
@@ -46,8 +40,8 @@ def _changes(comparison: Comparison, a: PublishedRun, b: PublishedRun, book: Fla
             plain(c.metric),
             fmt_value(c.median_a, plain(c.unit)),
             fmt_value(c.median_b, plain(c.unit)),
-            _ratio(c),
-            fmt_p(c.p_value),
+            ratio_cell(c),
+            p_cell(c),
             tag("span", plain(c.verdict), class_="verdict"),
             _flags(c, a, b, book),
         ]

@@ -6,10 +6,11 @@ import json
 from dataclasses import asdict
 from typing import Any
 
-from harness.compare import Comparison
+from harness.compare import Change, Comparison
 from harness.report import escape
 from harness.report.exports import Format, html_page, to_csv
 from harness.report.numbers import fmt_geomean, fmt_interval, fmt_p, fmt_ratio, fmt_share, fmt_value
+from harness.statistics import CONFIDENCE
 
 CHANGE_FIELDS = (
     "framework", "metric", "unit", "better", "median_a", "median_b", "ratio", "ci_low", "ci_high",
@@ -27,6 +28,20 @@ def change_rows(comparison: Comparison) -> list[dict[str, Any]]:
     return rows
 
 
+def ratio_cell(c: Change) -> str:
+    """`B/A [interval]`; "-" for an excluded metric: a number flagged in either run is not compared."""
+    if c.excluded:
+        return "-"
+    claimed = None if c.ci_coverage >= CONFIDENCE - 1e-9 else fmt_share(c.ci_coverage)
+    return f"{fmt_ratio(c.ratio)} {fmt_interval(c.ci_low, c.ci_high, claimed)}" + (
+        " (rounds)" if c.basis == "round medians" else ""
+    )
+
+
+def p_cell(c: Change) -> str:
+    return "-" if c.excluded else fmt_p(c.p_value)
+
+
 def _table(comparison: Comparison, tablefmt: str) -> str:
     headers = ["framework", "metric", "A", "B", "B/A [interval]", "p (Mann-Whitney)", "verdict"]
     rows = [
@@ -35,10 +50,8 @@ def _table(comparison: Comparison, tablefmt: str) -> str:
             c.metric,
             fmt_value(c.median_a, c.unit),
             fmt_value(c.median_b, c.unit),
-            f"{fmt_ratio(c.ratio)} "
-            + fmt_interval(c.ci_low, c.ci_high, None if c.ci_coverage >= 0.95 - 1e-9 else fmt_share(c.ci_coverage))
-            + (" (rounds)" if c.basis == "round medians" else ""),
-            fmt_p(c.p_value),
+            ratio_cell(c),
+            p_cell(c),
             c.verdict,
         ]
         for c in comparison.changes
