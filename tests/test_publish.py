@@ -364,3 +364,13 @@ def test_hostile_bisects_are_skipped_with_a_line_or_shown_as_text(tmp_path: Path
     hostile = (site / "bisect-1.html").read_text()
     assert "bisect of jax&lt;/script&gt;&lt;script&gt;alert(1)&lt;/script&gt;" in hostile
     assert "jax&lt;/script&gt;" in (site / "index.html").read_text()
+
+
+def test_a_machine_is_named_by_its_own_cores_not_the_ones_a_job_was_pinned_to() -> None:
+    from harness.publish import labels
+
+    doc = result("numpy", [metric("matmul", [0.1, 0.1, 0.1])])
+    doc["environment"]["machine"] = {"cpu": {"model": "AMD EPYC", "logical_cores": 2, "usable_cores": 1}}
+    assert labels.machine(doc) == "AMD EPYC (2 cores)"  # a --threads 1 run is the same machine
+    doc["environment"]["machine"] = {"cpu": {"model": "AMD EPYC", "usable_cores": 4}}
+    assert labels.machine(doc) == "AMD EPYC (4 cores)"

@@ -29,7 +29,10 @@ def machine(result: Result) -> str:
         return plain(device["name"])
     cpu = _dict(_dict(env.get("machine")).get("cpu"))
     model = plain(cpu.get("model") or "unknown CPU")
-    cores = cpu.get("usable_cores")
+    # The machine's own cores, not those a job was pinned to (--threads/--cpus): one machine, one series.
+    cores = cpu.get("logical_cores")
+    if not isinstance(cores, int) or isinstance(cores, bool):
+        cores = cpu.get("usable_cores")
     return f"{model} ({plain(cores)} cores)" if isinstance(cores, int) and not isinstance(cores, bool) else model
 
 
