@@ -14,9 +14,12 @@ import contextlib
 import os
 import secrets
 import stat
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypeVar
 
+from harness.backends.base import JobOutcome
 from harness.plan import Job
 from harness.safe_files import MissingFile, UnsafeFile, copy_regular_tree, read_bytes, remove_tree, write_bytes_atomic
 from harness.schema import MAX_RESULT_BYTES
@@ -24,6 +27,7 @@ from harness.schema import MAX_RESULT_BYTES
 WORK_DIR = ".jobs"
 MAX_ARTIFACT_BYTES = 256 * 2**20
 MAX_ARTIFACT_FILES = 1000
+R = TypeVar("R")
 
 
 def artifacts_name(job: Job) -> str:
@@ -78,3 +82,23 @@ def discard(work: Path) -> None:
     remove_tree(work)
     with contextlib.suppress(OSError):
         work.parent.rmdir()  # the last job's folder gone: no empty .jobs left in the run
+
+
+def run_in_folder(run_dir: Path, job: Job, run: Callable[[Path], R]) -> tuple[R, Harvest]:
+    """The lifecycle every backend shares: a fresh folder for the job, `run(work)`, then only the
+    job's own result and artefacts taken back, and the folder removed whatever happened."""
+    work = fresh(run_dir, job)
+    try:
+        value = run(work)
+        found = harvest(work, run_dir, job)
+    finally:
+        discard(work)
+    return value, found
+
+
+def note_harvest(outcome: JobOutcome, found: Harvest) -> JobOutcome:
+    """What taking the result back found, on the outcome (a problem the backend saw first wins)."""
+    outcome.result_problem = outcome.result_problem or found.problem
+    if found.skipped:
+        outcome.annotations["artifacts_skipped"] = found.skipped
+    return outcome

@@ -66,16 +66,10 @@ class LocalBackend:
         return self.pythons.get(stack, sys.executable)
 
     def run_job(self, job: Job, run_id: str, run_dir: Path) -> JobOutcome:
-        work = job_folder.fresh(run_dir, job)
-        try:
-            outcome = self._run(job, run_id, run_dir / "logs", work)
-            found = job_folder.harvest(work, run_dir, job)
-        finally:
-            job_folder.discard(work)
-        outcome.result_problem = found.problem
-        if found.skipped:
-            outcome.annotations["artifacts_skipped"] = found.skipped
-        return outcome
+        outcome, found = job_folder.run_in_folder(
+            run_dir, job, lambda work: self._run(job, run_id, run_dir / "logs", work)
+        )
+        return job_folder.note_harvest(outcome, found)
 
     def _run(self, job: Job, run_id: str, logs: Path, work: Path) -> JobOutcome:
         out = work / job.result_file()

@@ -98,15 +98,10 @@ class SlurmBackend:
     # -- one job ------------------------------------------------------------------------------------
 
     def run_job(self, job: Job, run_id: str, run_dir: Path) -> JobOutcome:
-        work = job_folder.fresh(run_dir, job)
-        try:
-            outcome, ending = self._run(job, run_id, run_dir, work)
-            found = job_folder.harvest(work, run_dir, job)
-        finally:
-            job_folder.discard(work)
-        outcome.result_problem = found.problem
-        if found.skipped:
-            outcome.annotations["artifacts_skipped"] = found.skipped
+        (outcome, ending), found = job_folder.run_in_folder(
+            run_dir, job, lambda work: self._run(job, run_id, run_dir, work)
+        )
+        job_folder.note_harvest(outcome, found)
         if ending is not None and ending.status is not None:
             # A status the runner cannot infer from exit codes (cancelled, a node failure): the
             # job's own file, if any, is replaced by one that says what happened to it.
