@@ -41,6 +41,8 @@ class Metric(TypedDict):
     sync: NotRequired[dict[str, Any]]
     warnings: NotRequired[list[str]]
     round_medians: NotRequired[list[float]]
+    marks: NotRequired[dict[str, list[int]]]  # reason (suites/runtime/marks.py) -> indices into samples
+    round_sizes: NotRequired[list[int]]  # pooled rounds: samples per round, in order
 
 
 class Check(TypedDict):

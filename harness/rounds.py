@@ -17,7 +17,7 @@ from harness import time_to_target
 from harness.backends.base import Backend
 from harness.errors import HarnessError
 from harness.plan import Plan
-from harness.result_types import Result, Stats
+from harness.result_types import Metric, Result, Stats
 from harness.run_lock import run_lock
 from harness.run_reader import mismatch
 from harness.run_writer import SUMMARY_FILE, RunWriter
@@ -45,6 +45,11 @@ def pool(docs: list[Result], run_id: str) -> Result:
             same = [names[metric["name"]] for names in by_round]
             metric["samples"] = [s for m in same for s in m["samples"]]
             metric["stats"] = cast(Stats, summarize(metric["samples"]))
+            # Where each process's samples begin and end: a timeline draws the round boundaries
+            # from it, and the marks below are re-based onto the concatenation with it.
+            metric["round_sizes"] = [len(m["samples"]) for m in same]
+            if any("marks" in m for m in same):
+                metric["marks"] = _pooled_marks(same, metric["round_sizes"])
             # One observation per round: what `compare` tests significance on (samples of one
             # process share its warm caches and its neighbours, so they are not independent).
             metric["round_medians"] = [m["stats"]["median"] for m in same]
@@ -63,10 +68,25 @@ def pool(docs: list[Result], run_id: str) -> Result:
         target = time_to_target.pool(docs)
         if target is not None:
             merged["training"] = dict(merged.get("training") or {}, target=target)
+        # One learning curve per process, in round order (round 1's alone would hide the seeds' spread).
+        curves = [c for d in docs for c in ((d.get("training") or {}).get("curves") or [])]
+        if curves:
+            merged["training"] = dict(merged.get("training") or {}, curves=curves)
     merged["run_id"] = run_id
     merged["settings"] = dict(merged["settings"], rounds=len(docs))
     merged["duration_s"] = sum(d["duration_s"] or 0.0 for d in docs)
     return merged
+
+
+def _pooled_marks(same: list[Metric], sizes: list[int]) -> dict[str, list[int]]:
+    """Every round's marks as indices into the concatenated samples (reasons merged, sorted)."""
+    pooled: dict[str, list[int]] = {}
+    offset = 0
+    for metric, size in zip(same, sizes, strict=True):
+        for reason, indices in (metric.get("marks") or {}).items():
+            pooled.setdefault(reason, []).extend(offset + i for i in indices)
+        offset += size
+    return {reason: sorted(indices) for reason, indices in pooled.items() if indices}
 
 
 def execute_rounds(plan: Plan, backend: Backend, results_dir: Path, rounds: int, argv: list[str] | None = None) -> Path:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import math
 import re
+from itertools import pairwise
 from pathlib import Path
 from typing import Any, cast
 
@@ -19,6 +20,7 @@ from harness.errors import HarnessError
 from harness.report.escape import plain
 from harness.result_types import Result
 from harness.safe_files import MissingFile, UnsafeFile, read_bytes
+from suites.runtime.marks import MARKS
 from suites.runtime.registry import all_suites
 from suites.runtime.result import RESULT_KEYS, SCHEMA_VERSION, STATUSES
 from suites.runtime.syncguard import SYNC_STATES
@@ -34,6 +36,8 @@ MAX_DEPTH = 32  # deeper JSON is hostile: renderers and json.dumps recurse
 # a file with millions of samples would keep every renderer busy for hours.
 MAX_SAMPLES = 10_000  # per metric
 MAX_TOTAL_SAMPLES = 50_000  # per result
+MAX_CURVES = 10_000  # training.curves: one per process (round); far beyond any real --rounds
+MAX_CURVE_EPOCHS = 1000  # the training suites' `epochs` maximum
 RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 DEVICES = ("cpu", "gpu")
 _SCALAR = (str, int, float, bool, type(None))
@@ -172,6 +176,12 @@ def _metric_problem(i: int, metric: Any, seen: set[str]) -> str | None:
     problem = _sync_problem(metric.get("sync"), f"{where}.sync")
     if problem:
         return problem
+    problem = _marks_problem(metric.get("marks"), len(samples), f"{where}.marks")
+    if problem:
+        return problem
+    problem = _round_sizes_problem(metric.get("round_sizes"), len(samples), f"{where}.round_sizes")
+    if problem:
+        return problem
     stats = metric.get("stats")
     if not isinstance(stats, dict) or not all(number(stats.get(k)) for k in STAT_KEYS):
         return f"{where}.stats: expected finite {', '.join(STAT_KEYS)}"
@@ -204,6 +214,38 @@ def _sync_problem(sync: Any, where: str) -> str | None:
             return f"{where}.{key}: expected a finite number >= 0"
     if sync.get("why") is not None and not isinstance(sync["why"], str):
         return f"{where}.why: expected a string"
+    return None
+
+
+def _marks_problem(marks: Any, n: int, where: str) -> str | None:
+    """Per-sample marks (suites/runtime/marks.py): a picture indexes `samples` with them."""
+    if marks is None:
+        return None
+    if not isinstance(marks, dict):
+        return f"{where}: expected an object of mark reason -> sample indices"
+    for reason, indices in marks.items():
+        if reason not in MARKS:
+            return f"{where}: {_name(reason)} is not a mark reason (one of {', '.join(MARKS)})"
+        if not isinstance(indices, list) or not all(_integer(i) for i in indices[: n + 1]):
+            return f"{where}.{reason}: expected a list of sample indices"
+        if len(indices) > n or any(not 0 <= i < n for i in indices):
+            return f"{where}.{reason}: expected indices of the {n} samples (0 to {n - 1})"
+        if any(a >= b for a, b in pairwise(indices)):
+            return f"{where}.{reason}: expected distinct indices in ascending order"
+    return None
+
+
+def _round_sizes_problem(sizes: Any, n: int, where: str) -> str | None:
+    """Samples per pooled round (harness/rounds.py): together they must cover `samples` exactly."""
+    if sizes is None:
+        return None
+    if (
+        not isinstance(sizes, list)
+        or len(sizes) > n
+        or not all(_integer(s) and s >= 1 for s in sizes)
+        or sum(sizes) != n
+    ):
+        return f"{where}: expected whole numbers >= 1 that add up to the {n} samples"
     return None
 
 
@@ -311,6 +353,9 @@ def _optional_problem(doc: dict[str, Any]) -> str | None:
         return None
     if not isinstance(training, dict):
         return "training: expected an object"
+    problem = _curves_problem(training.get("curves"))
+    if problem:
+        return problem
     target = training.get("target")
     if target is not None:
         if not isinstance(target, dict) or target.get("status") not in TARGET_STATUSES:
@@ -323,6 +368,52 @@ def _optional_problem(doc: dict[str, Any]) -> str | None:
             if target["status"] == "not reached" and target.get(key) is not None:
                 return f"training.target.{key}: a target that was not reached has no {key}"
         return _pooled_target_problem(target)
+    return None
+
+
+CURVE_EPOCHS = ("epoch_seconds", "train_loss", "train_accuracy")  # one entry per epoch
+CURVE_EVALUATIONS = ("test_accuracy", "evaluation_seconds")  # one per evaluated epoch
+CURVE_PERCENT = ("train_accuracy", "test_accuracy")
+CURVE_SECONDS = ("epoch_seconds", "evaluation_seconds")
+
+
+def _curves_problem(curves: Any) -> str | None:
+    """Learning curves (runtime/training.py), one per process: a picture plots every number."""
+    if curves is None:
+        return None
+    if not isinstance(curves, list) or len(curves) > MAX_CURVES:
+        return f"training.curves: expected a list of at most {MAX_CURVES} objects"
+    for k, curve in enumerate(curves):
+        problem = _curve_problem(curve, f"training.curves[{k}]")
+        if problem:
+            return problem
+    return None
+
+
+def _curve_problem(curve: Any, where: str) -> str | None:
+    if not isinstance(curve, dict):
+        return f"{where}: expected an object"
+    epochs = curve.get("epoch_seconds")
+    if not isinstance(epochs, list) or not 1 <= len(epochs) <= MAX_CURVE_EPOCHS:
+        return f"{where}.epoch_seconds: expected a list of 1 to {MAX_CURVE_EPOCHS} finite numbers"
+    n = len(epochs)
+    for key in (*CURVE_EPOCHS, *CURVE_EVALUATIONS):
+        values = curve.get(key)
+        if not isinstance(values, list) or len(values) > n or not all(number(v) for v in values):
+            return f"{where}.{key}: expected a list of at most {n} finite numbers (one per epoch)"
+        if key in CURVE_EPOCHS and len(values) != n:
+            return f"{where}.{key}: {len(values)} entries, but epoch_seconds has {n}"
+        if key in CURVE_PERCENT and not all(0 <= v <= 100 for v in values):
+            return f"{where}.{key}: expected percentages between 0 and 100"
+        if key in CURVE_SECONDS and min(values, default=0) < 0:
+            return f"{where}.{key}: a time cannot be negative"
+    if len(curve["evaluation_seconds"]) != len(curve["test_accuracy"]):
+        return (
+            f"{where}.evaluation_seconds: {len(curve['evaluation_seconds'])} entries, "
+            f"but test_accuracy has {len(curve['test_accuracy'])}"
+        )
+    if curve.get("seed") is not None and not _integer(curve["seed"]):
+        return f"{where}.seed: expected an integer or null"
     return None
 
 

@@ -32,6 +32,8 @@ def test_xla_on_three_frameworks(results: Path) -> None:
         names = [m["name"] for m in doc["metrics"]]
         assert names == ["generate", "mean_sum", "matmul", "inverse"]
         assert all(m["stats"]["n"] == 3 for m in doc["metrics"])
+        # Every framework puts each timed operation but `generate` on the roofline (flops and bytes).
+        assert all(m["flops"] and m["bytes"] for m in doc["metrics"] if m["name"] != "generate"), fw
         # Every timed second happened inside the job: first calls and samples fit in its wall time.
         timed = sum(m["first_call"] + sum(m["samples"]) for m in doc["metrics"])
         assert timed <= doc["duration_s"]

@@ -84,7 +84,7 @@ def test_every_export_format_parses_back(tmp_path: Path) -> None:
 def test_report_folder_with_png_figures(tmp_path: Path) -> None:
     path = write_report(load_run(make(tmp_path, "a", 1.0, 0)), tmp_path / "report")
     text = path.read_text()
-    assert "## Fairness settings" in text and "## Environment" in text and "![xla-steady]" in text
+    assert "## Fairness settings" in text and "## Environment" in text and "](figures/xla-steady.png)" in text
     for png in (tmp_path / "report" / "figures").iterdir():
         data = png.read_bytes()
         assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 5000

@@ -72,3 +72,107 @@ def test_nan_and_truncation_are_rejected_on_read(tmp_path: Path) -> None:
         load_result(path)
     with pytest.raises(InvalidResult, match="missing"):
         load_result(tmp_path / "absent.json")
+
+
+# --- per-sample marks, pooled round sizes, learning curves (what the pictures read) -----------
+
+
+def with_marks(marks: Any = None, round_sizes: Any = None) -> dict[str, Any]:
+    doc = good()
+    if marks is not None:
+        doc["metrics"][0]["marks"] = marks
+    if round_sizes is not None:
+        doc["metrics"][0]["round_sizes"] = round_sizes
+    return doc
+
+
+def test_marks_and_round_sizes_that_fit_the_samples_validate() -> None:
+    validate(with_marks({"escaped": [0, 2]}, [2, 1]), "f.json")
+    validate(with_marks({}, [3]), "f.json")
+
+
+@pytest.mark.parametrize(
+    ("marks", "round_sizes", "message"),
+    [
+        ({"escaped": [3]}, None, "marks.escaped: expected indices of the 3 samples (0 to 2)"),
+        ({"escaped": [-1]}, None, "marks.escaped: expected indices of the 3 samples"),
+        ({"throttled?": [0]}, None, "marks: 'throttled?' is not a mark reason (one of escaped)"),
+        ({"escaped": [2, 0]}, None, "marks.escaped: expected distinct indices in ascending order"),
+        ({"escaped": [1, 1]}, None, "marks.escaped: expected distinct indices in ascending order"),
+        ({"escaped": [0.0]}, None, "marks.escaped: expected a list of sample indices"),
+        ({"escaped": [True]}, None, "marks.escaped: expected a list of sample indices"),
+        ({"escaped": 1}, None, "marks.escaped: expected a list of sample indices"),
+        ({"escaped": list(range(10**5))}, None, "marks.escaped: expected indices of the 3 samples"),
+        ([0, 1], None, "marks: expected an object of mark reason -> sample indices"),
+        (None, [2, 2], "round_sizes: expected whole numbers >= 1 that add up to the 3 samples"),
+        (None, [3, 0], "round_sizes: expected whole numbers >= 1"),
+        (None, [1.5, 1.5], "round_sizes: expected whole numbers >= 1"),
+        (None, "3", "round_sizes: expected whole numbers >= 1"),
+        (None, [1] * 10**5, "round_sizes: expected whole numbers >= 1"),
+    ],
+)
+def test_bad_marks_and_round_sizes_are_refused_with_the_field(marks: Any, round_sizes: Any, message: str) -> None:
+    with pytest.raises(InvalidResult) as info:
+        validate(with_marks(marks, round_sizes), "f.json")
+    assert f"metrics[0] ('matmul').{message}" in str(info.value) and "\n" not in str(info.value)
+
+
+def curve(**changes: Any) -> dict[str, Any]:
+    doc = {
+        "epoch_seconds": [3.0, 1.0, 1.0],
+        "train_loss": [0.9, 0.5, 0.4],
+        "train_accuracy": [70.0, 85.0, 90.0],
+        "test_accuracy": [80.0, 88.0, 91.0],
+        "evaluation_seconds": [0.4, 0.1, 0.1],
+        "seed": 42,
+    }
+    doc.update(changes)
+    return doc
+
+
+def with_curves(curves: Any) -> dict[str, Any]:
+    doc = good()
+    doc["training"] = {"data": "device", "curves": curves}
+    return doc
+
+
+def test_learning_curves_validate() -> None:
+    validate(with_curves([curve(), curve(test_accuracy=[], evaluation_seconds=[], seed=None)]), "f.json")
+    validate(with_curves([]), "f.json")
+
+
+@pytest.mark.parametrize(
+    ("curves", "message"),
+    [
+        ({}, "training.curves: expected a list of at most 10000 objects"),
+        ([curve()] * 10_001, "training.curves: expected a list of at most 10000 objects"),
+        ([curve(), 3], "training.curves[1]: expected an object"),
+        ([curve(epoch_seconds=[])], "training.curves[0].epoch_seconds: expected a list of 1 to 1000 finite numbers"),
+        ([curve(epoch_seconds=[1.0] * 1001)], "epoch_seconds: expected a list of 1 to 1000 finite numbers"),
+        ([curve(train_loss=[0.9, float("nan"), 0.4])], "training.curves[0].train_loss: expected a list of at most 3"),
+        ([curve(train_loss=[0.9, "0.5", 0.4])], "training.curves[0].train_loss: expected a list of at most 3"),
+        ([curve(train_loss=[0.9, 0.5])], "training.curves[0].train_loss: 2 entries, but epoch_seconds has 3"),
+        ([curve(train_accuracy=[70.0, 85.0, 101.0])], "train_accuracy: expected percentages between 0 and 100"),
+        ([curve(test_accuracy=[80.0, 101.0, 91.0])], "test_accuracy: expected percentages between 0 and 100"),
+        ([curve(test_accuracy=[-1.0, 88.0, 91.0])], "test_accuracy: expected percentages between 0 and 100"),
+        ([curve(epoch_seconds=[3.0, -1.0, 1.0])], "training.curves[0].epoch_seconds: a time cannot be negative"),
+        ([curve(evaluation_seconds=[0.4, -0.1, 0.1])], "evaluation_seconds: a time cannot be negative"),
+        ([curve(test_accuracy=[1.0] * 4, evaluation_seconds=[1.0] * 4)], "test_accuracy: expected a list of at most 3"),
+        ([curve(evaluation_seconds=[0.4])], "evaluation_seconds: 1 entries, but test_accuracy has 3"),
+        ([curve(evaluation_seconds=None)], "training.curves[0].evaluation_seconds: expected a list of at most 3"),
+        ([curve(seed="42")], "training.curves[0].seed: expected an integer or null"),
+        ([curve(seed=4.2)], "training.curves[0].seed: expected an integer or null"),
+    ],
+)
+def test_bad_learning_curves_are_refused_with_the_field(curves: Any, message: str) -> None:
+    with pytest.raises(InvalidResult) as info:
+        validate(with_curves(curves), "f.json")
+    assert message in str(info.value) and "\n" not in str(info.value)
+
+
+def test_curves_are_checked_beside_a_time_to_target_record() -> None:
+    doc = with_curves([curve(train_accuracy=[70.0, 85.0, 101.0])])
+    doc["training"]["target"] = {"accuracy": 90.0, "status": "reached", "seconds": 5.0, "wall_seconds": 5.6,
+                                 "epochs": 3}  # fmt: skip
+    with pytest.raises(InvalidResult, match="train_accuracy"):
+        validate(doc, "f.json")

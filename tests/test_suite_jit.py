@@ -56,6 +56,8 @@ def test_jit_on_three_frameworks(results: Path) -> None:
             assert checks["jit_vs_eager"] <= 1e-5
         names = [m["name"] for m in doc["metrics"]]
         assert name("eager", 1000, 100) in names
+        loops = [m for m in doc["metrics"] if m["kind"] == "time"]
+        assert loops and all(m["flops"] == 6 * 1000 * 100 and m["bytes"] == 8 * 1000 * 100 for m in loops), fw
         assert doc["environment"]["precision"].get("jax_enable_x64", False) is False  # float32 suite
 
     for fw in ("jax", "pytorch"):

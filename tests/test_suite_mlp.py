@@ -89,6 +89,23 @@ def test_a_target_no_run_reaches_is_a_status_never_a_number(results: Path) -> No
     assert not any(line.startswith("time to target") for line in table.splitlines())  # no row, no number
 
 
+def test_learning_curves_hold_every_epoch_and_an_evaluation_after_each(results: Path) -> None:
+    run, _ = run_mlp(results, "epochs=3", "train_samples=256", "test_samples=64")
+    for fw in ("flax", "pytorch"):
+        doc = load_result(run / f"{fw}.json")  # schema-valid curves
+        epoch = next(m for m in doc["metrics"] if m["name"] == "epoch")
+        (curve,) = doc["training"]["curves"]
+        assert curve["epoch_seconds"] == [epoch["first_call"], *epoch["samples"]], fw
+        assert len(curve["train_loss"]) == len(curve["train_accuracy"]) == 3
+        assert curve["train_loss"][0] == metric(doc, "train loss (first epoch)")[0]
+        assert len(curve["test_accuracy"]) == len(curve["evaluation_seconds"]) == 3
+        assert curve["test_accuracy"][-1] == metric(doc, "test accuracy")[0]  # the last evaluation is the final one
+        assert curve["seed"] == doc["params"]["seed"] and "target" not in doc["training"]
+    run, _ = run_mlp(results, "epochs=2", "train_samples=256", "test_samples=64", "curve=false", frameworks="pytorch")
+    (curve,) = load_result(run / "pytorch.json")["training"]["curves"]
+    assert len(curve["epoch_seconds"]) == 2 and curve["test_accuracy"] == [] and curve["evaluation_seconds"] == []
+
+
 def test_host_data_pipeline_trains_the_same_model(results: Path) -> None:
     """data=host feeds the same batches from the host: the same losses as data=device, to float32 noise."""
     device, _ = run_mlp(results, "epochs=2", "train_samples=512")

@@ -97,6 +97,79 @@ def test_a_synchronous_framework_is_ok_without_a_barrier() -> None:
     ctx = Context(SPEC, "numpy", {}, repeat=2, warmup=0, device="cpu", device_kind="cpu", sync=lambda o: None)
     ctx.measure("m", lambda: 1)
     assert ctx.metrics[0]["sync"]["state"] == "ok"
+    assert ctx.metrics[0]["marks"] == {}  # nothing asynchronous: nothing a barrier could find
+
+
+# --- per-sample marks ---------------------------------------------------------------------------
+
+
+def test_escaped_samples_names_each_sample_whose_own_probe_found_material_work() -> None:
+    samples = [0.2e-3] * 6
+    probes = [
+        ESCAPED[0],  # pending, 31 ms behind a 0.2 ms sample: marked
+        HONEST[0],  # nothing pending: the cold-cache excess alone never marks
+        Probe(True, 25e-6, 15e-6),  # pending, but 10 us: below the 20 us floor
+        Probe(False, 5e-3, 15e-6),  # a slow barrier with nothing pending (a context switch)
+        ESCAPED[1],
+        Probe(True, 45e-6, 15e-6),  # pending and 30 us: above the floor (5 % of 0.2 ms is 10 us)
+    ]
+    assert syncguard.escaped_samples(samples, probes) == [0, 4, 5]
+
+
+def test_escaped_samples_uses_the_threshold_verdict_uses() -> None:
+    # 0.1 ms pending behind 50 ms samples is immaterial for the metric, and so for each sample.
+    probes = [Probe(True, 115e-6, 15e-6), Probe(True, 3.015e-3, 15e-6)]  # 0.1 ms and 3 ms behind
+    samples = [50e-3, 50e-3]
+    assert syncguard.material_s(samples) == verdict(samples, probes)["threshold_s"] == pytest.approx(2.5e-3)
+    assert syncguard.escaped_samples(samples, probes) == [1]
+    assert syncguard.escaped_samples([], probes) == [] and syncguard.escaped_samples(samples, []) == []
+
+
+def _cuda_ctx(monkeypatch: pytest.MonkeyPatch, skip_sync: set[int], **kwargs: Any) -> tuple[Context, Any]:
+    """A PyTorch-CUDA Context on the fake stream whose launch k (0: the first call) is left unsynchronised
+    when k is in `skip_sync`; each launch is a 2 ms kernel launched in 20 us."""
+    clock = [0.0]
+    cuda = FakeCuda(clock)
+    monkeypatch.setitem(sys.modules, "torch", types.SimpleNamespace(cuda=cuda))
+    from suites.runtime.adapter_pytorch import CudaBarrier
+
+    calls = itertools.count()
+    current = [0]
+
+    def launch() -> str:
+        current[0] = next(calls)
+        clock[0] += 20e-6
+        cuda.done_at = clock[0] + 2e-3
+        return "tensor"
+
+    def sync(out: Any) -> None:
+        if current[0] not in skip_sync:
+            cuda.synchronize()
+
+    ctx = Context(
+        SPEC, "pytorch", {}, repeat=5, warmup=0, device="cuda", device_kind="gpu", sync=sync,
+        clock=lambda: clock[0], barrier=CudaBarrier(), **kwargs,
+    )  # fmt: skip
+    return ctx, launch
+
+
+def test_measure_marks_the_samples_that_left_work_running(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two of five samples escape: too few to flag the metric, but each is named by its index."""
+    ctx, launch = _cuda_ctx(monkeypatch, skip_sync={2, 4})  # launches 2 and 4 = samples 1 and 3
+    ctx.measure("kernel", launch, per=10)  # scaled samples keep the raw samples' order
+    metric = ctx.metrics[0]
+    assert metric["sync"]["state"] == "ok" and metric["sync"]["pending_share"] == 0.4
+    assert metric["marks"] == {"escaped": [1, 3]}
+    assert max(metric["samples"][i] for i in (1, 3)) < min(metric["samples"][i] for i in (0, 2, 4))
+
+
+def test_no_marks_without_barrier_evidence(monkeypatch: pytest.MonkeyPatch) -> None:
+    ctx, launch = _cuda_ctx(monkeypatch, skip_sync={1, 2, 3, 4, 5}, sync_check=False)
+    ctx.measure("kernel", launch)
+    assert ctx.metrics[0]["sync"]["state"] == "unchecked" and ctx.metrics[0]["marks"] == {}
+    ctx, launch = _cuda_ctx(monkeypatch, skip_sync=set())
+    ctx.measure("honest", launch)
+    assert ctx.metrics[0]["sync"]["state"] == "ok" and ctx.metrics[0]["marks"] == {}
 
 
 def test_missing_probes_make_a_record_time_metric_unchecked() -> None:
@@ -113,9 +186,15 @@ def test_missing_probes_make_a_record_time_metric_unchecked() -> None:
         clock=lambda: float(next(ticks)), barrier=Idle(),
     )  # fmt: skip
     ctx.record_time("epoch", first_call=2.0, samples=[1.0, 1.0])
-    assert ctx.metrics[0]["sync"]["state"] == syncguard.UNCHECKED
+    assert ctx.metrics[0]["sync"]["state"] == syncguard.UNCHECKED and ctx.metrics[0]["marks"] == {}
     ctx.record_time("epoch2", first_call=2.0, samples=[1.0, 1.0], probes=[ctx.probe_escape(), ctx.probe_escape()])
-    assert ctx.metrics[1]["sync"]["state"] == "ok"
+    assert ctx.metrics[1]["sync"]["state"] == "ok" and ctx.metrics[1]["marks"] == {}
+    # An epoch whose barrier found 0.5 s of work still running behind a 1 s epoch.
+    late = Probe(True, 0.5, 1e-3)
+    ctx.record_time("epoch3", first_call=2.0, samples=[1.0, 1.0, 1.0], probes=[ctx.probe_escape(), late, None])
+    assert ctx.metrics[2]["marks"] == {}  # one probe missing: no evidence per sample
+    ctx.record_time("epoch4", first_call=2.0, samples=[1.0, 1.0, 1.0], probes=[ctx.probe_escape(), late, late])
+    assert ctx.metrics[3]["marks"] == {"escaped": [1, 2]} and ctx.metrics[3]["sync"]["state"] == "escaped"
 
 
 # --- planted suites, run for real through the CLI ---------------------------------------------
@@ -179,6 +258,7 @@ def test_planted_unsynchronised_jax_without_flops_is_flagged_and_exits_1(planted
     doc = read(run_folder(proc.stdout) / "jax.json")
     metric = doc["metrics"][0]
     assert metric["flops"] is None and metric["sync"]["state"] == "escaped"
+    assert metric["marks"] == {"escaped": [0, 1, 2, 3, 4]}  # every sample's barrier found the matmul running
     assert metric["warnings"] and "returned nothing" in metric["warnings"][0]
     row = next(line for line in proc.stdout.splitlines() if line.startswith("matmul "))
     assert "ESCAPED" in row and "x [" not in row.split("ESCAPED")[1]  # no ratio for the escaped cell
@@ -193,6 +273,7 @@ def test_planted_honest_jax_passes(planted: Path, tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stdout + proc.stderr
     doc = read(run_folder(proc.stdout) / "jax.json")
     assert doc["metrics"][0]["sync"]["state"] == "ok" and doc["metrics"][0]["warnings"] == []
+    assert doc["metrics"][0]["marks"] == {}
     assert "ESCAPED" not in proc.stdout
 
 

@@ -30,11 +30,13 @@ def _ctx(params: dict[str, Any] | None = None, sync: Any = None) -> Context:
                    sync=sync or (lambda out: None))  # fmt: skip
 
 
-def _train(monkeypatch: pytest.MonkeyPatch, accuracies: list[float], target: float | None, epochs: int = 5) -> Any:
+def _train(
+    monkeypatch: pytest.MonkeyPatch, accuracies: list[float], target: float | None, epochs: int = 5, curve: bool = False
+) -> Any:
     clock = Clock()
     monkeypatch.setattr(time, "perf_counter", clock)
     synced: list[Any] = []
-    ctx = _ctx({"target_accuracy": target or 0.0}, sync=synced.append)
+    ctx = _ctx({"target_accuracy": target or 0.0, "curve": curve}, sync=synced.append)
 
     def run_epoch(e: int) -> Any:
         clock.now += 2.0  # every epoch: 2 s of training
@@ -47,7 +49,8 @@ def _train(monkeypatch: pytest.MonkeyPatch, accuracies: list[float], target: flo
         return next(remaining)
 
     history = training.train(ctx, epochs=epochs, run_epoch=run_epoch, read=lambda out: (1.0, 50.0),
-                             samples_per_epoch=10, evaluate=evaluate, target=target)  # fmt: skip
+                             samples_per_epoch=10, evaluate=evaluate, target=target,
+                             curve=training.curve_of(ctx))  # fmt: skip
     training.record(ctx, history)
     return ctx, history, synced
 
@@ -82,9 +85,39 @@ def test_reaching_the_target_in_epoch_1_reports_no_steady_epoch(monkeypatch: pyt
     assert any("no steady epoch" in n for n in ctx.notes)
 
 
-def test_without_a_target_nothing_is_evaluated_between_epochs(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_without_a_target_or_a_curve_nothing_is_evaluated_between_epochs(monkeypatch: pytest.MonkeyPatch) -> None:
     ctx, history, _ = _train(monkeypatch, [], target=None, epochs=3)
     assert len(history.epochs) == 3 and history.evaluations == [] and "target" not in ctx.training
+    assert ctx.training["curves"] == [
+        {"epoch_seconds": [2.0, 2.0, 2.0], "train_loss": [1.0, 1.0, 1.0], "train_accuracy": [50.0, 50.0, 50.0],
+         "test_accuracy": [], "evaluation_seconds": [], "seed": 42}
+    ]  # fmt: skip
+
+
+def test_a_learning_curve_evaluates_every_epoch_and_never_stops_early(monkeypatch: pytest.MonkeyPatch) -> None:
+    ctx, history, synced = _train(monkeypatch, [40.0, 95.0, 97.0], target=None, epochs=3, curve=True)
+    assert len(history.epochs) == 3 and history.reached_at is None
+    assert [e.seconds for e in history.epochs] == [2.0, 2.0, 2.0]  # evaluations stay outside the epoch clock
+    assert synced == [("state", 0), ("state", 1), ("state", 2)]
+    (curve,) = ctx.training["curves"]
+    assert curve["test_accuracy"] == [40.0, 95.0, 97.0] and curve["evaluation_seconds"] == [0.5, 0.5, 0.5]
+    assert curve["epoch_seconds"] == [2.0, 2.0, 2.0]
+    # Without a target the time-to-target record and its metrics stay out.
+    assert "target" not in ctx.training and "evaluation time" not in {m["name"] for m in ctx.metrics}
+
+
+def test_a_target_with_a_curve_still_stops_at_the_target(monkeypatch: pytest.MonkeyPatch) -> None:
+    ctx, history, _ = _train(monkeypatch, [40.0, 91.0, 99.0], target=90.0, epochs=3, curve=True)
+    assert history.reached_at == 2
+    (curve,) = ctx.training["curves"]
+    assert curve["epoch_seconds"] == [2.0, 2.0] and curve["test_accuracy"] == [40.0, 91.0]
+    assert ctx.training["target"]["accuracy_per_epoch"] == [40.0, 91.0]
+
+
+def test_the_curve_parameter_is_shared_and_on_by_default() -> None:
+    for name in ("mlp", "mnist", "cifar10", "resnet18"):
+        assert all_suites()[name].resolve({})["curve"] is True, name
+    assert training.curve_of(_ctx({"curve": False})) is False
 
 
 def test_device_peak_memory_is_reported_above_the_baseline() -> None:

@@ -14,13 +14,25 @@ from harness.errors import HarnessError
 from harness.report.comparison import render_comparison
 from harness.report.exports import Format, render_run
 from harness.report.folder import write_report
+from harness.report.sparklines import render_plots
 from harness.run_reader import load_run, resolve_run
 
 
-def show(run_ref: RunRef, results_dir: ResultsDir = None, fmt: FormatOption = Format.table) -> None:
+def show(
+    run_ref: RunRef,
+    results_dir: ResultsDir = None,
+    fmt: FormatOption = Format.table,
+    plot: Annotated[
+        bool, typer.Option("--plot", help="after the table: every sample in order as a sparkline, and learning curves")
+    ] = False,
+) -> None:
     """Re-render a finished run from its files alone."""
+    if plot and fmt != Format.table:
+        raise HarnessError(f"--plot draws text for a terminal and goes with --format table, not {fmt.value}")
     loaded = load_run(resolve_run(run_ref, results_dir or default_results_dir()))
     typer.echo(render_run(loaded, fmt))
+    if plot:
+        typer.echo("\n" + render_plots(loaded))
 
 
 def compare(

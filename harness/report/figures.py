@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import io
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from harness.catalog import get_suite
 from harness.errors import HarnessError
-from harness.report.escape import plot_label
+from harness.report import palette, pictures
+from harness.report import picture_figures as pictured
+from harness.report.escape import plain, plot_label
 from harness.result_types import Metric
 from harness.run_reader import Run
 from harness.safe_files import real_folder, write_bytes_atomic
@@ -59,7 +62,7 @@ def _grouped_bars(
                 lo.append(max(v - low, 0.0))
                 hi.append(max(high - v, 0.0))
         if xs:
-            extra = style(i, fw) if style is not None else {"color": f"C{i}"}
+            extra = style(i, fw) if style is not None else {"color": palette.colour(fw)}
             ax.bar(xs, ys, width, label=plot_label(fw), yerr=[lo, hi] if err is not None else None, capsize=3, **extra)
             shown += ys
     ax.set_xticks(range(len(names)))
@@ -78,14 +81,59 @@ def _save(fig: Any, path: Path) -> None:
     write_bytes_atomic(path, buffer.getvalue())
 
 
-def write_figures(run: Run, folder: Path) -> list[Path]:
+@dataclass(frozen=True)
+class Figure:
+    path: Path
+    alt: str  # what the picture shows, in a sentence (plain text: the medium escapes it)
 
+
+def write_figures(run: Run, folder: Path) -> list[Figure]:
+    """Every figure of a run: steady and first-call bars, then the pictures (report/pictures.py)."""
     plt = _pyplot()
     real_folder(folder)
+    suite = get_suite(str(run.summary.get("suite"))).name  # the registry's name: file names come from it
+    return _bars(plt, run, folder, suite) + _pictures(plt, run, folder, suite)
+
+
+def _names(items: list[str]) -> str:
+    return ", ".join(plain(i) for i in items)
+
+
+def _pictures(plt: Any, run: Run, folder: Path, suite: str) -> list[Figure]:
+    made: list[Figure] = []
+
+    def save(fig: Any, name: str, alt: str) -> None:
+        path = folder / f"{suite}-{name}.png"
+        _save(fig, path)
+        plt.close(fig)
+        made.append(Figure(path, alt))
+
+    flags = pictures.flag_reasons(run)
+    curves = pictures.learning_curves(run)
+    if curves is not None:
+        target = f"; target {curves.target:g} %" if curves.target is not None else ""
+        save(pictured.learning_curves_figure(plt, curves), "learning-curves",
+             f"learning curves: test accuracy and train loss against cumulative training time for "
+             f"{_names(curves.frameworks)}{target}")  # fmt: skip
+    roof = pictures.roofline(run, flags)
+    if roof is not None:
+        save(pictured.roofline_figure(plt, roof), "roofline",
+             f"roofline: achieved FLOP/s against arithmetic intensity for {len(roof.points)} measurements, under "
+             f"{len(roof.roofs)} ceilings ({_names([r.label for r in roof.roofs]) or 'none known'})")  # fmt: skip
+    for i, timeline in enumerate(pictures.timelines(run, flags)):
+        # numbered, not named: a metric's name comes from a result file and never becomes a path
+        marked = sum(len(s.marks) for s in timeline.series)
+        save(pictured.timeline_figure(plt, timeline, suite), f"timeline-{i + 1}",
+             f"sample timeline of {plain(timeline.metric)}: every steady sample in order for "
+             f"{_names([s.framework for s in timeline.series])}, {marked} marked; "
+             + plain(pictured.timeline_caption(timeline)))  # fmt: skip
+    return made
+
+
+def _bars(plt: Any, run: Run, folder: Path, suite: str) -> list[Figure]:
     frameworks, names, found = _time_metrics(run)
     if not names:
         return []
-    suite = get_suite(str(run.summary.get("suite"))).name  # the registry's name: file names come from it
     written = []
 
     def median(fw: str, name: str) -> float | None:
@@ -104,14 +152,14 @@ def write_figures(run: Run, folder: Path) -> list[Path]:
     path = folder / f"{suite}-steady.png"
     _save(fig, path)
     plt.close(fig)
-    written.append(path)
+    written.append(Figure(path, f"steady time per call, median with IQR whiskers, per metric for {_names(frameworks)}"))
 
     # First call next to steady so compile cost is visible: two bars per framework and metric.
     series = [f"{fw} {kind}" for fw in frameworks for kind in ("first call", "steady")]
 
     def look(i: int, label: str) -> dict[str, Any]:
         # one colour per framework; the first call hatched and pale next to its steady bar
-        colour = f"C{i // 2}"
+        colour = palette.colour(label.split(" ", 1)[0])
         if label.endswith("first call"):
             return {"color": colour, "alpha": 0.45, "hatch": "//", "edgecolor": colour}
         return {"color": colour}
@@ -131,5 +179,5 @@ def write_figures(run: Run, folder: Path) -> list[Path]:
     path = folder / f"{suite}-first-vs-steady.png"
     _save(fig, path)
     plt.close(fig)
-    written.append(path)
+    written.append(Figure(path, f"first call (hatched) against the steady median, per metric for {_names(frameworks)}"))
     return written

@@ -45,7 +45,9 @@ def _write_report(run: Run, out: Path, figures: bool) -> Path:
         images = write_figures(run, out / "figures")
         if images:
             # file names come from the validated suite name only (figures.py)
-            parts += ["", "## Figures", ""] + [f"![{escape.markdown(p.stem)}](figures/{p.name})" for p in images]
+            parts += ["", "## Figures", ""]
+            for image in images:
+                parts += [f"![{escape.markdown(image.alt)}](figures/{image.path.name})", ""]
     parts += [
         "",
         "## Fairness settings",

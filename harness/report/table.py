@@ -139,9 +139,10 @@ def timing_rows(run: Run, flagged: set[str]) -> tuple[list[str], list[list[str]]
                     for fw, m in per_fw.items()
                 ]
             )
+        shown = _bound_quantities(findings, frameworks, name)
         for quantity, unit_label in (("flops", "GFLOP/s"), ("bytes", "GB/s")):
             cells = {fw: findings.get((fw, name, quantity)) for fw in frameworks}
-            if not any(cells.values()):
+            if not any(cells.values()) or quantity not in shown:
                 continue
             base_finding = None if base is None else findings.get((run.baseline, name, quantity))
             rows.append(
@@ -152,6 +153,21 @@ def timing_rows(run: Run, flagged: set[str]) -> tuple[list[str], list[list[str]]
                 ]
             )
     return headers, rows
+
+
+def _bound_quantities(findings: dict[tuple[str, str, str], Finding], frameworks: list[str], name: str) -> set[str]:
+    """Which rate rows a metric gets: a metric that declares FLOPs and bytes shows the one whose
+    ceiling binds (its intensity against the ridge of the ceilings measured here, as on the
+    roofline); both when no ceilings were measured, or when either rate is implausible."""
+    for fw in frameworks:
+        compute, memory = findings.get((fw, name, "flops")), findings.get((fw, name, "bytes"))
+        if compute is None or memory is None:
+            continue
+        if not (compute.plausible and memory.plausible) or not (compute.achievable and memory.achievable):
+            return {"flops", "bytes"}
+        intensity = compute.achieved / memory.achieved
+        return {"flops"} if intensity >= compute.achievable / memory.achievable else {"bytes"}
+    return {"flops", "bytes"}
 
 
 def _status(result: Result) -> str:

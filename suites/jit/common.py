@@ -77,6 +77,16 @@ def loop_bytes(length: int, loops: int) -> float:
     return float(loops) * length * 4 * 2
 
 
+def loop_flops(length: int, loops: int) -> float:
+    """Floating-point operations of one sample (a loop of K calls of f = 0.2 x + sin x + cos 2x).
+
+    Per element two multiplies and two adds, with sin and cos counted as one operation each: a
+    lower bound (a library's sin costs tens of instructions), so the FLOP lint never flags an
+    honest sample and the roofline's arithmetic intensity (flops / `loop_bytes`) is a floor.
+    """
+    return 6.0 * length * loops
+
+
 def describe_loop(variant: str, length: int, loops: int) -> str:
     return (
         f"{variant}: first call = one call of f on L={length} float32 elements (trace + compile + run); "

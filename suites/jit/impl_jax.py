@@ -15,6 +15,7 @@ from suites.jit.common import (
     inputs,
     lengths,
     loop_bytes,
+    loop_flops,
     name,
     record_speedup,
     seed_error,
@@ -57,6 +58,7 @@ def run(ctx: Context) -> None:
                 description=describe_loop(f"jax {variant}", length, loops),
                 dtype="float32",
                 bytes_moved=loop_bytes(length, loops),
+                flops=loop_flops(length, loops),
             )
         record_speedup(ctx, length, loops)
 

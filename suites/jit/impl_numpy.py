@@ -12,6 +12,7 @@ from suites.jit.common import (
     inputs,
     lengths,
     loop_bytes,
+    loop_flops,
     name,
     seed_error,
     seed_points,
@@ -41,6 +42,7 @@ def run(ctx: Context) -> None:
             description=describe_loop("numpy", length, loops),
             dtype="float32",
             bytes_moved=loop_bytes(length, loops),
+            flops=loop_flops(length, loops),
         )
     ctx.note("NumPy's sin/cos/add run on one thread whatever --threads says")
 

@@ -14,6 +14,7 @@ from suites.jit.common import (
     inputs,
     lengths,
     loop_bytes,
+    loop_flops,
     name,
     record_speedup,
     seed_error,
@@ -64,6 +65,7 @@ def run(ctx: Context) -> None:
                     description=describe_loop(f"pytorch {variant}", length, loops),
                     dtype="float32",
                     bytes_moved=loop_bytes(length, loops),
+                    flops=loop_flops(length, loops),
                 )
             record_speedup(ctx, length, loops)
 

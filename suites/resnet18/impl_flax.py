@@ -193,7 +193,7 @@ def run(ctx: Context) -> None:
     with jax.default_device(dev):
         history = training.train(
             ctx, epochs=epochs, run_epoch=run_epoch, read=read, samples_per_epoch=used, compilations=clock,
-            evaluate=evaluate, target=training.target_of(ctx),
+            evaluate=evaluate, target=training.target_of(ctx), curve=training.curve_of(ctx),
         )  # fmt: skip
     training.record(ctx, history, flops_per_sample=common.flops_per_sample(int(p["image_size"])))
     common.record_transfer(ctx, transfers, nbytes, probes)

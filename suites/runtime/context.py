@@ -18,7 +18,7 @@ from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 from typing import Any
 
-from suites.runtime import syncguard
+from suites.runtime import marks, syncguard
 from suites.runtime.spec import SuiteSpec
 from suites.runtime.stats import summarize
 
@@ -127,6 +127,20 @@ class Context:
                 record["why"] = "the first call left work running after its clock stopped"
         return record
 
+    def sample_marks(self, samples: Sequence[float], probes: Sequence[syncguard.Probe | None]) -> dict[str, list[int]]:
+        """The `marks` field of a time metric: reason -> indices into `samples`, non-empty lists only.
+
+        Empty wherever `sync_record` has no per-sample evidence (check off, synchronous framework,
+        a probe missing), so a mark is always something a barrier saw, never a guess.
+        """
+        if not self.sync_check or self.barrier is None:
+            return {}
+        checked = [p for p in probes if p is not None]
+        if len(checked) != len(samples):
+            return {}
+        found = {marks.ESCAPED: syncguard.escaped_samples(samples, checked)}
+        return {reason: indices for reason, indices in found.items() if indices}
+
     def meter(self) -> AbstractContextManager[Any]:
         """An energy meter for one region (a no-op without a GPU); its `reading` after the block."""
         return self.energy_meter() if self.energy_meter is not None else nullcontext()
@@ -212,6 +226,7 @@ class Context:
                 "dtype": dtype,
                 "synchronised": synchronise,
                 "sync": self.sync_record(raw, probes, (first, first_probe)),
+                "marks": self.sample_marks(raw, probes),  # raw and scaled samples share their order
                 "warnings": warnings,
             }
         )
@@ -259,6 +274,7 @@ class Context:
                 "dtype": dtype,
                 "synchronised": True,
                 "sync": self.sync_record(values, list(probes or []), (float(first_call), first_probe)),
+                "marks": self.sample_marks(values, list(probes or [])),
                 "warnings": [],
                 "variant": variant,
             }

@@ -86,6 +86,24 @@ def probe(barrier: Barrier, clock: Callable[[], float] = time.perf_counter) -> P
     return Probe(pending, middle - start, end - middle)
 
 
+def material_s(samples: Sequence[float]) -> float:
+    """The excess wait above which escaped work matters for a metric with these raw samples."""
+    return max(ABSOLUTE_FLOOR_S, RELATIVE * statistics.median(samples))
+
+
+def escaped_samples(samples: Sequence[float], probes: Sequence[Probe]) -> list[int]:
+    """0-based indices of the samples whose own probe found material escaped work.
+
+    `probes[i]` followed `samples[i]`. Per sample, by the rule `verdict` applies to the medians
+    (pending work and an excess wait above `material_s`), so a metric that is `ok` as a whole can
+    still name the few samples a late kernel spilled into, and an escaped one shows which.
+    """
+    if not samples or not probes:
+        return []
+    threshold = material_s(samples)
+    return [i for i, p in enumerate(probes[: len(samples)]) if p.pending and p.excess_s > threshold]
+
+
 def verdict(samples: Sequence[float], probes: Sequence[Probe]) -> dict[str, Any]:
     """The metric's `sync` state and the evidence for it (recorded in the result).
 
@@ -97,7 +115,7 @@ def verdict(samples: Sequence[float], probes: Sequence[Probe]) -> dict[str, Any]
     excess = statistics.median(p.excess_s for p in probes)
     idle = statistics.median(p.idle_s for p in probes)
     share = sum(p.pending for p in probes) / len(probes)
-    threshold = max(ABSOLUTE_FLOOR_S, RELATIVE * sample)
+    threshold = material_s(samples)
     state = ESCAPED if share >= MAJORITY and excess > threshold else OK
     return {
         "state": state,

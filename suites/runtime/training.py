@@ -6,8 +6,9 @@ the framework's synchronisation on the whole training state before the clock sto
 accuracy stay on the device during an epoch and are read only after the clock has stopped, so
 no host synchronisation happens inside an epoch.
 
-With `target_accuracy=P` the test split is evaluated after every epoch, outside the training
-clock (on its own clock), and training stops at the first epoch that reaches P: time-to-target
+With `curve=true` (the default) or `target_accuracy=P` the test split is evaluated after every
+epoch, outside the training clock (on its own clock), and the result's `training.curves` holds
+the learning curve; with a target, training stops at the first epoch that reaches P: time-to-target
 is the training time of the epochs up to it (epoch 1's compilation included, as a user waits for
 it), "not reached" is a status of its own and never a number.
 
@@ -105,6 +106,13 @@ def common_params(
             min=0.0,
             max=100.0,
         ),
+        Param(
+            "curve",
+            "bool",
+            True,
+            "learning curve: evaluate the test split after every epoch, outside the training clock "
+            "(false: once at the end)",
+        ),
         Param("data", "str", "device", DATA_HELP, choices=DATA_PIPELINES),
     )
 
@@ -128,6 +136,11 @@ def use_data(ctx: Context, data: ImageData, unit: str = "samples") -> None:
 def target_of(ctx: Context) -> float | None:
     value = float(ctx.params.get("target_accuracy", 0.0) or 0.0)
     return value if value > 0 else None
+
+
+def curve_of(ctx: Context) -> bool:
+    """The `curve` parameter; False for a suite that does not declare it (no evaluation it did not ask for)."""
+    return bool(ctx.params.get("curve", False))
 
 
 @dataclass(frozen=True)
@@ -275,14 +288,16 @@ def train(
     compilations: Callable[[], int] = lambda: 0,
     evaluate: Callable[[], float] | None = None,
     target: float | None = None,
+    curve: bool = False,
 ) -> History:
     """Run up to `epochs` epochs, one clock per epoch.
 
     `run_epoch(e)` dispatches epoch e and returns what must be synchronised (the final state
     and the on-device loss/accuracy totals); `read(out)` turns that into (mean loss, accuracy
     percent) after the clock has stopped; `compilations()` is a running count of compilations.
-    `evaluate()` (given with `target`): test accuracy of the current state, run after each
-    epoch's clock has stopped; training stops at the first epoch whose accuracy reaches `target`.
+    `evaluate()`: test accuracy of the current state, run after each epoch's clock has stopped
+    when a `target` is set or `curve` asks for a learning curve; training stops early only at
+    the first epoch whose accuracy reaches `target`.
     """
     history = History(samples_per_epoch=samples_per_epoch, target=target)
     began = time.perf_counter()
@@ -308,15 +323,17 @@ def train(
             f"epoch {e + 1}/{epochs}: loss {loss:.4f}, train accuracy {accuracy:.2f} %, {seconds:.3f} s"
             + (f", {compiled} compilation{'s' if compiled != 1 else ''}" if compiled else "")
         )
-        # Time-to-target: evaluation after the epoch's clock has stopped, on a clock of its own
-        # (reading the accuracy back synchronises it).
-        if evaluate is not None and target is not None:
+        # Time-to-target and learning curves: evaluation after the epoch's clock has stopped, on a
+        # clock of its own (reading the accuracy back synchronises it), so the epoch times are the
+        # same whether or not a curve is drawn.
+        if evaluate is not None and (target is not None or curve):
             start = time.perf_counter()
             test_accuracy = evaluate()
             done = time.perf_counter()
             history.evaluations.append(Evaluation(test_accuracy, done - start, done - began))
-            ctx.progress(f"epoch {e + 1}: test accuracy {test_accuracy:.2f} % (target {target:g} %)")
-            if test_accuracy >= target:
+            aim = f" (target {target:g} %)" if target is not None else ""
+            ctx.progress(f"epoch {e + 1}: test accuracy {test_accuracy:.2f} %{aim}")
+            if target is not None and test_accuracy >= target:
                 history.reached_at = e + 1
                 break
     return history
@@ -372,8 +389,32 @@ def record(
     ctx.note("train loss per epoch: " + " ".join(f"{e.loss:.4f}" for e in history.epochs))
     ctx.note("train accuracy per epoch (%): " + " ".join(f"{e.accuracy:.2f}" for e in history.epochs))
     ctx.note("compilations per epoch: " + " ".join(str(e.compilations) for e in history.epochs))
+    ctx.training["curves"] = [learning_curve(ctx, history)]
     if history.target is not None:
         record_target(ctx, history)
+
+
+def learning_curve(ctx: Context, history: History) -> dict[str, Any]:
+    """One process's learning curve (the result's `training.curves`; rounds concatenate them).
+
+    Every epoch's training seconds, epoch 1 (with compilation) included, because a curve plots
+    accuracy against the training time a user waited for; test accuracy only where it was
+    evaluated after an epoch (`curve` or a target), never filled in from the final evaluation.
+    """
+    seed = ctx.params.get("seed")
+    curve: dict[str, Any] = {
+        "epoch_seconds": [e.seconds for e in history.epochs],
+        "train_loss": [e.loss for e in history.epochs],
+        "train_accuracy": [e.accuracy for e in history.epochs],
+        "test_accuracy": [v.accuracy for v in history.evaluations],
+        "evaluation_seconds": [v.seconds for v in history.evaluations],
+        "seed": seed if isinstance(seed, int) and not isinstance(seed, bool) else None,
+    }
+    for key, values in curve.items():
+        # The host refuses a file with NaN; fail here with the field's name instead.
+        if isinstance(values, list) and not all(math.isfinite(v) for v in values):
+            raise ValueError(f"learning curve: {key} holds a value that is not a finite number")
+    return curve
 
 
 def record_target(ctx: Context, history: History) -> None:

@@ -373,7 +373,7 @@ def run(
     with jax.default_device(ctx.device):
         history = training.train(
             ctx, epochs=epochs, run_epoch=run_epoch, read=read, samples_per_epoch=used, compilations=counter,
-            evaluate=evaluate, target=target,
+            evaluate=evaluate, target=target, curve=training.curve_of(ctx),
         )  # fmt: skip
     training.record(ctx, history, flops_per_sample=flops_per_sample, variant=mode)
     stats = ctx.device.memory_stats() if ctx.device_kind == "gpu" else None

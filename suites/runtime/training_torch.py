@@ -300,7 +300,7 @@ def run(
     baseline = training.memory_baseline(int(torch.cuda.memory_allocated()) if on_gpu else None)
     history = training.train(
         ctx, epochs=epochs, run_epoch=epoch_fn, read=read, samples_per_epoch=used, compilations=counter,
-        evaluate=evaluate, target=training.target_of(ctx),
+        evaluate=evaluate, target=training.target_of(ctx), curve=training.curve_of(ctx),
     )  # fmt: skip
     training.record(ctx, history, flops_per_sample=flops_per_sample, variant=mode)
     if graphed:

@@ -25,6 +25,23 @@ def flops_inverse(n: int) -> float:
     return 2.0 * n**3
 
 
+def bytes_matmul(n: int) -> float:
+    """3 n^2 float64: the compulsory traffic (read A and B, write C once); blocking re-reads come on top,
+    so the arithmetic intensity it gives is the ceiling a roofline holds the kernel against."""
+    return 3.0 * n * n * 8
+
+
+def bytes_inverse(n: int) -> float:
+    """2 n^2 float64: read C, write its inverse, once each; the factorisation's own passes come on top."""
+    return 2.0 * n * n * 8
+
+
+def flops_mean_sum(n: int) -> float:
+    """4 n^2: a sum and a mean of each of the two N x N matrices, one add per element each (the
+    mean's final division is one operation, not counted), so mean_sum sits on the roofline too."""
+    return 4.0 * n * n
+
+
 def bytes_mean_sum(n: int) -> float:
     """Least traffic of mean and sum of A and B: each float64 N x N matrix read once (a fused pass)."""
     return 2.0 * n * n * 8

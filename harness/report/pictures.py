@@ -1,0 +1,336 @@
+"""What the three pictures of a run show, worked out once from the validated result files.
+
+- learning curves (training suites): test accuracy and train loss against cumulative training
+  time, evaluations excluded, one line per framework and process; with rounds, a median line and
+  a min-max band per framework;
+- a roofline (any run whose time metrics declare both FLOPs and bytes): each (framework, metric)
+  at its arithmetic intensity and achieved FLOP/s, under the ceilings measured on this machine
+  (`harness calibrate`) and the datasheet peaks;
+- a sample timeline per time metric: every steady sample in order, per framework and process,
+  the first calls apart, and samples the job marked (suites/runtime/marks.py) told apart.
+
+The PNG figures (report/picture_figures.py), the terminal sparklines (report/sparklines.py) and
+the site (publish/run_page.py) all draw these objects, so the three media show the same points.
+A flagged (framework, metric) keeps its flags here, and every medium draws it as flagged.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from harness.calibration import ceilings_for_run
+from harness.fairness import not_comparable
+from harness.peaks import Peak, bandwidth_for, peak_for
+from harness.plausibility import exclusions
+from harness.result_types import Metric, Result
+from harness.run_reader import Run
+from suites.runtime.marks import MARKS
+
+Key = tuple[str, str]  # (framework, metric)
+
+
+def flag_reasons(run: Run) -> dict[Key, tuple[str, ...]]:
+    """Why a (framework, metric) must not be drawn as a plain point: escaped, implausible, not comparable."""
+    found: dict[Key, list[str]] = {}
+    for key, why in exclusions(run).items():
+        found.setdefault(key, []).append(why)
+    for fw, why in not_comparable(run).items():
+        result = run.results[fw]
+        for metric in result["metrics"] if result["status"] == "ok" else []:
+            found.setdefault((fw, metric["name"]), []).append(f"not comparable: {why}")
+    return {key: tuple(reasons) for key, reasons in found.items()}
+
+
+def _ok(run: Run) -> list[tuple[str, Result]]:
+    return [(fw, r) for fw, r in run.results.items() if r["status"] == "ok"]
+
+
+# ---------------------------------------------------------------------------------------------
+# Learning curves
+
+
+@dataclass(frozen=True)
+class CurvePoint:
+    epoch: int  # 1-based
+    seconds: float  # training time of epochs 1..epoch (epoch 1's compilation in, evaluations out)
+    train_loss: float
+    test_accuracy: float | None  # percent; None where the test split was not evaluated after this epoch
+
+
+@dataclass(frozen=True)
+class Curve:
+    framework: str
+    process: int  # 1-based: the round that trained it
+    points: tuple[CurvePoint, ...]
+
+
+@dataclass(frozen=True)
+class Band:
+    """Rounds of one framework at each epoch index: the median line and the min-max band."""
+
+    framework: str
+    rounds: int
+    epochs: tuple[int, ...]
+    seconds: tuple[float, ...]  # median cumulative seconds at that epoch
+    loss: tuple[tuple[float, float, float], ...]  # (min, median, max)
+    accuracy: tuple[tuple[float, float, float] | None, ...]
+
+
+@dataclass(frozen=True)
+class LearningCurves:
+    suite: str
+    target: float | None  # the time-to-accuracy target, percent
+    curves: tuple[Curve, ...]
+    bands: tuple[Band, ...]  # frameworks with more than one process
+    flags: dict[str, tuple[str, ...]] = field(default_factory=dict)  # framework -> why not a plain line
+
+    @property
+    def frameworks(self) -> list[str]:
+        return list(dict.fromkeys(c.framework for c in self.curves))
+
+
+def _curve(framework: str, process: int, doc: Mapping[str, Any]) -> Curve:
+    seconds, total = [], 0.0
+    for s in doc["epoch_seconds"]:
+        total += float(s)
+        seconds.append(total)
+    tests = list(doc.get("test_accuracy") or [])
+    points = tuple(
+        CurvePoint(i + 1, seconds[i], float(loss), float(tests[i]) if i < len(tests) else None)
+        for i, loss in enumerate(doc["train_loss"])
+    )
+    return Curve(framework, process, points)
+
+
+def _spread(values: Sequence[float]) -> tuple[float, float, float]:
+    return (min(values), statistics.median(values), max(values))
+
+
+def _band(framework: str, curves: Sequence[Curve]) -> Band:
+    longest = max(len(c.points) for c in curves)
+    epochs, seconds, loss, accuracy = [], [], [], []
+    for i in range(longest):
+        at = [c.points[i] for c in curves if i < len(c.points)]
+        epochs.append(i + 1)
+        seconds.append(statistics.median(p.seconds for p in at))
+        loss.append(_spread([p.train_loss for p in at]))
+        tests = [p.test_accuracy for p in at if p.test_accuracy is not None]
+        accuracy.append(_spread(tests) if tests else None)
+    return Band(framework, len(curves), tuple(epochs), tuple(seconds), tuple(loss), tuple(accuracy))
+
+
+def _target(result: Result) -> float | None:
+    target = (result.get("training") or {}).get("target")
+    value = target.get("accuracy") if isinstance(target, dict) else None
+    return float(value) if isinstance(value, (int, float)) and value > 0 else None
+
+
+def learning_curves(run: Run) -> LearningCurves | None:
+    """None when no job recorded a learning curve (not a training suite, or an older result)."""
+    curves: list[Curve] = []
+    target = None
+    for fw, result in _ok(run):
+        docs = (result.get("training") or {}).get("curves") or []
+        curves += [_curve(fw, i + 1, doc) for i, doc in enumerate(docs)]
+        target = target or _target(result)
+    if not curves:
+        return None
+    by_fw: dict[str, list[Curve]] = {}
+    for c in curves:
+        by_fw.setdefault(c.framework, []).append(c)
+    bands = tuple(_band(fw, found) for fw, found in by_fw.items() if len(found) > 1)
+    flags: dict[str, tuple[str, ...]] = {
+        fw: (f"not comparable: {why}",) for fw, why in not_comparable(run).items() if fw in by_fw
+    }
+    return LearningCurves(str(run.summary.get("suite")), target, tuple(curves), bands, flags)
+
+
+# ---------------------------------------------------------------------------------------------
+# Roofline
+
+
+@dataclass(frozen=True)
+class RooflinePoint:
+    framework: str
+    metric: str
+    dtype: str | None
+    flops: float  # per call
+    bytes: float  # per call
+    rate: float  # FLOP/s at the median
+    flags: tuple[str, ...]
+
+    @property
+    def intensity(self) -> float:
+        return self.flops / self.bytes
+
+
+@dataclass(frozen=True)
+class Roof:
+    """min(compute, bandwidth x intensity): one ceiling, measured here or from the datasheet."""
+
+    kind: str  # "measured" (harness calibrate on this machine) or "datasheet"
+    dtype: str | None
+    flops: float  # FLOP/s
+    bandwidth: float | None  # bytes/s; None: no memory roof known
+    label: str
+
+    def at(self, intensity: float) -> float:
+        return self.flops if self.bandwidth is None else min(self.flops, self.bandwidth * intensity)
+
+    @property
+    def ridge(self) -> float | None:
+        """The intensity where the memory roof meets the compute roof."""
+        return self.flops / self.bandwidth if self.bandwidth else None
+
+
+@dataclass(frozen=True)
+class Roofline:
+    suite: str
+    points: tuple[RooflinePoint, ...]
+    roofs: tuple[Roof, ...]
+    left_out: tuple[str, ...]  # time metrics without both counts, said in words
+
+
+def _positive(value: Any) -> float | None:
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0
+    return float(value) if ok else None
+
+
+def _giga(value: float) -> str:
+    return f"{value / 1e9:.3g}"
+
+
+def _datasheet_roof(result: Result, dtype: str | None) -> Roof | None:
+    peak: Peak | None = peak_for(result, dtype)
+    if peak is None:
+        return None
+    memory = bandwidth_for(result)
+    label = f"datasheet {dtype or 'peak'}: {_giga(peak.value)} GFLOP/s"
+    if memory is not None:
+        label += f", {_giga(memory.value)} GB/s ({'L1 bound' if memory.basis.startswith('L1') else 'memory'})"
+    return Roof("datasheet", dtype, peak.value, memory.value if memory else None, label)
+
+
+def roofline(run: Run, flags: Mapping[Key, Sequence[str]] | None = None) -> Roofline | None:
+    """None when no time metric declares both a FLOP and a byte count."""
+    flags = flag_reasons(run) if flags is None else flags
+    points: list[RooflinePoint] = []
+    left_out: list[str] = []
+    sample_result: dict[str | None, Result] = {}
+    for fw, result in _ok(run):
+        for metric in result["metrics"]:
+            if metric["kind"] != "time":
+                continue
+            flops, moved = _positive(metric.get("flops")), _positive(metric.get("bytes"))
+            median = _positive(metric["stats"]["median"])
+            if flops is None or moved is None or median is None:
+                missing = [w for w, v in (("FLOP", flops), ("byte", moved)) if v is None]
+                if missing and (flops or moved):
+                    left_out.append(f"{fw} {metric['name']}: no {' or '.join(missing)} count")
+                continue
+            dtype = metric.get("dtype")
+            sample_result.setdefault(dtype, result)
+            points.append(
+                RooflinePoint(
+                    fw, metric["name"], dtype, flops, moved, flops / median, tuple(flags.get((fw, metric["name"]), ()))
+                )
+            )
+    if not points:
+        return None
+    roofs: list[Roof] = []
+    ceilings = ceilings_for_run(run)
+    for dtype, result in sample_result.items():
+        measured = ceilings.flops(dtype) if ceilings else None
+        if measured is not None and ceilings is not None:
+            label = f"measured here {dtype}: {_giga(measured)} GFLOP/s"
+            if ceilings.bandwidth:
+                label += f", {_giga(ceilings.bandwidth)} GB/s (stream)"
+            roofs.append(Roof("measured", dtype, measured, ceilings.bandwidth, label))
+        sheet = _datasheet_roof(result, dtype)
+        if sheet is not None:
+            roofs.append(sheet)
+    return Roofline(str(run.summary.get("suite")), tuple(points), tuple(roofs), tuple(left_out))
+
+
+# ---------------------------------------------------------------------------------------------
+# Sample timelines
+
+
+@dataclass(frozen=True)
+class TimelineSeries:
+    framework: str
+    samples: tuple[float, ...]  # every steady sample, in the order it was taken
+    round_sizes: tuple[int, ...]  # samples per process, in order (one entry without rounds)
+    first_calls: tuple[float, ...]  # one per process
+    marks: dict[int, tuple[str, ...]]  # sample index -> mark reasons
+    flags: tuple[str, ...]  # the metric's own flags (escaped, implausible, not comparable)
+
+    def process_of(self, index: int) -> int:
+        """1-based process (round) the sample at `index` came from."""
+        edge = 0
+        for k, size in enumerate(self.round_sizes):
+            edge += size
+            if index < edge:
+                return k + 1
+        return len(self.round_sizes)
+
+
+@dataclass(frozen=True)
+class Timeline:
+    metric: str
+    unit: str
+    series: tuple[TimelineSeries, ...]
+    reasons: dict[str, str]  # mark reason -> what it means, for the reasons that occur
+
+
+def _round_sizes(metric: Metric) -> tuple[int, ...]:
+    sizes = metric.get("round_sizes")
+    n = len(metric["samples"])
+    if isinstance(sizes, list) and sizes and sum(sizes) == n:
+        return tuple(int(s) for s in sizes)
+    return (n,)
+
+
+def _marks(metric: Metric) -> dict[int, tuple[str, ...]]:
+    by_index: dict[int, list[str]] = {}
+    for reason, indices in (metric.get("marks") or {}).items():
+        for i in indices:
+            by_index.setdefault(int(i), []).append(reason)
+    return {i: tuple(reasons) for i, reasons in sorted(by_index.items())}
+
+
+def timelines(run: Run, flags: Mapping[Key, Sequence[str]] | None = None) -> list[Timeline]:
+    """One timeline per time metric, in the order the metrics first appear."""
+    flags = flag_reasons(run) if flags is None else flags
+    order: list[str] = []
+    found: dict[str, list[TimelineSeries]] = {}
+    for fw, result in _ok(run):
+        for metric in result["metrics"]:
+            if metric["kind"] != "time":
+                continue
+            name = metric["name"]
+            if name not in found:
+                order.append(name)
+                found[name] = []
+            firsts = metric.get("first_calls") or []
+            if not firsts and metric.get("first_call") is not None:
+                firsts = [metric["first_call"]]  # type: ignore[list-item]
+            found[name].append(
+                TimelineSeries(
+                    fw,
+                    tuple(float(s) for s in metric["samples"]),
+                    _round_sizes(metric),
+                    tuple(float(f) for f in firsts if f is not None),
+                    _marks(metric),
+                    tuple(flags.get((fw, name), ())),
+                )
+            )
+    drawn: list[Timeline] = []
+    for name in order:
+        present = sorted({r for s in found[name] for reasons in s.marks.values() for r in reasons})
+        reasons = {r: MARKS.get(r, r) for r in present}
+        drawn.append(Timeline(name, "s", tuple(found[name]), reasons))
+    return drawn
