@@ -1,4 +1,5 @@
-"""run-N.html: one run's flags, jobs, fairness settings and environment, and the harness's own table."""
+"""run-N.html: one run's flags, its pictures (run_charts.py: learning curves, roofline, sample
+timelines), jobs, fairness settings and environment, and the harness's own table."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from harness.publish.collect import PublishedRun
 from harness.publish.flags import FlagBook
 from harness.publish.names import INDEX
 from harness.publish.page import Markup, join, lines, link, page, table, tag
+from harness.publish.run_charts import chart_data, figures, run_pictures
 from harness.report.environment import environment_rows
 from harness.report.escape import plain
 from harness.report.table import render
@@ -62,16 +64,20 @@ def _settings(entry: PublishedRun) -> Markup:
 
 
 def run_page(entry: PublishedRun, book: FlagBook, suite_href: str) -> str:
+    pictures = run_pictures(entry.run, book.flags(entry))
     body = [
         tag("nav", join([link(INDEX, "all suites"), link(suite_href, f"suite {entry.suite}")], " | ")),
         tag("h1", f"run {entry.run_id}"),
         _facts(entry),
         tag("h2", "Flags"),
         _flags(entry, book),
+        figures(pictures),
         tag("h2", "The harness's table"),
         tag("pre", render(entry.run), class_="harness-table"),
         _settings(entry),
     ]
     if entry.run.problems:
         body += [tag("h2", "Rejected files"), lines([plain(p) for p in entry.run.problems], class_="skipped")]
-    return page(f"run {entry.run_id}", join(body))
+    if pictures.empty:
+        return page(f"run {entry.run_id}", join(body))
+    return page(f"run {entry.run_id}", join(body), data=chart_data(pictures), charts=True)

@@ -15,6 +15,7 @@ from harness.publish.flags import FlagBook
 from harness.publish.history import MetricHistory
 from harness.publish.names import INDEX, run_file
 from harness.publish.page import Markup, join, lines, link, page, table, tag
+from harness.report import palette
 
 SERIES_BY = (("framework", "framework"), ("machine", "framework on each machine"), ("version", "framework version"))
 
@@ -32,6 +33,7 @@ def chart_data(runs: list[PublishedRun], histories: list[MetricHistory], pairs: 
             {
                 "x": p.position,
                 "framework": p.framework,
+                "colour": palette.colour(p.framework),  # the framework's colour in every picture
                 "machine": p.machine,
                 "version": p.version,
                 "y": p.median / scale,

@@ -12,12 +12,10 @@ from harness.errors import HarnessError
 from harness.report import palette, pictures
 from harness.report import picture_figures as pictured
 from harness.report.escape import plain, plot_label
+from harness.report.pictures import wide
 from harness.result_types import Metric
 from harness.run_reader import Run
 from harness.safe_files import real_folder, write_bytes_atomic
-
-# Sizes spanning more than this factor get a log axis (the jit suite spans four decades).
-LOG_SCALE_SPAN = 30.0
 
 
 def _pyplot() -> Any:
@@ -68,7 +66,7 @@ def _grouped_bars(
     ax.set_xticks(range(len(names)))
     ax.set_xticklabels([plot_label(n) for n in names], rotation=30, ha="right")
     positive = [v for v in shown if v > 0]
-    if positive and max(positive) / min(positive) > LOG_SCALE_SPAN:
+    if positive and wide(positive):  # the jit suite spans four decades
         ax.set_yscale("log")
     ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize="small")
     return shown

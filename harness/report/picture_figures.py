@@ -13,11 +13,10 @@ from typing import Any
 from harness.report import palette
 from harness.report.escape import plot_label
 from harness.report.numbers import fmt_time
-from harness.report.pictures import LearningCurves, Roofline, Timeline, TimelineSeries
+from harness.report.pictures import LearningCurves, Roofline, Timeline, TimelineSeries, wide
 
 MARK_STYLES = {"escaped": "X", "contended": "v", "throttled": "s"}  # a marker shape per mark reason
 METRIC_MARKERS = ("o", "s", "^", "D", "P", "*", "v", "<", ">", "h")
-LOG_SPAN = 30.0  # a y range wider than this factor gets a log axis
 
 
 def _flag_text(flags: tuple[str, ...]) -> str:
@@ -51,13 +50,17 @@ def learning_curves_figure(plt: Any, curves: LearningCurves) -> Any:
             label = f"{name}: median of {band.rounds} rounds (band: min-max)"
             lo, mid, hi = zip(*band.loss, strict=True)
             loss_ax.fill_between(band.seconds, lo, hi, color=colour, alpha=0.18, lw=0)
-            loss_ax.plot(band.seconds, mid, style, color=colour, lw=2.2, label=label, gid=f"loss-median:{fw}")
+            loss_ax.plot(
+                band.seconds, mid, style, color=colour, lw=2.2, marker="o", ms=5, label=label, gid=f"loss-median:{fw}"
+            )
             tested_band = [(s, a) for s, a in zip(band.seconds, band.accuracy, strict=True) if a is not None]
             if tested_band:
                 at, spread = zip(*tested_band, strict=True)
                 lo, mid, hi = zip(*spread, strict=True)
                 acc_ax.fill_between(at, lo, hi, color=colour, alpha=0.18, lw=0)
-                acc_ax.plot(at, mid, style, color=colour, lw=2.2, label=label, gid=f"accuracy-median:{fw}")
+                acc_ax.plot(
+                    at, mid, style, color=colour, lw=2.2, marker="o", ms=5, label=label, gid=f"accuracy-median:{fw}"
+                )
     if curves.target is not None:
         acc_ax.axhline(
             curves.target, color="#444444", ls=":", lw=1.2, label=f"target {curves.target:g} %", gid="target"
@@ -70,7 +73,12 @@ def learning_curves_figure(plt: Any, curves: LearningCurves) -> Any:
                "evaluations excluded", ylabel="test accuracy (%)")  # fmt: skip
     loss_ax.set(title=f"{suite}: train loss against training time",
                 xlabel="cumulative training time (s), evaluations excluded", ylabel="mean train loss of the epoch")  # fmt: skip
+    # One framework's epoch 1 (its compilation) can outlast another's whole run: a log time axis then.
+    log = wide([p.seconds for c in curves.curves for p in c.points])
     for ax in (acc_ax, loss_ax):
+        if log:
+            ax.set_xscale("log")
+            ax.set_xlabel(ax.get_xlabel() + " (log scale)")
         ax.grid(alpha=0.3)
         if ax.get_legend_handles_labels()[0]:
             ax.legend(fontsize="small")
@@ -124,8 +132,7 @@ def _boundaries(series: TimelineSeries) -> list[float]:
 
 
 def _log_if_wide(ax: Any, values: list[float]) -> None:
-    positive = [v for v in values if v > 0]
-    if positive and len(positive) == len(values) and max(positive) / min(positive) > LOG_SPAN:
+    if wide(values):
         ax.set_yscale("log")
 
 

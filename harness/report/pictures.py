@@ -31,6 +31,16 @@ from suites.runtime.marks import MARKS
 
 Key = tuple[str, str]  # (framework, metric)
 
+# Values spanning more than this factor get a log axis, in every medium (the PNGs, the site, the
+# sparklines): on a linear one, a framework 30x faster than another is a flat line at zero.
+LOG_SPAN = 30.0
+
+
+def wide(values: Sequence[float]) -> bool:
+    """Every value positive and the largest more than LOG_SPAN times the smallest."""
+    positive = [v for v in values if v > 0]
+    return bool(positive) and len(positive) == len(values) and max(positive) / min(positive) > LOG_SPAN
+
 
 def flag_reasons(run: Run) -> dict[Key, tuple[str, ...]]:
     """Why a (framework, metric) must not be drawn as a plain point: escaped, implausible, not comparable."""
@@ -69,7 +79,7 @@ class Curve:
 
 @dataclass(frozen=True)
 class Band:
-    """Rounds of one framework at each epoch index: the median line and the min-max band."""
+    """Rounds of one framework at each epoch every round reached: the median line and the min-max band."""
 
     framework: str
     rounds: int
@@ -110,10 +120,12 @@ def _spread(values: Sequence[float]) -> tuple[float, float, float]:
 
 
 def _band(framework: str, curves: Sequence[Curve]) -> Band:
-    longest = max(len(c.points) for c in curves)
+    # Only the epochs every round reached: rounds that stopped at the target earlier would leave
+    # later epochs to the slower rounds alone, and the median line would run back in time.
+    shortest = min(len(c.points) for c in curves)
     epochs, seconds, loss, accuracy = [], [], [], []
-    for i in range(longest):
-        at = [c.points[i] for c in curves if i < len(c.points)]
+    for i in range(shortest):
+        at = [c.points[i] for c in curves]
         epochs.append(i + 1)
         seconds.append(statistics.median(p.seconds for p in at))
         loss.append(_spread([p.train_loss for p in at]))

@@ -14,20 +14,18 @@ from collections.abc import Sequence
 
 from harness.report.escape import plain
 from harness.report.numbers import fmt_time
-from harness.report.pictures import LearningCurves, Timeline, TimelineSeries, learning_curves, timelines
+from harness.report.pictures import LearningCurves, Timeline, TimelineSeries, learning_curves, timelines, wide
 from harness.run_reader import Run
 
 BARS = "▁▂▃▄▅▆▇█"
 ROUND_EDGE = "|"
 MAX_WIDTH = 64  # characters of samples per line; more samples are binned (each bin shows its median)
-LOG_SPAN = 30.0
 MARK_LETTERS = {"escaped": "E", "contended": "C", "throttled": "T"}
 
 
 def _scale(values: Sequence[float]) -> tuple[float, float, bool]:
-    positive = [v for v in values if v > 0]
     low, high = min(values), max(values)
-    log = bool(positive) and len(positive) == len(values) and high / min(positive) > LOG_SPAN
+    log = wide(values)
     return (math.log(low), math.log(high), True) if log else (low, high, False)
 
 

@@ -1,10 +1,12 @@
-/* The suite pages of `harness publish`: charts (uPlot) and the comparison picker.
+/* The charts of `harness publish` (uPlot): a suite page's history and comparison picker, and a run
+ * page's pictures (learning curves, roofline, sample timelines: harness/publish/run_charts.py).
  *
  * The data comes from the page's <script type="application/json" id="site-data"> and is read with
  * JSON.parse; text reaches the page only through textContent (uPlot likewise uses textContent and
- * nodeValue), never innerHTML, so a name from a run file is always shown as text.
+ * nodeValue) or the canvas, never innerHTML, so a name from a run file is always shown as text.
  * A flagged number (escaped sync, implausible, not comparable) goes into a series of its own,
- * drawn as red rings and named FLAGGED in the legend: never one of the normal points.
+ * drawn as red rings (or a dashed red line) and named FLAGGED in the legend: never a normal point.
+ * Every title, axis label and legend label is written by the Python side; this file only draws.
  */
 "use strict";
 (function () {
@@ -87,6 +89,7 @@
       if (!Object.prototype.hasOwnProperty.call(byName, name)) {
         byName[name] = {
           name: name,
+          colour: p.colour,
           normal: { y: empty(n), lo: empty(n), hi: empty(n), text: empty(n) },
           flagged: { y: empty(n), lo: empty(n), hi: empty(n), text: empty(n) },
         };
@@ -104,7 +107,9 @@
     var columns = [xs];
     var whiskers = [];
     groups.forEach(function (g, k) {
-      var color = PALETTE[k % PALETTE.length];
+      // Series per framework keep the framework's colour (the same as in the run pages and PNGs);
+      // per machine or version, one framework has several series, told apart by the palette.
+      var color = by === "framework" && g.colour ? g.colour : PALETTE[k % PALETTE.length];
       series.push({
         label: g.name,
         stroke: color,
@@ -182,6 +187,567 @@
       "run `harness compare` on the two run folders.";
   }
 
+  // ---------------------------------------------------------------------------------------------
+  // Run pages: learning curves, roofline, sample timelines.
+
+  function notNull(v) {
+    return v !== null && v !== undefined;
+  }
+
+  function fmt(v, digits) {
+    return notNull(v) ? Number(v).toPrecision(digits || 3) : "--";
+  }
+
+  // "#rrggbb" at opacity `a`.
+  function faded(hex, a) {
+    var n = parseInt(hex.slice(1), 16);
+    return "rgba(" + ((n >> 16) & 255) + "," + ((n >> 8) & 255) + "," + (n & 255) + "," + a + ")";
+  }
+
+  // The sorted distinct x values of several curves: uPlot draws every series against one x array.
+  function mergedXs(lists) {
+    var seen = new Set();
+    lists.forEach(function (xs) {
+      xs.forEach(function (x) {
+        if (notNull(x)) {
+          seen.add(x);
+        }
+      });
+    });
+    return Array.from(seen).sort(function (a, b) { return a - b; });
+  }
+
+  // One series' y values placed against the merged x array (null where it has no point).
+  function placed(xs, px, py) {
+    var at = new Map();
+    xs.forEach(function (x, i) { at.set(x, i); });
+    var out = empty(xs.length);
+    px.forEach(function (x, k) {
+      if (notNull(x) && notNull(py[k]) && at.has(x)) {
+        out[at.get(x)] = py[k];
+      }
+    });
+    return out;
+  }
+
+  function chartWidth(element) {
+    return Math.max(320, Math.min(element.clientWidth || 900, 1100) - 10);
+  }
+
+  // Legend markers filled with the series' own colour (uPlot's default is an outline).
+  function options(spec, element, series, extra) {
+    var fills = series.map(function (s) { return s.dash ? null : s.marker || null; });
+    var base = {
+      title: spec.title,
+      width: chartWidth(element),
+      height: 330,
+      series: series,
+      legend: {
+        markers: {
+          dash: function (u, i) { return u.series[i].dash ? "dashed" : "solid"; },
+          fill: function (u, i) { return fills[i]; },
+        },
+      },
+    };
+    Object.keys(extra).forEach(function (k) { base[k] = extra[k]; });
+    return base;
+  }
+
+  function withUnit(unit, digits) {
+    return function (u, v) {
+      return notNull(v) ? fmt(v, digits) + unit : "--";
+    };
+  }
+
+  function lineSeries(label, colour, opts) {
+    return {
+      label: label,
+      stroke: colour,
+      width: opts.width,
+      dash: opts.dash,
+      spanGaps: true,
+      points: { show: true, size: opts.size, fill: colour, stroke: colour },
+      value: opts.value,
+      marker: colour,
+    };
+  }
+
+  // A log axis from the decade at or below `low` to the one at or above `high`.
+  function decades(low, high) {
+    var lo = Math.pow(10, Math.floor(Math.log10(low)));
+    var hi = Math.pow(10, Math.ceil(Math.log10(high)));
+    return [lo, hi > lo ? hi : lo * 10];
+  }
+
+  // A text on the canvas, on a white box so a line under it does not hide it.
+  function canvasLabel(ctx, text, x, y, colour, ratio) {
+    ctx.font = 11 * ratio + "px system-ui, sans-serif";
+    var w = ctx.measureText(text).width;
+    ctx.fillStyle = "rgba(255,255,255,0.85)";
+    ctx.fillRect(x - 2 * ratio, y - 11 * ratio, w + 4 * ratio, 14 * ratio);
+    ctx.fillStyle = colour;
+    ctx.fillText(text, x, y);
+    return w;
+  }
+
+  // The plot area only, with text left-aligned on its baseline (uPlot leaves the axes' alignment set).
+  function clipToPlot(u) {
+    var ctx = u.ctx;
+    ctx.save();
+    ctx.textAlign = "left";
+    ctx.textBaseline = "alphabetic";
+    ctx.beginPath();
+    ctx.rect(u.bbox.left, u.bbox.top, u.bbox.width, u.bbox.height);
+    ctx.clip();
+    return ctx;
+  }
+
+  // The min-max band of each framework's rounds, under the lines.
+  function drawBands(u, bands) {
+    var ctx = clipToPlot(u);
+    bands.forEach(function (b) {
+      var run = [];
+      function flush() {
+        if (run.length > 1) {
+          ctx.beginPath();
+          run.forEach(function (p, i) {
+            var x = u.valToPos(p[0], "x", true);
+            var y = u.valToPos(p[2], "y", true);
+            if (i === 0) {
+              ctx.moveTo(x, y);
+            } else {
+              ctx.lineTo(x, y);
+            }
+          });
+          for (var i = run.length - 1; i >= 0; i--) {
+            ctx.lineTo(u.valToPos(run[i][0], "x", true), u.valToPos(run[i][1], "y", true));
+          }
+          ctx.closePath();
+          ctx.fillStyle = faded(b.colour, 0.18);
+          ctx.fill();
+        }
+        run = [];
+      }
+      b.xs.forEach(function (x, k) {
+        if (notNull(x) && notNull(b.lo[k]) && notNull(b.hi[k])) {
+          run.push([x, b.lo[k], b.hi[k]]);
+        } else {
+          flush();
+        }
+      });
+      flush();
+    });
+    ctx.restore();
+  }
+
+  // Each band's median line, epoch after epoch.
+  function drawMedians(u, bands) {
+    var ratio = window.devicePixelRatio || 1;
+    var ctx = clipToPlot(u);
+    ctx.lineWidth = 3 * ratio;
+    ctx.lineJoin = "round";
+    bands.forEach(function (b) {
+      ctx.strokeStyle = b.colour;
+      ctx.setLineDash(b.dash.map(function (d) { return d * ratio; }));
+      ctx.beginPath();
+      var drawing = false;
+      b.xs.forEach(function (x, k) {
+        if (!notNull(x) || !notNull(b.mid[k])) {
+          drawing = false;
+          return;
+        }
+        var px = u.valToPos(x, "x", true);
+        var py = u.valToPos(b.mid[k], "y", true);
+        if (drawing) {
+          ctx.lineTo(px, py);
+        } else {
+          ctx.moveTo(px, py);
+          drawing = true;
+        }
+      });
+      ctx.stroke();
+    });
+    ctx.restore();
+  }
+
+  function drawTarget(u, target, label) {
+    var ratio = window.devicePixelRatio || 1;
+    var y = u.valToPos(target, "y", true);
+    var ctx = clipToPlot(u);
+    ctx.strokeStyle = "#555555";
+    ctx.lineWidth = 1.5 * ratio;
+    ctx.setLineDash([6 * ratio, 4 * ratio]);
+    ctx.beginPath();
+    ctx.moveTo(u.bbox.left, y);
+    ctx.lineTo(u.bbox.left + u.bbox.width, y);
+    ctx.stroke();
+    // At the left end: learning curves start low, so the label rarely sits on one there.
+    canvasLabel(ctx, label, u.bbox.left + 8 * ratio, y - 5 * ratio, "#444444", ratio);
+    ctx.restore();
+  }
+
+  function learningChart(spec, learning) {
+    var element = document.getElementById(spec.id);
+    if (!element) {
+      return null;
+    }
+    var field = spec.field;
+    var unit = field === "accuracy" ? " %" : "";
+    var xs = mergedXs(learning.curves.map(function (c) { return c.seconds; })
+      .concat(learning.bands.map(function (b) { return b.seconds; })));
+    var series = [{ label: "training time", value: withUnit(" s", 3) }];
+    var columns = [xs];
+    var bands = [];
+    learning.curves.forEach(function (c) {
+      if (!c[field].some(notNull)) {
+        return;
+      }
+      var colour = c.thin ? faded(c.colour, 0.55) : c.colour;
+      series.push(lineSeries(c.label, colour, {
+        width: c.thin ? 1 : 2,
+        size: c.thin ? 4 : 6,
+        dash: c.flagged ? [6, 4] : undefined,
+        value: withUnit(unit, 4),
+      }));
+      columns.push(placed(xs, c.seconds, c[field]));
+    });
+    learning.bands.forEach(function (b) {
+      var spread = b[field];
+      var lo = spread.map(function (v) { return v ? v[0] : null; });
+      var mid = spread.map(function (v) { return v ? v[1] : null; });
+      var hi = spread.map(function (v) { return v ? v[2] : null; });
+      if (!mid.some(notNull)) {
+        return;
+      }
+      // The median's seconds need not grow with the epoch (a round that stopped early at its
+      // target leaves the later epochs to the others), so its line is drawn in epoch order by
+      // drawMedians; the series holds its points, legend and hover.
+      var median = lineSeries(b.label, b.colour, {
+        width: 3,
+        size: 7,
+        dash: b.flagged ? [8, 4] : undefined,
+        value: withUnit(unit, 4),
+      });
+      median.paths = function () { return null; };
+      series.push(median);
+      columns.push(placed(xs, b.seconds, mid));
+      bands.push({ colour: b.colour, xs: b.seconds, lo: lo, mid: mid, hi: hi, dash: b.flagged ? [8, 4] : [] });
+    });
+    var target = field === "accuracy" && notNull(learning.target) ? learning.target : null;
+    if (target !== null) {
+      series.push({
+        label: learning.target_label,
+        stroke: "#555555",
+        width: 1.5,
+        dash: [6, 4],
+        paths: function () { return null; }, // drawn across the whole plot by drawTarget
+        points: { show: false },
+        value: function () { return target + " %"; },
+      });
+      columns.push(xs.map(function () { return target; }));
+    }
+    var x = { time: false };
+    if (learning.log_x && xs.length) {
+      var span = [xs[0] / 1.3, xs[xs.length - 1] * 1.3];
+      x = { time: false, distr: 3, range: function () { return span; } };
+    }
+    var opts = options(spec, element, series, {
+      scales: { x: x },
+      axes: [{ label: spec.x }, { label: spec.y, size: 60 }],
+      hooks: {
+        drawClear: [function (u) { drawBands(u, bands); }],
+        draw: [function (u) {
+          drawMedians(u, bands);
+          if (target !== null) {
+            drawTarget(u, target, learning.target_label);
+          }
+        }],
+      },
+    });
+    return new uPlot(opts, columns, element);
+  }
+
+  function roofAt(roof, x) {
+    return notNull(roof.bandwidth) ? Math.min(roof.flops, roof.bandwidth * x) : roof.flops;
+  }
+
+  // Each roof's label at the right end of its flat part, moved up where two would overlap.
+  function drawRoofLabels(u, roofs, points) {
+    var ratio = window.devicePixelRatio || 1;
+    var ctx = clipToPlot(u);
+    var placedAt = [];
+    roofs
+      .map(function (r) { return { text: r.label, y: u.valToPos(r.flops / 1e9, "y", true) - 5 * ratio }; })
+      .sort(function (a, b) { return b.y - a.y; })
+      .forEach(function (l) {
+        var y = l.y;
+        placedAt.forEach(function (other) {
+          if (Math.abs(other - y) < 14 * ratio) {
+            y = other - 14 * ratio;
+          }
+        });
+        placedAt.push(y);
+        ctx.font = 11 * ratio + "px system-ui, sans-serif";
+        var w = ctx.measureText(l.text).width;
+        canvasLabel(ctx, l.text, u.bbox.left + u.bbox.width - w - 8 * ratio, y, "#333333", ratio);
+      });
+    // Each point's metric beside it: to the right, else left, above or below, whichever is free of
+    // the points and labels already there; else to the right, moved down past them.
+    // (Boxes: left x, width w, baseline y, height h above it.)
+    var h = 13 * ratio;
+    var taken = points.map(function (p) {
+      var r = 7 * ratio;
+      return { x: u.valToPos(p.intensity, "x", true) - r, y: u.valToPos(p.rate / 1e9, "y", true) + r, w: 2 * r };
+    });
+    function clash(x, y, w) {
+      for (var k = 0; k < taken.length; k++) {
+        var t = taken[k];
+        if (x < t.x + t.w && t.x < x + w && y - h < t.y && t.y - h < y) {
+          return t;
+        }
+      }
+      return null;
+    }
+    ctx.font = 11 * ratio + "px system-ui, sans-serif";
+    points.forEach(function (p) {
+      var px = u.valToPos(p.intensity, "x", true);
+      var py = u.valToPos(p.rate / 1e9, "y", true);
+      var w = ctx.measureText(p.metric).width;
+      var gap = 9 * ratio;
+      var spots = [
+        [px + gap, py + 4 * ratio],
+        [px - gap - w, py + 4 * ratio],
+        [px - w / 2, py - gap],
+        [px - w / 2, py + gap + 10 * ratio],
+      ];
+      var spot = null;
+      for (var k = 0; k < spots.length && spot === null; k++) {
+        if (clash(spots[k][0], spots[k][1], w) === null) {
+          spot = spots[k];
+        }
+      }
+      if (spot === null) {
+        // Each step moves y strictly down (a whole pixel past rounding); bounded by the boxes.
+        spot = spots[0];
+        for (var pass = 0, t = clash(spot[0], spot[1], w); t !== null && pass <= taken.length; pass++) {
+          spot = [spot[0], t.y + h + 1];
+          t = clash(spot[0], spot[1], w);
+        }
+      }
+      taken.push({ x: spot[0], y: spot[1], w: w });
+      ctx.fillStyle = p.flags.length ? FLAG : "#333333";
+      ctx.fillText(p.metric, spot[0], spot[1]);
+    });
+    ctx.restore();
+  }
+
+  function rooflineChart(roofline, flagColour) {
+    var element = document.getElementById(roofline.id);
+    if (!element) {
+      return null;
+    }
+    var points = roofline.points.filter(function (p) { return notNull(p.intensity) && notNull(p.rate) && p.intensity > 0 && p.rate > 0; });
+    var roofs = roofline.roofs.filter(function (r) { return notNull(r.flops) && r.flops > 0; });
+    if (!points.length) {
+      return null; // nothing measurable to place (the alt text names what there is)
+    }
+    var intensities = points.map(function (p) { return p.intensity; });
+    var ridges = roofs.filter(function (r) { return notNull(r.bandwidth) && r.bandwidth > 0; })
+      .map(function (r) { return r.flops / r.bandwidth; });
+    var spanned = intensities.concat(ridges);
+    var xRange = decades(Math.min.apply(null, spanned) / 2, Math.max.apply(null, spanned) * 2);
+    var low = xRange[0];
+    var high = xRange[1];
+    var xs = mergedXs([[low, high], intensities, ridges]);
+    var series = [{ label: "intensity", value: withUnit(" FLOP/byte", 3) }];
+    var columns = [xs];
+    var ys = [];
+    roofs.forEach(function (r) {
+      var measured = !r.dashed;
+      series.push({
+        label: r.label,
+        stroke: measured ? "#333333" : "#888888",
+        width: measured ? 2 : 1.5,
+        dash: measured ? undefined : [8, 5],
+        points: { show: false },
+        value: withUnit(" GFLOP/s", 4),
+      });
+      var values = xs.map(function (x) { return roofAt(r, x) / 1e9; });
+      ys = ys.concat(values);
+      columns.push(values);
+    });
+    points.forEach(function (p) {
+      var flagged = p.flags.length > 0;
+      var text = flagged ? " FLAGGED: " + p.flags.join("; ") : "";
+      series.push({
+        label: p.label,
+        stroke: flagged ? flagColour : p.colour,
+        width: 0,
+        paths: function () { return null; },
+        points: flagged
+          ? { show: true, size: 15, width: 2.5, fill: "#ffffff", stroke: flagColour }
+          : { show: true, size: 10, width: 1, fill: p.colour, stroke: "#222222" },
+        marker: flagged ? "#ffffff" : p.colour,
+        value: function (u, v) { return notNull(v) ? fmt(v, 4) + " GFLOP/s at " + fmt(p.intensity, 3) + " FLOP/byte" + text : "--"; },
+      });
+      ys.push(p.rate / 1e9);
+      columns.push(placed(xs, [p.intensity], [p.rate / 1e9]));
+    });
+    var positive = ys.filter(function (v) { return v > 0; });
+    var yRange = decades(Math.min.apply(null, positive) / 1.5, Math.max.apply(null, positive) * 1.5);
+    var opts = options(roofline, element, series, {
+      height: 420,
+      scales: {
+        x: { time: false, distr: 3, range: function () { return xRange; } },
+        y: { distr: 3, range: function () { return yRange; } },
+      },
+      axes: [{ label: roofline.x }, { label: roofline.y, size: 70 }],
+      hooks: { draw: [function (u) { drawRoofLabels(u, roofs, points); }] },
+    });
+    return new uPlot(opts, columns, element);
+  }
+
+  // Between the last sample of one round and the first of the next (x: 1-based sample number).
+  function edgesOf(series) {
+    var edges = [];
+    var edge = 0;
+    series.round_sizes.slice(0, -1).forEach(function (size) {
+      edge += size;
+      edges.push(edge + 0.5);
+    });
+    return edges;
+  }
+
+  // One grey set of boundaries when every framework's rounds have the same sizes, else one set
+  // per framework in its colour.
+  function boundaries(timeline) {
+    var sets = timeline.series.map(function (s) {
+      return { name: s.framework, colour: s.colour, edges: edgesOf(s) };
+    }).filter(function (b) { return b.edges.length > 0; });
+    var same = sets.every(function (b) { return b.edges.join() === sets[0].edges.join(); });
+    if (same && sets.length) {
+      return [{ name: "", colour: "#888888", edges: sets[0].edges }];
+    }
+    return sets;
+  }
+
+  function drawBoundaries(u, sets) {
+    var ratio = window.devicePixelRatio || 1;
+    var ctx = clipToPlot(u);
+    ctx.lineWidth = ratio;
+    ctx.setLineDash([5 * ratio, 4 * ratio]);
+    sets.forEach(function (set, k) {
+      ctx.strokeStyle = set.colour;
+      set.edges.forEach(function (edge, r) {
+        var x = u.valToPos(edge, "x", true);
+        ctx.beginPath();
+        ctx.moveTo(x, u.bbox.top);
+        ctx.lineTo(x, u.bbox.top + u.bbox.height);
+        ctx.stroke();
+        var text = (set.name ? set.name + " " : "") + "round " + (r + 2);
+        canvasLabel(ctx, text, x + 4 * ratio, u.bbox.top + (13 + 14 * k) * ratio, set.colour === "#888888" ? "#555555" : set.colour, ratio);
+      });
+    });
+    ctx.restore();
+  }
+
+  function timelineChart(timeline, flagColour, markColour) {
+    var element = document.getElementById(timeline.id);
+    if (!element) {
+      return null;
+    }
+    var n = Math.max.apply(null, timeline.series.map(function (s) { return s.samples.length; }));
+    var xs = [];
+    for (var i = 1; i <= n; i++) {
+      xs.push(i);
+    }
+    var scale = timeline.scale;
+    var unit = " " + timeline.value_unit;
+    var series = [{ label: "sample", value: function (u, v) { return notNull(v) ? "#" + v : "--"; } }];
+    var columns = [xs];
+    timeline.series.forEach(function (s) {
+      var apart = new Set(s.marks.map(function (m) { return m[0]; }));
+      var ys = empty(n);
+      s.samples.forEach(function (v, k) {
+        if (notNull(v) && !apart.has(k)) {
+          ys[k] = v / scale;
+        }
+      });
+      var line = lineSeries(s.label, s.colour, {
+        width: 1,
+        size: s.flagged ? 7 : 5,
+        dash: s.flagged ? [5, 4] : undefined,
+        value: withUnit(unit, 3),
+      });
+      if (s.flagged) {
+        line.points = { show: true, size: 7, width: 1.5, fill: "#ffffff", stroke: flagColour };
+      }
+      series.push(line);
+      columns.push(ys);
+      s.marked.forEach(function (m) {
+        var marked = empty(n);
+        m.indices.forEach(function (k) {
+          if (k < s.samples.length && notNull(s.samples[k])) {
+            marked[k] = s.samples[k] / scale;
+          }
+        });
+        series.push({
+          label: m.label,
+          stroke: markColour,
+          width: 0,
+          paths: function () { return null; },
+          points: { show: true, size: 11, width: 2.5, fill: s.colour, stroke: markColour },
+          value: withUnit(unit, 3),
+          marker: s.colour,
+        });
+        columns.push(marked);
+      });
+    });
+    var sets = boundaries(timeline);
+    if (sets.length) {
+      var count = sets.length === 1 ? sets[0].edges.length : 0;
+      series.push({
+        label: count === 1 ? "1 round boundary (a new process)"
+          : count > 1 ? count + " round boundaries (a new process each)" : "round boundaries (a new process each)",
+        stroke: "#888888",
+        width: 1,
+        dash: [5, 4],
+        points: { show: false },
+        value: function () { return sets.length === 1 ? "dashed grey line" : "dashed, in the framework's colour"; },
+      });
+      columns.push(empty(n));
+    }
+    var y = {};
+    if (timeline.log) {
+      var positive = [];
+      columns.slice(1).forEach(function (c) { c.forEach(function (v) { if (notNull(v) && v > 0) { positive.push(v); } }); });
+      if (positive.length) {
+        var yRange = decades(Math.min.apply(null, positive), Math.max.apply(null, positive));
+        y = { distr: 3, range: function () { return yRange; } };
+      }
+    }
+    var opts = options(timeline, element, series, {
+      scales: { x: { time: false, range: [0.5, n + 0.5] }, y: y },
+      axes: [{ label: timeline.x, incrs: [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000] }, { label: timeline.y, size: 70 }],
+      hooks: { draw: [function (u) { drawBoundaries(u, sets); }] },
+    });
+    return new uPlot(opts, columns, element);
+  }
+
+  function drawPictures(pictures) {
+    if (pictures.learning) {
+      pictures.learning.charts.forEach(function (spec) { learningChart(spec, pictures.learning); });
+    }
+    if (pictures.roofline) {
+      rooflineChart(pictures.roofline, pictures.flag_colour);
+    }
+    pictures.timelines.forEach(function (t) { timelineChart(t, pictures.flag_colour, pictures.mark_colour); });
+  }
+
+  if (data.pictures) {
+    drawPictures(data.pictures);
+    return;
+  }
   var by = document.getElementById("series-by");
   if (by) {
     by.addEventListener("change", drawAll);

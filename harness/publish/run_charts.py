@@ -1,0 +1,420 @@
+"""The run page's pictures: learning curves, a roofline and a sample timeline per time metric.
+
+The points are report/pictures.py's (the PNG figures draw the same objects) and the colours
+report/palette.py's, so a framework looks the same on the site and in the PNGs. `chart_data` is
+what site.js draws, embedded as JSON (embed.py): every string from a run file made inert, every
+number finite. `figures` is the markup around each chart: its container (role="img" with an
+aria-label saying what it shows), a caption saying how to read it, and what is not drawn (the
+first calls, metrics left off the roofline) in words; all of it text placed through page.py.
+A flagged framework or (framework, metric) is drawn apart and says FLAGGED, never as a plain line
+or point.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from harness.publish.page import Markup, join, lines, tag
+from harness.report import palette
+from harness.report.escape import plain
+from harness.report.numbers import fmt_percent, fmt_time, time_unit
+from harness.report.pictures import (
+    Band,
+    Curve,
+    Key,
+    LearningCurves,
+    Roofline,
+    Timeline,
+    TimelineSeries,
+    learning_curves,
+    roofline,
+    timelines,
+    wide,
+)
+from harness.run_reader import Run
+
+TRAINING_TIME = "cumulative training time (s), evaluations excluded"
+
+
+@dataclass(frozen=True)
+class RunPictures:
+    curves: LearningCurves | None
+    roofline: Roofline | None
+    timelines: list[Timeline]
+
+    @property
+    def empty(self) -> bool:
+        return self.curves is None and self.roofline is None and not self.timelines
+
+
+def run_pictures(run: Run, flags: Mapping[Key, Sequence[str]]) -> RunPictures:
+    """`flags`: the run's FlagBook flags, so the charts flag exactly what the page's Flags list names."""
+    return RunPictures(learning_curves(run), roofline(run, flags), timelines(run, flags))
+
+
+def _finite(value: float | None) -> float | None:
+    """A number JSON can hold (a quotient of two huge declared counts may not be)."""
+    return value if value is not None and math.isfinite(value) else None
+
+
+def _words(items: Sequence[str]) -> str:
+    """`a`, `a and b`, `a, b and c`."""
+    found = [plain(i) for i in items]
+    if len(found) < 2:
+        return found[0] if found else "nothing"
+    return ", ".join(found[:-1]) + " and " + found[-1]
+
+
+def _flagged(name: str, flags: Sequence[str]) -> str:
+    return f"{name} (FLAGGED: {'; '.join(plain(f) for f in flags)})"
+
+
+def _count(n: int, what: str) -> str:
+    """`1 sample`, `2 samples`, `1 round boundary`, `3 round boundaries`."""
+    if n == 1:
+        return f"1 {what}"
+    return f"{n} {what[:-1]}ies" if what.endswith("y") else f"{n} {what}s"
+
+
+def target_label(target: float) -> str:
+    return f"target {fmt_percent(target)}"
+
+
+# ---------------------------------------------------------------------------------------------
+# Learning curves
+
+
+def _curve_data(curves: LearningCurves, curve: Curve, banded: bool) -> dict[str, Any]:
+    fw = plain(curve.framework)
+    flags = curves.flags.get(curve.framework, ())
+    name = f"{fw} round {curve.process}" if banded else fw
+    return {
+        "framework": fw,
+        "process": curve.process,
+        "label": _flagged(name, flags) if flags else name,
+        "colour": palette.FLAG_COLOUR if flags else palette.colour(curve.framework),
+        "flagged": bool(flags),
+        "thin": banded,
+        "seconds": [_finite(p.seconds) for p in curve.points],
+        "loss": [_finite(p.train_loss) for p in curve.points],
+        "accuracy": [_finite(p.test_accuracy) for p in curve.points],
+    }
+
+
+def _spread(value: tuple[float, float, float] | None) -> list[float | None] | None:
+    return None if value is None else [_finite(v) for v in value]
+
+
+def _band_data(curves: LearningCurves, band: Band) -> dict[str, Any]:
+    fw = plain(band.framework)
+    flags = curves.flags.get(band.framework, ())
+    name = _flagged(fw, flags) if flags else fw
+    return {
+        "framework": fw,
+        "rounds": band.rounds,
+        "label": f"{name}: median of {band.rounds} rounds (band: min-max)",
+        "colour": palette.FLAG_COLOUR if flags else palette.colour(band.framework),
+        "flagged": bool(flags),
+        "seconds": [_finite(s) for s in band.seconds],
+        "loss": [_spread(v) for v in band.loss],
+        "accuracy": [_spread(v) for v in band.accuracy],
+    }
+
+
+def _learning_data(curves: LearningCurves) -> dict[str, Any]:
+    banded = {b.framework for b in curves.bands}
+    # One framework's first epoch (with its compilation) can take 50x another's whole run: a log
+    # time axis keeps both curves readable.
+    log = wide([p.seconds for c in curves.curves for p in c.points] + [s for b in curves.bands for s in b.seconds])
+    x = TRAINING_TIME.replace("(s)", "(s, log scale)") if log else TRAINING_TIME
+    return {
+        "log_x": log,
+        "target": _finite(curves.target),
+        "target_label": target_label(curves.target) if curves.target is not None else None,
+        "curves": [_curve_data(curves, c, c.framework in banded) for c in curves.curves],
+        "bands": [_band_data(curves, b) for b in curves.bands],
+        "charts": [
+            {
+                "id": "chart-accuracy",
+                "field": "accuracy",
+                "title": f"{plain(curves.suite)}: test accuracy against training time",
+                "x": x,
+                "y": "test accuracy (%)",
+            },
+            {
+                "id": "chart-loss",
+                "field": "loss",
+                "title": f"{plain(curves.suite)}: train loss against training time",
+                "x": x,
+                "y": "mean train loss of the epoch",
+            },
+        ],
+    }
+
+
+def _rounds_words(curves: LearningCurves) -> str:
+    if not curves.bands:
+        return ""
+    return "; " + ", ".join(
+        f"{plain(b.framework)} over {b.rounds} rounds (median and min-max band)" for b in curves.bands
+    )
+
+
+def _flag_words(flags: Mapping[str, Sequence[str]]) -> str:
+    return "".join(f"; {plain(name)} FLAGGED ({'; '.join(plain(f) for f in why)})" for name, why in flags.items())
+
+
+def _learning_figures(curves: LearningCurves) -> Markup:
+    names = _words(curves.frameworks)
+    target = f"; {target_label(curves.target)}" if curves.target is not None else ""
+    tested = any(p.test_accuracy is not None for c in curves.curves for p in c.points)
+    rounds, flags = _rounds_words(curves), _flag_words(curves.flags)
+    lines_read = (
+        "Each line is one training process, a point at the end of each epoch; x is the training time so far "
+        "(epoch 1 with its compilation, evaluations left out), so a line further left got there sooner."
+    )
+    if curves.bands:
+        lines_read += (
+            " With rounds, the thick line is the median over the rounds at each epoch, the shaded band spans the "
+            "lowest to the highest round, and the thin lines are the single rounds."
+        )
+    if curves.flags:
+        lines_read += " Dashed red lines are FLAGGED frameworks: not comparable with the others."
+    accuracy_read = lines_read
+    if curves.target is not None:
+        accuracy_read += (
+            f" The dashed grey line is the {target_label(curves.target)}: where a line first crosses it, that "
+            "framework reached the target."
+        )
+    if not tested:
+        accuracy_read += (
+            " The test split was evaluated only after the last epoch (--param curve=true draws this curve)."
+        )
+    return join(
+        [
+            _figure(
+                "chart-accuracy",
+                f"Test accuracy against cumulative training time for {names}{rounds}{target}{flags}",
+                accuracy_read,
+            ),
+            _figure(
+                "chart-loss", f"Train loss against cumulative training time for {names}{rounds}{flags}", lines_read
+            ),
+        ]
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# Roofline
+
+
+def _roofline_data(roof: Roofline) -> dict[str, Any]:
+    points = []
+    for p in roof.points:
+        fw, metric = plain(p.framework), plain(p.metric)
+        flags = [plain(f) for f in p.flags]
+        points.append(
+            {
+                "framework": fw,
+                "metric": metric,
+                "dtype": plain(p.dtype) if p.dtype is not None else None,
+                "flops": _finite(p.flops),
+                "bytes": _finite(p.bytes),
+                "intensity": _finite(p.intensity),
+                "rate": _finite(p.rate),
+                "flags": flags,
+                "colour": palette.colour(p.framework),
+                "label": f"{fw} {metric}: FLAGGED (not a normal point)" if flags else f"{fw} {metric}",
+            }
+        )
+    roofs = [
+        {
+            "kind": r.kind,
+            "dtype": plain(r.dtype) if r.dtype is not None else None,
+            "flops": _finite(r.flops),
+            "bandwidth": _finite(r.bandwidth),
+            "label": plain(r.label),
+            "dashed": r.kind != "measured",
+        }
+        for r in roof.roofs
+    ]
+    return {
+        "id": "chart-roofline",
+        "title": f"{plain(roof.suite)}: roofline (median of the steady samples)",
+        "x": "arithmetic intensity (FLOP per byte)",
+        "y": "achieved GFLOP/s",
+        "points": points,
+        "roofs": roofs,
+    }
+
+
+def _roofline_figure(roof: Roofline) -> Markup:
+    measured = [p for p in roof.points if not p.flags]
+    flagged = [p for p in roof.points if p.flags]
+    shown = _words([f"{p.framework} {p.metric}" for p in measured]) if measured else "no unflagged measurement"
+    alt = f"Roofline: achieved GFLOP/s against arithmetic intensity (FLOP per byte) for {shown}"
+    if flagged:
+        alt += "; FLAGGED: " + _words([f"{p.framework} {p.metric}" for p in flagged])
+    if roof.roofs:
+        alt += f"; under {len(roof.roofs)} roofs ({'; '.join(plain(r.label) for r in roof.roofs)})"
+    else:
+        alt += "; no roof known for this machine"
+    read = (
+        "Each point is one framework's metric: the FLOPs it declares per byte it moves (x) and the FLOP/s it "
+        "achieved at the median (y), both axes logarithmic. Each roof is min(peak FLOP/s, bandwidth x intensity): "
+        "solid ones measured on this machine (harness calibrate), dashed ones the datasheet's. A point far under "
+        "its roof leaves speed unused; a point above a measured roof is a measurement to doubt. Red rings are "
+        "FLAGGED numbers, never normal points."
+    )
+    extra = Markup("")
+    if roof.left_out:
+        extra = join([tag("p", "Not on the roofline:", class_="left-out"), lines([plain(t) for t in roof.left_out])])
+    return _figure("chart-roofline", alt, read, extra)
+
+
+# ---------------------------------------------------------------------------------------------
+# Sample timelines
+
+
+def _series_data(timeline: Timeline, series: TimelineSeries) -> dict[str, Any]:
+    fw = plain(series.framework)
+    flags = [plain(f) for f in series.flags]
+    marked = []
+    for reason in timeline.reasons:
+        indices = [i for i, reasons in series.marks.items() if reason in reasons]
+        if indices:
+            text = plain(timeline.reasons[reason])
+            marked.append(
+                {"reason": plain(reason), "label": f"{fw} marked {plain(reason)}: {text}", "indices": indices}
+            )
+    return {
+        "framework": fw,
+        "label": _flagged(fw, flags) if flags else fw,
+        "colour": palette.FLAG_COLOUR if flags else palette.colour(series.framework),
+        "flagged": bool(flags),
+        "samples": [_finite(s) for s in series.samples],
+        "round_sizes": list(series.round_sizes),
+        "first_calls": [_finite(f) for f in series.first_calls],
+        "marks": [[i, [plain(r) for r in reasons]] for i, reasons in series.marks.items()],
+        "marked": marked,
+        "flags": flags,
+    }
+
+
+def _timeline_scale(timeline: Timeline) -> tuple[float, str]:
+    samples = sorted(s for series in timeline.series for s in series.samples)
+    return time_unit(samples[len(samples) // 2] if samples else 1.0)
+
+
+def _timeline_data(number: int, timeline: Timeline) -> dict[str, Any]:
+    scale, unit = _timeline_scale(timeline)
+    metric = plain(timeline.metric)
+    log = wide([s for series in timeline.series for s in series.samples])  # as the PNG timeline does
+    return {
+        "id": f"chart-timeline-{number}",
+        "metric": metric,
+        "unit": plain(timeline.unit),
+        "scale": scale,
+        "log": log,
+        "title": f"{metric}: every steady sample in order",
+        "x": "sample number (in the order taken; rounds one after another)",
+        "y": f"time per call ({unit}{', log scale' if log else ''})",
+        "value_unit": unit,
+        "series": [_series_data(timeline, s) for s in timeline.series],
+        "reasons": {plain(k): plain(v) for k, v in timeline.reasons.items()},
+    }
+
+
+def first_calls_line(timeline: Timeline) -> str:
+    """`first calls: jax 356 ms (round 1), 340 ms (round 2); numpy 1.2 ms`."""
+    parts = []
+    for s in timeline.series:
+        if len(s.first_calls) > 1:
+            calls = ", ".join(f"{fmt_time(v)} (round {k + 1})" for k, v in enumerate(s.first_calls))
+        else:
+            calls = fmt_time(s.first_calls[0]) if s.first_calls else "not recorded"
+        parts.append(f"{plain(s.framework)} {calls}")
+    return "first calls: " + "; ".join(parts)
+
+
+def rounds_of(timeline: Timeline) -> int:
+    return max((len(s.round_sizes) for s in timeline.series), default=1)
+
+
+def _timeline_figure(number: int, timeline: Timeline) -> Markup:
+    metric = plain(timeline.metric)
+    rounds = rounds_of(timeline)
+    alt = f"Time of every steady sample of {metric} in the order taken, for {_words([s.framework for s in timeline.series])}"
+    if rounds > 1:
+        alt += f"; {rounds} rounds, {_count(rounds - 1, 'round boundary')}"
+    for reason in timeline.reasons:
+        count = sum(1 for s in timeline.series for reasons in s.marks.values() if reason in reasons)
+        alt += f"; {_count(count, 'sample')} marked {plain(reason)}"
+    flagged = [s.framework for s in timeline.series if s.flags]
+    if flagged:
+        alt += f"; FLAGGED: {_words(flagged)}"
+    read = (
+        "Every steady sample in the order it was taken, one line per framework; a drift, a step or a few high "
+        "points mean the samples are not interchangeable draws, and the median hides it."
+    )
+    if rounds > 1:
+        read += (
+            f" Dashed vertical lines mark the {_count(rounds - 1, 'round boundary')}: each round is a process of "
+            "its own, so a step there is a difference between processes."
+        )
+    if timeline.reasons:
+        read += (
+            " Black rings are samples the job marked: "
+            + "; ".join(f"{plain(r)}: {plain(text)}" for r, text in timeline.reasons.items())
+            + "."
+        )
+    if flagged:
+        read += " Dashed red lines are FLAGGED: the metric's median is not a normal number (see Flags)."
+    read += " The first calls (tracing, compilation and one run) are left off the chart, listed beside it."
+    beside = tag("p", first_calls_line(timeline), class_="first-calls")
+    return _figure(f"chart-timeline-{number}", alt, read, beside)
+
+
+# ---------------------------------------------------------------------------------------------
+
+
+def _figure(chart_id: str, alt: str, read: str, extra: Markup | None = None) -> Markup:
+    """A chart's figure: the container site.js draws into, what it shows (aria-label), how to read it."""
+    parts = [tag("div", "", id=chart_id, class_="chart picture", role="img", aria_label=alt)]
+    if extra is not None:
+        parts.append(extra)
+    parts.append(tag("figcaption", read))
+    return tag("figure", join(parts), class_="picture")
+
+
+def chart_data(pictures: RunPictures) -> dict[str, Any]:
+    """What site.js draws on a run page (embed.py writes it into the page)."""
+    return {
+        "pictures": {
+            "flag_colour": palette.FLAG_COLOUR,
+            "mark_colour": palette.MARK_COLOUR,
+            "learning": _learning_data(pictures.curves) if pictures.curves is not None else None,
+            "roofline": _roofline_data(pictures.roofline) if pictures.roofline is not None else None,
+            "timelines": [_timeline_data(i, t) for i, t in enumerate(pictures.timelines)],
+        }
+    }
+
+
+def figures(pictures: RunPictures) -> Markup:
+    """The run page's picture sections, in the order people look at them."""
+    parts: list[Markup] = []
+
+    def section(section_id: str, title: str, content: Markup) -> None:
+        parts.append(tag("section", join([tag("h2", title), content]), id=section_id, class_="pictures"))
+
+    if pictures.curves is not None:
+        section("learning-curves", "Learning curves", _learning_figures(pictures.curves))
+    if pictures.roofline is not None:
+        section("roofline", "Roofline", _roofline_figure(pictures.roofline))
+    if pictures.timelines:
+        timeline_figures = join(_timeline_figure(i, t) for i, t in enumerate(pictures.timelines))
+        section("timelines", "Sample timelines", timeline_figures)
+    return join(parts)
