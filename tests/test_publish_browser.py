@@ -7,51 +7,16 @@ screenshots go to $HARNESS_ARTIFACTS (default <repo>/artifacts/), CI's artefacts
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import os
 from pathlib import Path
 
-import pytest
-
 from harness.publish import publish_site
-from tests.conftest import REPO
+from tests.browser import artifacts, require_browser, watched_page
 from tests.test_publish import HOSTILE, bisect_doc, build_results, write_bisect
-
-CHROMIUM = Path("/usr/bin/chromium")
-ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
-
-
-def _missing() -> str | None:
-    if not CHROMIUM.exists():
-        return f"{CHROMIUM} is missing: apt-get install -y chromium"
-    if importlib.util.find_spec("playwright") is None:
-        return "the playwright package is missing: pip install -e '.[dev]'"
-    return None
-
-
-def _artifacts() -> Path:
-    folder = Path(os.environ.get("HARNESS_ARTIFACTS") or REPO / "artifacts")
-    folder.mkdir(parents=True, exist_ok=True)
-    return folder
 
 
 def test_click_from_the_index_to_a_comparison_and_read_the_verdict(tmp_path: Path) -> None:
-    missing = _missing()
-    if missing:
-        if os.environ.get("CI", "").lower() == "true":
-            pytest.fail("CI=true: " + missing, pytrace=False)
-        pytest.skip(missing)
-    from playwright.sync_api import Dialog, sync_playwright
+    require_browser()
 
     results = build_results(tmp_path)
     hostile = results / "20240503-130000-jit-0003" / "numpy.json"  # a name that tries to run script
@@ -62,60 +27,46 @@ def test_click_from_the_index_to_a_comparison_and_read_the_verdict(tmp_path: Pat
     site = tmp_path / "site"
     publish_site(results, site)
     problems: list[str] = []
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=ARGS, timeout=60_000)
-        try:
-            page = browser.new_page(viewport={"width": 1280, "height": 900})
-            page.set_default_timeout(20_000)
-            page.on("pageerror", lambda error: problems.append(f"page error: {error}"))
-            page.on("console", lambda message: problems.append(message.text) if message.type == "error" else None)
+    with watched_page(problems) as page:
+        page.goto((site / "index.html").as_uri())
+        assert page.locator("#suites a.suite-link").all_inner_texts() == ["jit", "xla"]
+        assert "first significant change: 0.4.32" in page.locator("#bisects").inner_text()
 
-            def ran_script(dialog: Dialog) -> None:  # an alert() from a file's text: the page must never get here
-                problems.append(f"a file's text ran as script: {dialog.message}")
-                dialog.dismiss()
+        page.locator("#suites a.suite-link", has_text="xla").click()
+        page.wait_for_selector(".uplot canvas")
+        assert page.locator("h1").inner_text() == "suite xla"
+        legend = page.locator(".u-legend").first.inner_text()
+        assert "jax: FLAGGED (not a normal point)" in legend and "numpy" in legend
+        points = page.locator("table.points").inner_text()
+        for flag in ("ESCAPED: sync escaped", "IMPLAUSIBLE: ", "NOT COMPARABLE (†): failed the agreement gate"):
+            assert flag in points
+        page.select_option("#series-by", "machine")
+        assert "jax on Test CPU B (2 cores)" in page.locator(".u-legend").first.inner_text()
+        page.screenshot(path=str(artifacts() / "publish-suite.png"), full_page=True)
 
-            page.on("dialog", ran_script)
-            page.goto((site / "index.html").as_uri())
-            assert page.locator("#suites a.suite-link").all_inner_texts() == ["jit", "xla"]
-            assert "first significant change: 0.4.32" in page.locator("#bisects").inner_text()
-
-            page.locator("#suites a.suite-link", has_text="xla").click()
-            page.wait_for_selector(".uplot canvas")
-            assert page.locator("h1").inner_text() == "suite xla"
-            legend = page.locator(".u-legend").first.inner_text()
-            assert "jax: FLAGGED (not a normal point)" in legend and "numpy" in legend
-            points = page.locator("table.points").inner_text()
-            for flag in ("ESCAPED: sync escaped", "IMPLAUSIBLE: ", "NOT COMPARABLE (†): failed the agreement gate"):
-                assert flag in points
-            page.select_option("#series-by", "machine")
-            assert "jax on Test CPU B (2 cores)" in page.locator(".u-legend").first.inner_text()
-            page.screenshot(path=str(_artifacts() / "publish-suite.png"), full_page=True)
-
-            page.select_option("#run-a", "0")
-            page.select_option("#run-b", "2")
-            page.click("#compare-go")
-            page.wait_for_selector("#changes")
-            assert page.locator("h1").inner_text().startswith("compare A=20240501-120000-xla-0001 B=20240503")
-            verdicts = dict(
-                zip(
-                    page.locator("#changes td:first-child").all_inner_texts(),
-                    page.locator("#changes .verdict").all_inner_texts(),
-                    strict=True,
-                )
+        page.select_option("#run-a", "0")
+        page.select_option("#run-b", "2")
+        page.click("#compare-go")
+        page.wait_for_selector("#changes")
+        assert page.locator("h1").inner_text().startswith("compare A=20240501-120000-xla-0001 B=20240503")
+        verdicts = dict(
+            zip(
+                page.locator("#changes td:first-child").all_inner_texts(),
+                page.locator("#changes .verdict").all_inner_texts(),
+                strict=True,
             )
-            assert verdicts["numpy"].endswith("% slower"), verdicts
-            assert verdicts["jax"] == "excluded: implausible FLOP/s (above device peak)"
-            assert "B: IMPLAUSIBLE" in page.locator("#changes").inner_text()
-            assert "WARNING: numpy: runs differ in cpu" in page.locator("ul.warnings").inner_text()
-            page.screenshot(path=str(_artifacts() / "publish-comparison.png"), full_page=True)
+        )
+        assert verdicts["numpy"].endswith("% slower"), verdicts
+        assert verdicts["jax"] == "excluded: implausible FLOP/s (above device peak)"
+        assert "B: IMPLAUSIBLE" in page.locator("#changes").inner_text()
+        assert "WARNING: numpy: runs differ in cpu" in page.locator("ul.warnings").inner_text()
+        page.screenshot(path=str(artifacts() / "publish-comparison.png"), full_page=True)
 
-            page.goto((site / "index.html").as_uri())
-            page.locator("#suites a.suite-link", has_text="jit").click()
-            page.wait_for_selector(".uplot canvas")
-            assert (
-                "numpy " + HOSTILE.replace("\u2028", "\\u2028").replace("\u202e", "\\u202e")
-                in page.locator("table.points").inner_text()
-            )
-        finally:
-            browser.close()
+        page.goto((site / "index.html").as_uri())
+        page.locator("#suites a.suite-link", has_text="jit").click()
+        page.wait_for_selector(".uplot canvas")
+        assert (
+            "numpy " + HOSTILE.replace("\u2028", "\\u2028").replace("\u202e", "\\u202e")
+            in page.locator("table.points").inner_text()
+        )
     assert problems == []

@@ -7,7 +7,6 @@ go to $HARNESS_ARTIFACTS (default <repo>/artifacts/).
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any
 
@@ -18,8 +17,8 @@ from harness.publish.flags import run_flags
 from harness.publish.run_charts import first_calls_line
 from harness.report import pictures
 from harness.run_reader import Run
+from tests.browser import artifacts, require_browser, watched_page
 from tests.picture_runs import TRAINING_TARGET, training_run, xla_run  # noqa: F401
-from tests.test_publish_browser import ARGS, CHROMIUM, _artifacts, _missing
 
 pytestmark = pytest.mark.slow
 
@@ -40,12 +39,7 @@ def _canvases(page: Any, section: str) -> None:
 def test_the_run_pages_draw_learning_curves_a_roofline_and_timelines(
     request: pytest.FixtureRequest, tmp_path: Path
 ) -> None:
-    missing = _missing()
-    if missing:
-        if os.environ.get("CI", "").lower() == "true":
-            pytest.fail("CI=true: " + missing, pytrace=False)
-        pytest.skip(missing)
-    from playwright.sync_api import Dialog, sync_playwright
+    require_browser()
 
     training: Run = request.getfixturevalue("training_run")
     xla: Run = request.getfixturevalue("xla_run")
@@ -57,67 +51,48 @@ def test_the_run_pages_draw_learning_curves_a_roofline_and_timelines(
     training_page = _publish(training, tmp_path / "training-site")
     xla_page = _publish(xla, tmp_path / "xla-site")
     problems: list[str] = []
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=ARGS, timeout=60_000)
-        try:
-            page = browser.new_page(viewport={"width": 1280, "height": 900})
-            page.set_default_timeout(20_000)
-            page.on("pageerror", lambda error: problems.append(f"page error: {error}"))
-            page.on("console", lambda message: problems.append(message.text) if message.type == "error" else None)
+    with watched_page(problems) as page:
+        page.goto(training_page.as_uri())
+        _canvases(page, "learning-curves")
+        accuracy = page.locator("#chart-accuracy")
+        legend = accuracy.locator(".u-legend").inner_text()
+        target = f"target {TRAINING_TARGET:g} %"
+        for fw in ("flax", "pytorch"):
+            assert f"{fw}: median of 2 rounds (band: min-max)" in legend, legend
+            assert f"{fw} round 1" in legend and f"{fw} round 2" in legend, legend
+        assert target in legend
+        assert accuracy.locator(".u-title").inner_text() == "mlp: test accuracy against training time"
+        alt = accuracy.get_attribute("aria-label") or ""
+        assert accuracy.get_attribute("role") == "img"
+        assert alt.startswith("Test accuracy against cumulative training time for flax and pytorch") and target in alt
+        assert "train loss" in (page.locator("#chart-loss").get_attribute("aria-label") or "").lower()
+        captions = page.locator("#learning-curves figcaption").all_inner_texts()
+        assert len(captions) == 2 and all("thick line is the median" in c for c in captions), captions
+        page.locator("#learning-curves").screenshot(path=str(artifacts() / "publish-learning-curves.png"))
 
-            def ran_script(dialog: Dialog) -> None:
-                problems.append(f"a file's text ran as script: {dialog.message}")
-                dialog.dismiss()
+        page.goto(xla_page.as_uri())
+        _canvases(page, "roofline")
+        chart = page.locator("#chart-roofline")
+        legend = chart.locator(".u-legend").inner_text()
+        for r in roof.roofs:
+            assert r.label in legend, (r.label, legend)
+        assert any(r.kind == "measured" for r in roof.roofs), roof.roofs
+        for p in roof.points:
+            name = f"{p.framework} {p.metric}"
+            assert (f"{name}: FLAGGED (not a normal point)" if p.flags else name) in legend, legend
+        assert (chart.get_attribute("aria-label") or "").startswith("Roofline: achieved GFLOP/s")
+        if roof.left_out:
+            assert roof.left_out[0] in page.locator("#roofline").inner_text()
+        page.locator("#roofline").screenshot(path=str(artifacts() / "publish-roofline.png"))
 
-            page.on("dialog", ran_script)
-
-            page.goto(training_page.as_uri())
-            _canvases(page, "learning-curves")
-            accuracy = page.locator("#chart-accuracy")
-            legend = accuracy.locator(".u-legend").inner_text()
-            target = f"target {TRAINING_TARGET:g} %"
-            for fw in ("flax", "pytorch"):
-                assert f"{fw}: median of 2 rounds (band: min-max)" in legend, legend
-                assert f"{fw} round 1" in legend and f"{fw} round 2" in legend, legend
-            assert target in legend
-            assert accuracy.locator(".u-title").inner_text() == "mlp: test accuracy against training time"
-            alt = accuracy.get_attribute("aria-label") or ""
-            assert accuracy.get_attribute("role") == "img"
-            assert (
-                alt.startswith("Test accuracy against cumulative training time for flax and pytorch") and target in alt
-            )
-            assert "train loss" in (page.locator("#chart-loss").get_attribute("aria-label") or "").lower()
-            captions = page.locator("#learning-curves figcaption").all_inner_texts()
-            assert len(captions) == 2 and all("thick line is the median" in c for c in captions), captions
-            page.locator("#learning-curves").screenshot(path=str(_artifacts() / "publish-learning-curves.png"))
-
-            page.goto(xla_page.as_uri())
-            _canvases(page, "roofline")
-            chart = page.locator("#chart-roofline")
-            legend = chart.locator(".u-legend").inner_text()
-            for r in roof.roofs:
-                assert r.label in legend, (r.label, legend)
-            assert any(r.kind == "measured" for r in roof.roofs), roof.roofs
-            for p in roof.points:
-                name = f"{p.framework} {p.metric}"
-                assert (f"{name}: FLAGGED (not a normal point)" if p.flags else name) in legend, legend
-            assert (chart.get_attribute("aria-label") or "").startswith("Roofline: achieved GFLOP/s")
-            if roof.left_out:
-                assert roof.left_out[0] in page.locator("#roofline").inner_text()
-            page.locator("#roofline").screenshot(path=str(_artifacts() / "publish-roofline.png"))
-
-            _canvases(page, "timelines")
-            figure = page.locator("#timelines figure.picture").first
-            legend = figure.locator(".u-legend").inner_text()
-            assert "numpy" in legend and "jax" in legend
-            assert "1 round boundary (a new process)" in legend, legend
-            alt = figure.locator(".chart").get_attribute("aria-label") or ""
-            assert (
-                f"sample of {timeline.metric} in the order taken, for numpy and jax; 2 rounds, 1 round boundary" in alt
-            )
-            first_calls = figure.locator(".first-calls").inner_text()
-            assert first_calls == first_calls_line(timeline) and "(round 2)" in first_calls, first_calls
-            figure.screenshot(path=str(_artifacts() / "publish-timeline.png"))
-        finally:
-            browser.close()
+        _canvases(page, "timelines")
+        figure = page.locator("#timelines figure.picture").first
+        legend = figure.locator(".u-legend").inner_text()
+        assert "numpy" in legend and "jax" in legend
+        assert "1 round boundary (a new process)" in legend, legend
+        alt = figure.locator(".chart").get_attribute("aria-label") or ""
+        assert f"sample of {timeline.metric} in the order taken, for numpy and jax; 2 rounds, 1 round boundary" in alt
+        first_calls = figure.locator(".first-calls").inner_text()
+        assert first_calls == first_calls_line(timeline) and "(round 2)" in first_calls, first_calls
+        figure.screenshot(path=str(artifacts() / "publish-timeline.png"))
     assert problems == []

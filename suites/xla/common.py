@@ -45,3 +45,15 @@ def flops_mean_sum(n: int) -> float:
 def bytes_mean_sum(n: int) -> float:
     """Least traffic of mean and sum of A and B: each float64 N x N matrix read once (a fused pass)."""
     return 2.0 * n * n * 8
+
+
+def counts(operation: str, n: int) -> dict[str, Any]:
+    """What one call of a timed operation costs, as `ctx.measure` keywords: declared once here for
+    every framework, so the FLOP lint, the bandwidth lint and the roofline see the same counts."""
+    found = {
+        "mean_sum": (flops_mean_sum(n), bytes_mean_sum(n)),
+        "matmul": (flops_matmul(n), bytes_matmul(n)),
+        "inverse": (flops_inverse(n), bytes_inverse(n)),
+    }
+    flops, moved = found[operation]
+    return {"flops": flops, "bytes_moved": moved, "dtype": "float64"}

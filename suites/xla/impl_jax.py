@@ -1,15 +1,7 @@
 from __future__ import annotations
 
 from suites.runtime.context import Context
-from suites.xla.common import (
-    bytes_inverse,
-    bytes_matmul,
-    bytes_mean_sum,
-    flops_inverse,
-    flops_matmul,
-    flops_mean_sum,
-    shared_factors,
-)
+from suites.xla.common import counts, shared_factors
 
 
 def run(ctx: Context) -> None:
@@ -28,29 +20,9 @@ def run(ctx: Context) -> None:
             )
 
         a, b = ctx.measure("generate", generate)
-        ctx.measure(
-            "mean_sum",
-            lambda: (jnp.mean(a), jnp.mean(b), jnp.sum(a), jnp.sum(b)),
-            bytes_moved=bytes_mean_sum(n),
-            flops=flops_mean_sum(n),
-            dtype="float64",
-        )
-        c = ctx.measure(
-            "matmul",
-            lambda: a @ b,
-            flops=flops_matmul(n),
-            bytes_moved=bytes_matmul(n),
-            dtype="float64",
-            synchronise=sync,
-        )
-        ctx.measure(
-            "inverse",
-            lambda: jnp.linalg.inv(c),
-            flops=flops_inverse(n),
-            bytes_moved=bytes_inverse(n),
-            dtype="float64",
-            synchronise=sync,
-        )
+        ctx.measure("mean_sum", lambda: (jnp.mean(a), jnp.mean(b), jnp.sum(a), jnp.sum(b)), **counts("mean_sum", n))
+        c = ctx.measure("matmul", lambda: a @ b, synchronise=sync, **counts("matmul", n))
+        ctx.measure("inverse", lambda: jnp.linalg.inv(c), synchronise=sync, **counts("inverse", n))
 
         sa, sb = (jnp.asarray(m) for m in shared_factors(n, seed))
         sc = sa @ sb
