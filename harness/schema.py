@@ -36,7 +36,10 @@ MAX_DEPTH = 32  # deeper JSON is hostile: renderers and json.dumps recurse
 # a file with millions of samples would keep every renderer busy for hours.
 MAX_SAMPLES = 10_000  # per metric
 MAX_TOTAL_SAMPLES = 50_000  # per result
-MAX_CURVES = 10_000  # training.curves: one per process (round); far beyond any real --rounds
+MAX_CURVES = 1_000  # training.curves: one per process (round); far beyond any real --rounds
+# Epochs over all curves of a result: every one is a point in three pictures, so the cap keeps
+# `show --plot`, `report` and the site fast on a result within every other cap.
+MAX_CURVE_POINTS = MAX_TOTAL_SAMPLES
 MAX_CURVE_EPOCHS = 1000  # the training suites' `epochs` maximum
 RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 DEVICES = ("cpu", "gpu")
@@ -160,8 +163,10 @@ def _metric_problem(i: int, metric: Any, seen: set[str]) -> str | None:
         if metric.get(key) is not None and not (number(metric[key]) and metric[key] >= 0):
             return f"{where}.{key}: expected a finite number >= 0 or null"
     firsts = metric.get("first_calls")
-    if firsts is not None and not (isinstance(firsts, list) and all(number(v) for v in firsts)):
-        return f"{where}.first_calls: expected a list of finite numbers"
+    if firsts is not None and not (
+        isinstance(firsts, list) and len(firsts) <= MAX_SAMPLES and all(number(v) for v in firsts)
+    ):
+        return f"{where}.first_calls: expected a list of at most {MAX_SAMPLES} finite numbers"
     for key, test, expected in (
         ("description", lambda v: isinstance(v, str), "a string"),
         ("dtype", lambda v: isinstance(v, str), "a string"),
@@ -387,6 +392,9 @@ def _curves_problem(curves: Any) -> str | None:
         problem = _curve_problem(curve, f"training.curves[{k}]")
         if problem:
             return problem
+    points = sum(len(c["epoch_seconds"]) for c in curves)
+    if points > MAX_CURVE_POINTS:
+        return f"training.curves: {points} epochs in all is more than the {MAX_CURVE_POINTS} a result may hold"
     return None
 
 

@@ -144,8 +144,12 @@ def test_learning_curves_validate() -> None:
 @pytest.mark.parametrize(
     ("curves", "message"),
     [
-        ({}, "training.curves: expected a list of at most 10000 objects"),
-        ([curve()] * 10_001, "training.curves: expected a list of at most 10000 objects"),
+        ({}, "training.curves: expected a list of at most 1000 objects"),
+        ([curve()] * 1_001, "training.curves: expected a list of at most 1000 objects"),
+        (
+            [curve(**{k: [1.0] * 1000 for k in ("epoch_seconds", "train_loss", "train_accuracy")})] * 51,
+            "training.curves: 51000 epochs in all is more than the 50000 a result may hold",
+        ),
         ([curve(), 3], "training.curves[1]: expected an object"),
         ([curve(epoch_seconds=[])], "training.curves[0].epoch_seconds: expected a list of 1 to 1000 finite numbers"),
         ([curve(epoch_seconds=[1.0] * 1001)], "epoch_seconds: expected a list of 1 to 1000 finite numbers"),
@@ -175,4 +179,11 @@ def test_curves_are_checked_beside_a_time_to_target_record() -> None:
     doc["training"]["target"] = {"accuracy": 90.0, "status": "reached", "seconds": 5.0, "wall_seconds": 5.6,
                                  "epochs": 3}  # fmt: skip
     with pytest.raises(InvalidResult, match="train_accuracy"):
+        validate(doc, "f.json")
+
+
+def test_first_calls_are_capped_like_samples() -> None:
+    doc = good()
+    doc["metrics"][0]["first_calls"] = [1.0] * 10_001
+    with pytest.raises(InvalidResult, match="first_calls: expected a list of at most 10000 finite numbers"):
         validate(doc, "f.json")
