@@ -237,3 +237,13 @@ def test_measured_ceilings_make_the_solid_roof_and_pick_each_metrics_rate_row(xl
     # matmul (intensity 42.7) sits under the compute roof, mean_sum (0.25) under the memory roof.
     assert "matmul GFLOP/s" in text and "matmul GB/s" not in text
     assert "mean_sum GB/s" in text and "mean_sum GFLOP/s" not in text
+
+
+def test_counts_that_overflow_a_float_are_left_off_the_roofline_not_a_crash(tmp_path: Path) -> None:
+    doc = _xla_doc("numpy", [1e-300] * 3)  # every field within its own limits; the quotients are not
+    doc["metrics"][0].update(flops=1e150, bytes=1e-300)
+    run = load_run(write_run(tmp_path / "o", [doc, _xla_doc("jax", [0.05] * 3)]))
+    roof = pictures.roofline(run)
+    assert roof is not None and ("numpy", "matmul") not in {(p.framework, p.metric) for p in roof.points}
+    assert any(t.startswith("numpy matmul: intensity or rate beyond") for t in roof.left_out)
+    assert "xla-roofline.png" in [f.path.name for f in write_figures(run, tmp_path / "figures")]

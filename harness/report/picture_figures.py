@@ -8,6 +8,7 @@ in the flag colour or as a red ring and says FLAGGED in the legend, never as a p
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from harness.report import palette
@@ -88,7 +89,7 @@ def learning_curves_figure(plt: Any, curves: LearningCurves) -> Any:
 
 def roofline_figure(plt: Any, roof: Roofline) -> Any:
     fig, ax = plt.subplots(figsize=(9, 5.6))
-    xs = [p.intensity for p in roof.points] + [r.ridge for r in roof.roofs if r.ridge]
+    xs = [p.intensity for p in roof.points] + [r.ridge for r in roof.roofs if r.ridge and math.isfinite(r.ridge)]
     low, high = min(xs) / 4, max(xs) * 4
     grid = [low * (high / low) ** (i / 200) for i in range(201)]
     for r in roof.roofs:

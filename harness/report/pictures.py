@@ -16,6 +16,7 @@ A flagged (framework, metric) keeps its flags here, and every medium draws it as
 
 from __future__ import annotations
 
+import math
 import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -242,6 +243,10 @@ def roofline(run: Run, flags: Mapping[Key, Sequence[str]] | None = None) -> Roof
                 missing = [w for w, v in (("FLOP", flops), ("byte", moved)) if v is None]
                 if missing and (flops or moved):
                     left_out.append(f"{fw} {metric['name']}: no {' or '.join(missing)} count")
+                continue
+            if not (math.isfinite(flops / moved) and math.isfinite(flops / median)):
+                # 1e150 FLOPs in 1e-300 s passes every per-field check and overflows here
+                left_out.append(f"{fw} {metric['name']}: intensity or rate beyond what a number can hold")
                 continue
             dtype = metric.get("dtype")
             sample_result.setdefault(dtype, result)
