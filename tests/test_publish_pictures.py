@@ -283,3 +283,32 @@ def test_a_wide_timeline_gets_a_log_axis_and_a_run_without_numbers_no_charts(tmp
     ]
     assert 'id="site-data"' not in pages["run-1.html"] and "uPlot" not in pages["run-1.html"]
     assert "<h2>Sample timelines</h2>" not in pages["run-1.html"] and "<figure" not in pages["run-1.html"]
+
+
+def test_a_thousand_rounds_draw_twenty_thin_lines_a_framework_and_say_so(tmp_path: Path) -> None:
+    from harness.publish.run_charts import MAX_ROUND_LINES
+
+    results = tmp_path / "results"
+    doc = training_job("flax", [1] * 30, 80.0)  # seeds above 16 would make accuracies above 100 %
+    doc["metrics"][0].update(round_sizes=[1] * 30, first_calls=[2.0] * 30)
+    doc["metrics"][0]["samples"] = [0.5] * 30
+    doc["metrics"][0]["stats"] = summarize([0.5] * 30)
+    write(results, "20240501-100000-mlp-0001", "20240501-100000-mlp-0001", [doc])
+    publish_site(results, tmp_path / "site")
+    page = run_pages(tmp_path / "site")["mlp"]
+    data = site_data(page)["pictures"]["learning"]
+    assert len(data["curves"]) == MAX_ROUND_LINES and data["bands"][0]["rounds"] == 30
+    assert "not drawn: flax 10" in html.unescape(page)
+
+
+def test_the_terminal_prints_eight_rounds_a_framework_and_counts_the_rest(tmp_path: Path) -> None:
+    from harness.report.sparklines import MAX_CURVE_LINES, render_plots
+
+    results = tmp_path / "results"
+    doc = training_job("flax", [2] * 12, 80.0)
+    doc["metrics"][0].update(round_sizes=[1] * 12, first_calls=[2.0] * 12, samples=[0.5] * 12)
+    doc["metrics"][0]["stats"] = summarize([0.5] * 12)
+    write(results, "20240501-100000-mlp-0001", "20240501-100000-mlp-0001", [doc])
+    text = render_plots(_load(results, "mlp"))
+    assert sum(1 for line in text.splitlines() if line.strip().startswith("flax #")) == MAX_CURVE_LINES
+    assert f"flax: {12 - MAX_CURVE_LINES} more rounds not printed" in text

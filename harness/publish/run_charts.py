@@ -37,6 +37,34 @@ from harness.report.pictures import (
 from harness.run_reader import Run
 
 TRAINING_TIME = "cumulative training time (s), evaluations excluded"
+# Thin lines drawn per framework: the browser places every line on the union of all lines' x
+# values, so a thousand rounds would be a thousand columns of that length; the median and its
+# band still cover every round, and the PNG draws every line.
+MAX_ROUND_LINES = 20
+
+
+def _drawn_curves(curves: LearningCurves) -> list[Curve]:
+    count: dict[str, int] = {}
+    drawn = []
+    for c in curves.curves:
+        count[c.framework] = count.get(c.framework, 0) + 1
+        if count[c.framework] <= MAX_ROUND_LINES:
+            drawn.append(c)
+    return drawn
+
+
+def _undrawn_words(curves: LearningCurves) -> str:
+    total: dict[str, int] = {}
+    for c in curves.curves:
+        total[c.framework] = total.get(c.framework, 0) + 1
+    left = [f"{plain(fw)} {n - MAX_ROUND_LINES}" for fw, n in total.items() if n > MAX_ROUND_LINES]
+    if not left:
+        return ""
+    return (
+        f" Only the first {MAX_ROUND_LINES} rounds of a framework are drawn as thin lines (not drawn: "
+        + ", ".join(left)
+        + "); the median and the band cover every round, and harness report draws every line."
+    )
 
 
 @dataclass(frozen=True)
@@ -134,7 +162,7 @@ def _learning_data(curves: LearningCurves) -> dict[str, Any]:
         "log_x": log,
         "target": _finite(curves.target),
         "target_label": target_label(curves.target) if curves.target is not None else None,
-        "curves": [_curve_data(curves, c, c.framework in banded) for c in curves.curves],
+        "curves": [_curve_data(curves, c, c.framework in banded) for c in _drawn_curves(curves)],
         "bands": [_band_data(curves, b) for b in curves.bands],
         "charts": [
             {
@@ -180,7 +208,7 @@ def _learning_figures(curves: LearningCurves) -> Markup:
         lines_read += (
             " With rounds, the thick line is the median over the rounds at each epoch, the shaded band spans the "
             "lowest to the highest round, and the thin lines are the single rounds."
-        )
+        ) + _undrawn_words(curves)
     if curves.flags:
         lines_read += " Dashed red lines are FLAGGED frameworks: not comparable with the others."
     accuracy_read = lines_read

@@ -20,6 +20,7 @@ from harness.run_reader import Run
 BARS = "▁▂▃▄▅▆▇█"
 ROUND_EDGE = "|"
 MAX_WIDTH = 64  # characters of samples per line; more samples are binned (each bin shows its median)
+MAX_CURVE_LINES = 8  # processes printed per framework; the PNG and the site draw every one
 MARK_LETTERS = {"escaped": "E", "contended": "C", "throttled": "T"}
 
 
@@ -86,26 +87,40 @@ def timeline_lines(timeline: Timeline) -> list[str]:
     return out
 
 
+def _spark(values: Sequence[float], low: float, high: float) -> str:
+    """One character per value, or per bin of values (their median) beyond MAX_WIDTH."""
+    return "".join(
+        bar(statistics.median(values[i] for i in span), low, high, False) for span in _bins(len(values), MAX_WIDTH)
+    )
+
+
 def curve_lines(curves: LearningCurves) -> list[str]:
     target = f", target {curves.target:g} %" if curves.target is not None else ""
     out = [f"learning curves (per epoch, one line per process{target})"]
     accuracies = [p.test_accuracy for c in curves.curves for p in c.points if p.test_accuracy is not None]
     losses = [p.train_loss for c in curves.curves for p in c.points]
-    width = max(len(plain(c.framework)) + 4 for c in curves.curves)
+    loss_range = (min(losses), max(losses))  # one scale for every line, worked out once
+    accuracy_range = (min(accuracies), max(accuracies)) if accuracies else (0.0, 100.0)
+    width = max(len(plain(c.framework)) + 6 for c in curves.curves)
+    shown: dict[str, int] = {}
     for c in curves.curves:
+        shown[c.framework] = shown.get(c.framework, 0) + 1
+        if shown[c.framework] > MAX_CURVE_LINES:
+            continue
         name = f"{plain(c.framework)} #{c.process}"
-        last = c.points[-1]
         tested = [p.test_accuracy for p in c.points if p.test_accuracy is not None]
-        text = (
-            f"  {name:<{width}}  loss {''.join(bar(p.train_loss, min(losses), max(losses), False) for p in c.points)}"
-        )
+        text = f"  {name:<{width}}  loss {_spark([p.train_loss for p in c.points], *loss_range)}"
         if tested:
-            spark = "".join(bar(a, min(accuracies), max(accuracies), False) for a in tested)
-            text += f"  test accuracy {spark} {tested[-1]:.2f} %"
-        text += f"  ({len(c.points)} epochs, {last.seconds:.3g} s of training)"
+            text += f"  test accuracy {_spark(tested, *accuracy_range)} {tested[-1]:.2f} %"
+        text += f"  ({len(c.points)} epochs, {c.points[-1].seconds:.3g} s of training)"
         if curves.flags.get(c.framework):
             text += "  FLAGGED: " + "; ".join(plain(f) for f in curves.flags[c.framework])
         out.append(text)
+    for fw, count in shown.items():
+        if count > MAX_CURVE_LINES:
+            out.append(
+                f"  {plain(fw)}: {count - MAX_CURVE_LINES} more rounds not printed (harness report draws every one)"
+            )
     return out
 
 
