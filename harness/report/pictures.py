@@ -26,6 +26,7 @@ from harness.calibration import ceilings_for_run
 from harness.fairness import not_comparable
 from harness.peaks import Peak, bandwidth_for, peak_for
 from harness.plausibility import exclusions
+from harness.report.numbers import fmt_giga
 from harness.result_types import Metric, Result
 from harness.run_reader import Run
 from suites.runtime.marks import MARKS
@@ -212,18 +213,14 @@ def _positive(value: Any) -> float | None:
     return float(value) if ok else None
 
 
-def _giga(value: float) -> str:
-    return f"{value / 1e9:.3g}"
-
-
 def _datasheet_roof(result: Result, dtype: str | None) -> Roof | None:
     peak: Peak | None = peak_for(result, dtype)
     if peak is None:
         return None
     memory = bandwidth_for(result)
-    label = f"datasheet {dtype or 'peak'}: {_giga(peak.value)} GFLOP/s"
+    label = f"datasheet {dtype or 'peak'}: {fmt_giga(peak.value)} GFLOP/s"
     if memory is not None:
-        label += f", {_giga(memory.value)} GB/s ({'L1 bound' if memory.basis.startswith('L1') else 'memory'})"
+        label += f", {fmt_giga(memory.value)} GB/s ({'L1 bound' if memory.basis.startswith('L1') else 'memory'})"
     return Roof("datasheet", dtype, peak.value, memory.value if memory else None, label)
 
 
@@ -262,9 +259,9 @@ def roofline(run: Run, flags: Mapping[Key, Sequence[str]] | None = None) -> Roof
     for dtype, result in sample_result.items():
         measured = ceilings.flops(dtype) if ceilings else None
         if measured is not None and ceilings is not None:
-            label = f"measured here {dtype}: {_giga(measured)} GFLOP/s"
+            label = f"measured here {dtype}: {fmt_giga(measured)} GFLOP/s"
             if ceilings.bandwidth:
-                label += f", {_giga(ceilings.bandwidth)} GB/s (stream)"
+                label += f", {fmt_giga(ceilings.bandwidth)} GB/s (stream)"
             roofs.append(Roof("measured", dtype, measured, ceilings.bandwidth, label))
         sheet = _datasheet_roof(result, dtype)
         if sheet is not None:
