@@ -10,10 +10,10 @@ from typing import Any
 from harness.errors import HarnessError
 from harness.fairness import not_comparable
 from harness.plausibility import exclusions
-from harness.report.numbers import fmt_change
 from harness.result_types import Metric
 from harness.run_reader import Run
 from harness.statistics import ALPHA, geometric_mean, mann_whitney_u, ratio_interval
+from harness.text.numbers import fmt_change
 
 # Metadata that makes two numbers comparable (pyperf's check, for our result files).
 COMPARED_FIELDS: tuple[tuple[str, tuple[str, ...]], ...] = (

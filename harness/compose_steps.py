@@ -28,12 +28,12 @@ from harness.backends.base import JobOutcome, job_command
 from harness.backends.streams import tail_text
 from harness.errors import HarnessError
 from harness.plan import Job, Plan, make_plan, plan_from_record
-from harness.report.escape import plain
 from harness.result_types import Result
 from harness.run_writer import PLAN_FILE, RunWriter, read_plan_record
 from harness.runner import finalize, placeholder_result
 from harness.safe_files import UnsafeFile, read_bytes, read_tail, remove_tree, write_bytes_atomic
 from harness.schema import RUN_ID
+from harness.text.escape import plain
 from suites.runtime.files import write_json_atomic
 
 COMMAND = ["docker", "compose", "up"]

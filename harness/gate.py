@@ -13,9 +13,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from harness.report.numbers import fmt_rel_diff
 from harness.result_types import Check
 from harness.run_reader import Run
+from harness.text.numbers import fmt_rel_diff
 from suites.runtime.registry import all_suites
 from suites.runtime.spec import CheckSpec
 

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from harness.errors import HarnessError
-from harness.report.numbers import fmt_bytes
+from harness.text.numbers import fmt_bytes
 from suites.runtime.frameworks import STACKS
 
 IMAGES_DIR = Path(__file__).resolve().parent.parent / "images"

@@ -7,7 +7,7 @@ import re
 from dataclasses import dataclass
 
 from harness.errors import HarnessError
-from harness.report.escape import plain
+from harness.text.escape import plain
 
 _UNITS = {"": 1, "b": 1, "k": 2**10, "m": 2**20, "g": 2**30, "t": 2**40}
 MAX_MEMORY = 2**50  # 1 PiB: more is a typo, and past 2**63 Docker and setrlimit overflow

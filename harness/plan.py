@@ -12,8 +12,8 @@ from typing import Any
 
 from harness.catalog import get_framework, get_suite
 from harness.errors import HarnessError
-from harness.report.escape import plain
 from harness.schema import DEVICES, RUN_ID
+from harness.text.escape import plain
 from suites.runtime.settings import CACHE_MODES, PRECISIONS
 from suites.runtime.spec import SMOKE_REPEAT, SMOKE_WARMUP, ParamValue, SpecError, SuiteSpec
 

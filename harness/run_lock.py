@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from harness.errors import HarnessError
-from harness.report.escape import plain
+from harness.text.escape import plain
 
 LOCK_NAME = ".lock"
 

@@ -13,10 +13,10 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import HarnessError
-from harness.report.escape import plain
 from harness.result_types import Result
 from harness.safe_files import is_regular
 from harness.schema import InvalidResult, job_entry_problem, load_result, load_summary
+from harness.text.escape import plain
 
 
 @dataclass

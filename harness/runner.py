@@ -24,12 +24,12 @@ from typing import cast
 from harness.backends.base import Backend, JobOutcome
 from harness.errors import HarnessError
 from harness.plan import Job, Plan
-from harness.report.escape import plain
 from harness.result_types import Result
 from harness.run_lock import run_lock
 from harness.run_reader import mismatch
 from harness.run_writer import RunWriter
 from harness.schema import InvalidResult, load_result
+from harness.text.escape import plain
 from suites.runtime.files import write_json_atomic
 from suites.runtime.result import new_result, utc_now
 

@@ -17,9 +17,9 @@ from typing import Any, cast
 
 from harness import provenance
 from harness.errors import HarnessError
-from harness.report.escape import plain
 from harness.result_types import Result
 from harness.safe_files import MissingFile, UnsafeFile, read_bytes
+from harness.text.escape import plain
 from suites.runtime.marks import MARKS
 from suites.runtime.registry import all_suites
 from suites.runtime.result import RESULT_KEYS, SCHEMA_VERSION, STATUSES

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from statistics import median
 
-from harness.report.numbers import fmt_share
+from harness.text.numbers import fmt_share
 from suites.runtime.stats import summarize
 
 BOOTSTRAP_RESAMPLES = 2000

@@ -21,9 +21,9 @@ import statistics
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from harness.report.numbers import fmt_percent, fmt_time
 from harness.result_types import Result
 from harness.statistics import bootstrap_median_ci
+from harness.text.numbers import fmt_percent, fmt_time
 
 # The metrics a job records only when its target was reached (runtime/training.record_target).
 TARGET_METRICS = ("time to target", "wall time to target", "epochs to target")

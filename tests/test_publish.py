@@ -23,8 +23,8 @@ from harness.bisect.verdict import VersionRun, answer, compare_pair
 from harness.errors import HarnessError
 from harness.publish import publish_site
 from harness.publish.site import pairs_to_compare
-from harness.report.escape import script_json
-from harness.report.numbers import fmt_ratio, fmt_value
+from harness.text.escape import script_json
+from harness.text.numbers import fmt_ratio, fmt_value
 from suites.runtime.files import write_json_atomic
 from tests.conftest import harness
 from tests.factories import check, metric, result, write_run

@@ -25,12 +25,12 @@ from harness.backends.streams import tail_text
 from harness.errors import HarnessError
 from harness.limits import Limits
 from harness.plan import Job
-from harness.report.escape import plain
 from harness.runner import placeholder_result
 from harness.safe_files import UnsafeFile, create, read_tail
 from harness.slurm import control
 from harness.slurm.script import Layout, Stack, batch_script, literal, prepare_script, variant_for
 from harness.slurm.settings import SlurmSettings
+from harness.text.escape import plain
 from suites.runtime.files import write_json_atomic
 from suites.runtime.registry import SUITES_DIR
 

@@ -12,7 +12,7 @@ import threading
 from collections.abc import Iterable
 from typing import IO, BinaryIO
 
-from harness.report.escape import plain
+from harness.text.escape import plain
 
 TAIL_BYTES = 16 * 1024
 LONGEST_ECHO_LINE = 64 * 1024  # a job printing without newlines must not grow our memory

@@ -16,7 +16,7 @@ from typing import Any
 
 from harness.errors import HarnessError
 from harness.images import sha256_file
-from harness.report.escape import plain
+from harness.text.escape import plain
 
 ENVS_DIR = ".bisect-envs"
 INSTALL_TIMEOUT_S = 1800.0

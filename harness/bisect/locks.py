@@ -14,7 +14,7 @@ from pathlib import Path
 
 from harness.errors import HarnessError
 from harness.images import _MANYLINUX, normalize, sha256_file, wheel_fits
-from harness.report.escape import plain
+from harness.text.escape import plain
 
 VERSION = re.compile(r"[A-Za-z0-9][A-Za-z0-9.+!_-]{0,63}")  # PEP 440-ish, and never "." or ".."
 PACKAGE = re.compile(r"[A-Za-z0-9]([A-Za-z0-9._-]{0,98}[A-Za-z0-9])?")  # PEP 503/508 project name

@@ -9,7 +9,7 @@ from typing import Any
 
 from harness.bisect.verdict import Pair, VersionRun, first_change
 from harness.errors import HarnessError
-from harness.report.escape import plain
+from harness.text.escape import plain
 
 FORMAT = "harness-bisect"
 VERSION = 1

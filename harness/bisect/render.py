@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from harness.bisect.run import Outcome
-from harness.report.escape import plain, table
-from harness.report.numbers import fmt_interval, fmt_p, fmt_ratio, fmt_share, fmt_value
 from harness.statistics import CONFIDENCE
+from harness.text.escape import plain, table
+from harness.text.numbers import fmt_interval, fmt_p, fmt_ratio, fmt_share, fmt_value
 
 
 def render(outcome: Outcome) -> str:

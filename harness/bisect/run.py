@@ -22,10 +22,10 @@ from harness.catalog import get_framework, get_suite
 from harness.errors import HarnessError
 from harness.images import Engine, connect, ensure, sha256_file, stack_image
 from harness.plan import Job, Plan, make_plan
-from harness.report.escape import plain
 from harness.run_writer import SUMMARY_FILE
 from harness.runner import execute, prepare_results_dir, say
 from harness.schema import InvalidResult, load_result, load_summary
+from harness.text.escape import plain
 from suites.runtime.files import write_json_atomic, write_text_atomic
 
 

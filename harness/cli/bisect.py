@@ -15,7 +15,7 @@ from harness.bisect.run import Request, run_bisect
 from harness.bisect.verdict import MIN_ROUNDS
 from harness.cli.options import Quiet, ResultsDir, WheelhouseOption, default_results_dir, default_wheelhouse
 from harness.errors import HarnessError
-from harness.report.escape import plain
+from harness.text.escape import plain
 from suites.runtime.frameworks import STACKS
 
 

@@ -13,7 +13,7 @@ from harness.data import fetch as fetching
 from harness.data import hub, imports, store
 from harness.data.sources import IMPORTED, SOURCES
 from harness.errors import HarnessError
-from harness.report.numbers import fmt_bytes
+from harness.text.numbers import fmt_bytes
 from suites.runtime.datasets import fetch_command
 
 app = typer.Typer(

@@ -23,7 +23,7 @@ from harness.cli.results import compare, report, show
 from harness.cli.run import calibrate_command, run
 from harness.cli.stacks import build, clean, wheelhouse
 from harness.errors import HarnessError
-from harness.report.escape import plain
+from harness.text.escape import plain
 
 app = typer.Typer(
     no_args_is_help=True,

@@ -10,7 +10,7 @@ import typer
 from harness.cli.options import default_results_dir
 from harness.errors import HarnessError
 from harness.publish import DEFAULT_MAX_PAIRS, publish_site
-from harness.report.escape import plain
+from harness.text.escape import plain
 
 
 def publish(

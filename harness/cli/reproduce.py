@@ -29,10 +29,10 @@ from harness.cli.options import (
 from harness.compare import compare_runs
 from harness.errors import HarnessError
 from harness.report.comparison import render_comparison
-from harness.report.escape import plain
 from harness.report.exports import Format, render_run
 from harness.run_reader import load_run
 from harness.runner import execute
+from harness.text.escape import plain
 
 
 def reproduce(

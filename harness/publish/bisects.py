@@ -16,8 +16,8 @@ from typing import Any
 
 from harness.bisect import record
 from harness.errors import HarnessError
-from harness.report.escape import plain
 from harness.safe_files import read_bytes
+from harness.text.escape import plain
 
 PREFIX = "bisect-"  # the folder `harness bisect` writes: never a run folder
 MAX_BYTES = 4 << 20  # a bisect of dozens of versions is a few KiB

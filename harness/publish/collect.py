@@ -18,9 +18,9 @@ from typing import Any
 
 from harness.errors import HarnessError
 from harness.publish.bisects import PREFIX, PublishedBisect, load_bisect
-from harness.report.escape import plain
 from harness.run_reader import Run, load_run
 from harness.safe_files import kind
+from harness.text.escape import plain
 
 
 @dataclass(frozen=True)

@@ -14,8 +14,8 @@ from harness.publish.flags import FlagBook
 from harness.publish.names import INDEX, run_file
 from harness.publish.page import Markup, join, lines, link, page, table, tag
 from harness.report.comparison import p_cell, ratio_cell
-from harness.report.escape import plain
-from harness.report.numbers import fmt_geomean, fmt_value
+from harness.text.escape import plain
+from harness.text.numbers import fmt_geomean, fmt_value
 
 
 def _verdict_class(change: Change) -> str:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from harness.report.escape import script_json
+from harness.text.escape import script_json
 
 
 def data_element(element_id: str, data: Any) -> str:

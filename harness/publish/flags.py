@@ -11,9 +11,9 @@ from __future__ import annotations
 from harness.fairness import not_comparable
 from harness.plausibility import ESCAPED, IMPLAUSIBLE, escaped, lint, sync_state
 from harness.publish.collect import PublishedRun
-from harness.report.escape import plain
-from harness.report.numbers import fmt_giga
 from harness.run_reader import Run
+from harness.text.escape import plain
+from harness.text.numbers import fmt_giga
 
 Key = tuple[str, str]  # (framework, metric) as the result file names them; the texts are made inert
 

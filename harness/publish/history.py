@@ -12,10 +12,10 @@ from dataclasses import dataclass, field
 from harness.publish import labels
 from harness.publish.collect import PublishedRun
 from harness.publish.flags import FlagBook
-from harness.report.escape import plain
-from harness.report.numbers import fmt_time, fmt_value, time_unit
 from harness.result_types import Metric
 from harness.statistics import median_interval
+from harness.text.escape import plain
+from harness.text.numbers import fmt_time, fmt_value, time_unit
 
 
 @dataclass(frozen=True)

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from harness.report.escape import plain
 from harness.result_types import Result
 from harness.run_reader import Run
+from harness.text.escape import plain
 
 # The package whose version is the framework's version, where it is not named like the framework.
 _PACKAGE = {"pytorch": "torch"}

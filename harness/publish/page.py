@@ -11,7 +11,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any, Union
 
 from harness.publish.embed import data_element
-from harness.report import escape
+from harness.text import escape
 
 # The pages run only their own scripts from their own folder; nothing is fetched from anywhere.
 _POLICY = (

@@ -19,8 +19,6 @@ from typing import Any
 
 from harness.publish.page import Markup, join, lines, tag
 from harness.report import palette
-from harness.report.escape import plain
-from harness.report.numbers import fmt_percent, fmt_time, time_unit
 from harness.report.pictures import (
     Band,
     Curve,
@@ -35,6 +33,8 @@ from harness.report.pictures import (
     wide,
 )
 from harness.run_reader import Run
+from harness.text.escape import plain
+from harness.text.numbers import fmt_percent, fmt_time, time_unit
 
 TRAINING_TIME = "cumulative training time (s), evaluations excluded"
 # Thin lines drawn per framework: the browser places every line on the union of all lines' x

@@ -11,8 +11,8 @@ from harness.publish.names import INDEX
 from harness.publish.page import Markup, join, lines, link, page, table, tag
 from harness.publish.run_charts import chart_data, figures, run_pictures
 from harness.report.environment import environment_rows
-from harness.report.escape import plain
 from harness.report.table import render
+from harness.text.escape import plain
 
 # Fields that must match for numbers to stand side by side (the table's fairness footer checks
 # these); everything else the jobs recorded is the environment.

@@ -24,8 +24,8 @@ from harness.publish.index_page import index_page
 from harness.publish.names import GENERATED, INDEX, bisect_file, compare_file, run_file, suite_file
 from harness.publish.run_page import run_page
 from harness.publish.suite_page import suite_page
-from harness.report.escape import plain
 from harness.safe_files import real_folder, write_bytes_atomic
+from harness.text.escape import plain
 
 _HERE = Path(__file__).resolve().parent
 # site file name -> the file shipped in this package (the vendored uPlot and the site's own code).

@@ -7,10 +7,10 @@ from dataclasses import asdict
 from typing import Any
 
 from harness.compare import Change, Comparison
-from harness.report import escape
 from harness.report.exports import Format, html_page, to_csv
-from harness.report.numbers import fmt_geomean, fmt_interval, fmt_p, fmt_ratio, fmt_share, fmt_value
 from harness.statistics import CONFIDENCE
+from harness.text import escape
+from harness.text.numbers import fmt_geomean, fmt_interval, fmt_p, fmt_ratio, fmt_share, fmt_value
 
 CHANGE_FIELDS = (
     "framework", "metric", "unit", "better", "median_a", "median_b", "ratio", "ci_low", "ci_high",

@@ -11,10 +11,10 @@ from typing import Any
 from harness.fairness import not_comparable
 from harness.gate import evaluate, failing_frameworks
 from harness.plausibility import exclusions
-from harness.report import escape
 from harness.report.records import RECORD_FIELDS, metric_records
 from harness.report.table import check_rows, render, timing_rows
 from harness.run_reader import Run
+from harness.text import escape
 
 
 class Format(str, Enum):

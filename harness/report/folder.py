@@ -7,12 +7,12 @@ from pathlib import Path
 from tabulate import tabulate
 
 from harness.errors import HarnessError
-from harness.report import escape
 from harness.report.environment import environment_rows
 from harness.report.exports import Format, render_run
 from harness.report.figures import write_figures
 from harness.run_reader import Run
 from harness.safe_files import real_folder
+from harness.text import escape
 from suites.runtime.files import write_text_atomic
 
 FAIRNESS_PREFIXES = ("settings.", "precision.", "variables.", "machine.cpu.", "device.")

@@ -12,9 +12,9 @@ import math
 from typing import Any
 
 from harness.report import palette
-from harness.report.escape import plot_label
-from harness.report.numbers import fmt_time
 from harness.report.pictures import LearningCurves, Roofline, Timeline, TimelineSeries, wide
+from harness.text.escape import plot_label
+from harness.text.numbers import fmt_time
 
 MARK_STYLES = {"escaped": "X", "contended": "v", "throttled": "s"}  # a marker shape per mark reason
 METRIC_MARKERS = ("o", "s", "^", "D", "P", "*", "v", "<", ">", "h")

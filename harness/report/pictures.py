@@ -26,9 +26,9 @@ from harness.calibration import ceilings_for_run
 from harness.fairness import not_comparable
 from harness.peaks import Peak, bandwidth_for, peak_for
 from harness.plausibility import exclusions
-from harness.report.numbers import fmt_giga
 from harness.result_types import Metric, Result
 from harness.run_reader import Run
+from harness.text.numbers import fmt_giga
 from suites.runtime.marks import MARKS
 
 Key = tuple[str, str]  # (framework, metric)

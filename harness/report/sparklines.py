@@ -12,10 +12,10 @@ import math
 import statistics
 from collections.abc import Sequence
 
-from harness.report.escape import plain
-from harness.report.numbers import fmt_time
 from harness.report.pictures import LearningCurves, Timeline, TimelineSeries, learning_curves, timelines, wide
 from harness.run_reader import Run
+from harness.text.escape import plain
+from harness.text.numbers import fmt_time
 
 BARS = "▁▂▃▄▅▆▇█"
 ROUND_EDGE = "|"

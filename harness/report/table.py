@@ -9,8 +9,11 @@ from harness import provenance, time_to_target
 from harness.fairness import measured_precision, not_comparable
 from harness.gate import CheckRow, evaluate
 from harness.plausibility import ESCAPED, IMPLAUSIBLE, Finding, escaped, exclusions, lint, sync_state
-from harness.report import escape
-from harness.report.numbers import (
+from harness.result_types import Metric, Result
+from harness.run_reader import Run
+from harness.statistics import BOOTSTRAP_MIN_N, UNSTABLE_RELATIVE_IQR, ratio_interval
+from harness.text import escape
+from harness.text.numbers import (
     fmt_giga,
     fmt_interval,
     fmt_number,
@@ -20,9 +23,6 @@ from harness.report.numbers import (
     fmt_time,
     fmt_value,
 )
-from harness.result_types import Metric, Result
-from harness.run_reader import Run
-from harness.statistics import BOOTSTRAP_MIN_N, UNSTABLE_RELATIVE_IQR, ratio_interval
 
 NOT_COMPARABLE = "†"
 

@@ -14,7 +14,7 @@ import subprocess
 from dataclasses import dataclass
 
 from harness.errors import HarnessError
-from harness.report.escape import plain
+from harness.text.escape import plain
 
 # Job states after which nothing more happens (squeue(1), JOB STATE CODES).
 TERMINAL = frozenset(

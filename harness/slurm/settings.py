@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from harness.errors import HarnessError
-from harness.report.escape import plain
+from harness.text.escape import plain
 
 RUNTIMES = ("venv", "apptainer", "podman")
 # Options the harness sets itself (or that would change what a submission is): refused from users.
