@@ -2,7 +2,7 @@
 
 The points are report/pictures.py's (the PNG figures draw the same objects) and the colours
 report/palette.py's, so a framework looks the same on the site and in the PNGs. `chart_data` is
-what site.js draws, embedded as JSON (embed.py): every string from a run file made inert, every
+what site.js draws, embedded as JSON (text/html.data_element): every string from a run file made inert, every
 number finite. `figures` is the markup around each chart: its container (role="img" with an
 aria-label saying what it shows), a caption saying how to read it, and what is not drawn (the
 first calls, metrics left off the roofline) in words; all of it text placed through page.py.
@@ -419,7 +419,7 @@ def _figure(chart_id: str, alt: str, read: str, extra: Markup | None = None) -> 
 
 
 def chart_data(pictures: RunPictures) -> dict[str, Any]:
-    """What site.js draws on a run page (embed.py writes it into the page)."""
+    """What site.js draws on a run page (text/html.data_element writes it into the page)."""
     return {
         "pictures": {
             "flag_colour": palette.FLAG_COLOUR,

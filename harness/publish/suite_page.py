@@ -25,7 +25,7 @@ def _tick(entry: PublishedRun, position: int) -> str:
 
 
 def chart_data(runs: list[PublishedRun], histories: list[MetricHistory], pairs: dict[str, str]) -> dict[str, Any]:
-    """What site.js draws: inert strings and finite numbers only (embed.py writes it into the page)."""
+    """What site.js draws: inert strings and finite numbers only (text/html.data_element writes it into the page)."""
     metrics = []
     for history in histories:
         scale, _ = history.scale()
