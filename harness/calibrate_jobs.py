@@ -1,4 +1,10 @@
-"""Running the calibration: the hidden `calibrate` suite through the same backend as the run."""
+"""Running the calibration: the hidden `calibrate` suite through the same backend as the run.
+
+Its runs and the ceilings they gave live in the cache home (harness/cache_home.py), not in a
+results folder: one calibration per machine fingerprint serves every results folder, and one
+harness measures at a time (a second waits on the fingerprint's lock, then reads what the first
+stored instead of measuring with the first still busy on the same cores).
+"""
 
 from __future__ import annotations
 
@@ -6,10 +12,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from harness import cache_home
 from harness.backends.base import Backend
 from harness.calibration import (
-    CACHE_DIR,
     RUN_FILE,
+    cache_lock,
     fingerprint,
     load_cache,
     parse,
@@ -30,16 +37,30 @@ def calibrate(
     threads: int | None,
     cpus: float | None,
     backend: Backend,
-    results_dir: Path,
     force: bool = False,
 ) -> dict[str, Any] | None:
     """Ceilings for this machine, measuring the stacks not yet in the cache; None if none could be."""
     fp = fingerprint(device, threads, cpus)
-    cached = load_cache(results_dir, fp)
-    have = set(cached["frameworks"]) if cached else set()
-    todo = [fw for fw in stack_representatives(frameworks) if force or fw not in have]
-    if not todo:
+    wanted = stack_representatives(frameworks)
+    cached = load_cache(fp)
+    if not force and not _missing(cached, wanted):
         return cached
+    with cache_home.locked(cache_lock(fp), f"calibration of this machine (fingerprint {fp})"):
+        cached = load_cache(fp)  # what another harness measured while this one waited
+        todo = wanted if force else _missing(cached, wanted)
+        if not todo:
+            return cached
+        return _measure(todo, fp, cached, device=device, threads=threads, backend=backend)
+
+
+def _missing(cached: dict[str, Any] | None, wanted: list[str]) -> list[str]:
+    have = set(cached["frameworks"]) if cached else set()
+    return [fw for fw in wanted if fw not in have]
+
+
+def _measure(
+    todo: list[str], fp: str, cached: dict[str, Any] | None, *, device: str, threads: int | None, backend: Backend
+) -> dict[str, Any] | None:
     print(
         f"calibrating this machine (fingerprint {fp}, once): achievable FLOP/s and bandwidth with {', '.join(todo)}",
         file=sys.stderr,
@@ -56,7 +77,7 @@ def calibrate(
         baseline=None,
         backend=backend.name,
     )
-    run_dir = execute(plan, backend, results_dir / CACHE_DIR / "runs", argv=["harness", "calibrate"])
+    run_dir = execute(plan, backend, cache_home.calibration_runs_dir(), argv=["harness", "calibrate"])
     measured: dict[str, dict[str, Any]] = {}
     for job in plan.jobs:
         try:
@@ -71,7 +92,7 @@ def calibrate(
         measured[job.framework] = {**rates, "run_id": plan.run_id, "measured_at": result.get("finished_at")}
     if not measured:
         return cached
-    return store(results_dir, fp, device, measured)
+    return store(fp, device, measured)
 
 
 def attach(run_dir: Path, doc: dict[str, Any] | None) -> None:

@@ -3,10 +3,13 @@
 Datasheets say what a device could do; what its libraries reach on it is often far less (a GPU
 at a lower power limit, a CPU whose turbo never engages). `harness calibrate` runs the hidden
 `calibrate` suite with each framework stack, keeps the best rate per quantity, and caches the
-ceilings under the results folder per machine fingerprint (CPU, cores, memory, device, thread and
-CPU limits). `harness run` calibrates once per fingerprint on its own and copies the ceilings it
-used into the run folder (`calibration.json`), so "% of achievable" is reproducible from the
-run folder alone.
+ceilings in the cache home (harness/cache_home.py: `calibration/<fingerprint>.json`) per machine
+fingerprint (CPU, cores, memory, device, thread and CPU limits), so every results folder on this
+machine shares them. `harness run` calibrates once per fingerprint on its own and copies the
+ceilings it used into the run folder (`calibration.json`), so "% of achievable" is reproducible
+from the run folder alone. (Caches under `<results-dir>/.calibration/` from before the cache home
+are not read: measuring once more is cheap, and ceilings whose provenance is a folder that may
+since have moved are not worth a migration.)
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from harness import cache_home
 from harness.errors import HarnessError
 from suites.runtime import machine
 from suites.runtime.files import write_json_atomic
@@ -33,7 +37,6 @@ if TYPE_CHECKING:
 
 FORMAT = "harness-calibration"
 VERSION = 1
-CACHE_DIR = ".calibration"
 RUN_FILE = "calibration.json"
 MAX_BYTES = 1 << 20
 CALIBRATED_DTYPES = ("float32", "float64")
@@ -140,14 +143,22 @@ def parse(doc: Any) -> Ceilings:
     return Ceilings(fp, flops, bandwidth, tuple(sorted(per_fw)))
 
 
-def cache_path(results_dir: Path, fp: str) -> Path:
-    return results_dir / CACHE_DIR / f"{fp}.json"
+def cache_path(fp: str) -> Path:
+    """The machine-wide cache file of one fingerprint (its folder is created on first use)."""
+    if not fp.isalnum() or not fp.isascii():
+        raise HarnessError(f"calibration fingerprint {fp!r} is not alphanumeric")
+    return cache_home.calibration_dir() / f"{fp}.json"
 
 
-def load_cache(results_dir: Path, fp: str) -> dict[str, Any] | None:
+def cache_lock(fp: str) -> Path:
+    """Held while this fingerprint is measured: a second harness waits, then finds the cache filled."""
+    return cache_path(fp).with_suffix(".lock")
+
+
+def load_cache(fp: str) -> dict[str, Any] | None:
     """The cached document for this fingerprint, or None (missing or unusable: recalibrate)."""
     try:
-        doc = read_json_file(cache_path(results_dir, fp))
+        doc = read_json_file(cache_path(fp))
         if doc is None:
             return None
         ceilings = parse(doc)
@@ -194,9 +205,11 @@ def _keep_max(rates: dict[str, float], quantity: str, rate: float) -> None:
     rates[quantity] = max(rates.get(quantity, 0.0), rate)
 
 
-def store(results_dir: Path, fp: str, device: str, per_framework: dict[str, dict[str, Any]]) -> dict[str, Any]:
-    """Merge new per-framework figures into the cache for this fingerprint; returns the document."""
-    doc = load_cache(results_dir, fp) or {
+def store(fp: str, device: str, per_framework: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """Merge new per-framework figures into the cache for this fingerprint; returns the document.
+
+    Call it holding `cache_lock(fp)`: the read-merge-write is then never interleaved with another."""
+    doc = load_cache(fp) or {
         "format": FORMAT,
         "version": VERSION,
         "fingerprint": fp,
@@ -206,9 +219,7 @@ def store(results_dir: Path, fp: str, device: str, per_framework: dict[str, dict
     }
     doc["frameworks"].update(per_framework)
     parse(doc)  # never write what we would refuse to read
-    path = cache_path(results_dir, fp)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    write_json_atomic(path, doc)
+    write_json_atomic(cache_path(fp), doc)
     return doc
 
 

@@ -7,9 +7,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from harness import assessment
+from harness.assessment import Assessment
 from harness.errors import HarnessError
-from harness.fairness import not_comparable
-from harness.plausibility import exclusions
 from harness.result_types import Metric
 from harness.run_reader import Run
 from harness.statistics import ALPHA, geometric_mean, mann_whitney_u, ratio_interval
@@ -125,14 +125,16 @@ def _round_medians(metric: Metric) -> list[float]:
     return [float(v) for v in found] if ok else []
 
 
-def compare_runs(a: Run, b: Run) -> Comparison:
+def compare_runs(a: Run, b: Run, judged_a: Assessment | None = None, judged_b: Assessment | None = None) -> Comparison:
+    """`judged_a`, `judged_b`: the runs' assessments when the caller has them (else made here)."""
     suite_a, suite_b = a.summary.get("suite"), b.summary.get("suite")
     if suite_a != suite_b:
         raise HarnessError(f"cannot compare suite {suite_a} with suite {suite_b}; compare two runs of one suite")
-    bad_a, bad_b = exclusions(a), exclusions(b)
+    judged_a, judged_b = assessment.of(a, judged_a), assessment.of(b, judged_b)
+    bad_a, bad_b = judged_a.exclusions, judged_b.exclusions
     # A framework whose checks disagree (or whose arithmetic differs) in either run computed
     # something else: its speed is not a comparison (issue: "50 % faster" from a wrong answer).
-    off_a, off_b = not_comparable(a), not_comparable(b)
+    off_a, off_b = judged_a.not_comparable, judged_b.not_comparable
     changes = []
     for fw, result_a in a.results.items():
         result_b = b.results.get(fw)

@@ -3,8 +3,9 @@
 plan:   validate the suite and its parameters exactly as `harness run` does, create the run
         folder, and give each framework's service its own empty job folder
         (`<results>/<jobs-dir>/<framework>/`, the only thing that service mounts writable) with
-        the job command in it (one argument per line), so compose's jobs run the same command
-        line as the docker backend's and never see the run folder or each other's files.
+        its job.json and the job command in it (one argument per line), so compose's jobs run
+        the same spec and command as the docker backend's and never see the run folder or each
+        other's files.
 finish: take from each job folder only the job's own result, artefacts, logs and exit code
         (regular files, no links followed, size-capped), give every planned job a result (a
         `failed` one with the stderr tail when a job left none), write the run summary, give the
@@ -34,6 +35,7 @@ from harness.runner import finalize, placeholder_result
 from harness.safe_files import UnsafeFile, read_bytes, read_tail, remove_tree, write_bytes_atomic
 from harness.schema import RUN_ID
 from harness.text.escape import plain
+from suites.runtime import job_spec
 from suites.runtime.files import write_json_atomic
 
 COMMAND = ["docker", "compose", "up"]
@@ -89,7 +91,16 @@ def plan_step(args: argparse.Namespace) -> int:
         work = jobs_root / job.framework
         remove_tree(work)  # a previous run's folder, whatever its job left in it
         work.mkdir()
-        cmd = job_command(job, plan.run_id, BACKEND, f"/results/{job.result_file()}", python="python", data_dir="/data")
+        # The job service mounts `work` at /results and the data folder at /data (compose.yaml).
+        spec = job.spec(
+            run_id=plan.run_id,
+            backend=BACKEND,
+            result_path=f"/results/{job.result_file()}",
+            data_dir="/data",
+            cache_dir=None,
+        )
+        job_spec.write(work, spec)
+        cmd = job_command(f"/results/{job_spec.JOB_FILE}", python="python")
         write_bytes_atomic(work / ARGS, ("\n".join(cmd) + "\n").encode())
         _chown_tree([work], uid, gid)  # the job services run as this user: theirs, and only this folder
     write_bytes_atomic(results / args.pointer, (plan.run_id + "\n").encode())

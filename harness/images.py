@@ -27,6 +27,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
+from packaging.tags import Tag
+from packaging.utils import InvalidWheelFilename, parse_wheel_filename
+from packaging.version import InvalidVersion
+
 from harness.errors import HarnessError
 from harness.text.numbers import fmt_bytes
 from suites.runtime.frameworks import STACKS
@@ -153,20 +157,22 @@ def locked_packages(lock_text: str) -> dict[str, str]:
     return found
 
 
+def _tag_fits(tag: Tag) -> bool:
+    """A CPython 3.11 interpreter (or the stable ABI of 3.11 and older) on x86_64 Linux or any platform."""
+    abi3 = (
+        tag.abi == "abi3" and re.fullmatch(r"cp3(\d+)", tag.interpreter) is not None and int(tag.interpreter[3:]) <= 11
+    )
+    platform = tag.platform == "any" or (tag.platform.endswith("x86_64") and "linux" in tag.platform)
+    return (tag.interpreter in PYTHON_TAGS or abi3) and platform
+
+
 def wheel_fits(filename: str) -> tuple[str, str] | None:
     """(name, version) of a wheel the images can install (CPython 3.11, x86_64 Linux), else None."""
-    parts = filename[: -len(".whl")].split("-") if filename.endswith(".whl") else []
-    if len(parts) not in (5, 6):
+    try:
+        name, version, _, tags = parse_wheel_filename(filename)
+    except (InvalidWheelFilename, InvalidVersion):
         return None
-    name, version, python, abi, platform = parts[0], parts[1], parts[-3], parts[-2], parts[-1]
-    pythons = set(python.split("."))
-    abi3 = abi == "abi3" and any(re.fullmatch(r"cp3(\d+)", p) and int(p[3:]) <= 11 for p in pythons)
-    if not (pythons & PYTHON_TAGS or python == "py2.py3" or abi3):
-        return None
-    platforms = platform.split(".")
-    if not any(p == "any" or (p.endswith("x86_64") and "linux" in p) for p in platforms):
-        return None
-    return normalize(name), version
+    return (normalize(name), str(version)) if any(_tag_fits(tag) for tag in tags) else None
 
 
 def select_wheels(folder: Path, lock_text: str) -> tuple[list[Path], list[str]]:

@@ -2,7 +2,8 @@
 
 No scheduler of our own: one Job per (suite, framework) job, the stack image by its
 lock-hash tag, the suites delivered in a ConfigMap (a tarball unpacked by an init
-container into a read-only volume), and each pod printing its result between two
+container into a read-only volume) with each job's job.json beside them (mounted into its own
+pod only), and each pod printing its result between two
 marker lines so `harness collect` can rebuild a normal run folder from the pod logs.
 """
 
@@ -33,13 +34,16 @@ from harness.runner import placeholder_result, prepare_results_dir
 from harness.safe_files import MissingFile, UnsafeFile, read_tail
 from harness.schema import MAX_RESULT_BYTES, InvalidResult, parse_json, validate
 from harness.text.escape import plain
+from suites.runtime import job_spec
 from suites.runtime.files import write_text_atomic
+from suites.runtime.job_spec import JOB_FILE, JobSpec
 from suites.runtime.registry import SUITES_DIR
 
 BEGIN, END = "==HARNESS-RESULT-BEGIN==", "==HARNESS-RESULT-END=="
-SUITES_MOUNT, RESULTS_MOUNT, DATA_MOUNT = "/harness", "/results", "/data"
+SUITES_MOUNT, RESULTS_MOUNT, DATA_MOUNT, SPEC_MOUNT = "/harness", "/results", "/data", "/job"
 # ConfigMaps are capped at 1 MiB; the suites tarball is far below that, but say so if it grows.
 CONFIGMAP_LIMIT = 1_000_000
+ARCHIVE = "suites.tar.gz"  # its key in the ConfigMap, beside each job's job-<framework>.json
 LABEL = "fw-harness"
 # Without --memory/--cpus a pod still requests and is limited to this much (requests = limits:
 # the Guaranteed QoS class, so the kubelet neither throttles nor evicts it below its request).
@@ -86,10 +90,25 @@ def suites_tarball() -> bytes:
     return data
 
 
+def job_spec_for(plan: Plan, job: Job) -> JobSpec:
+    """The job's job.json, locations as the pod sees them (caches stay cold: a pod keeps nothing)."""
+    return job.spec(
+        run_id=plan.run_id,
+        backend="kubernetes",
+        result_path=f"{RESULTS_MOUNT}/{job.result_file()}",
+        data_dir=DATA_MOUNT if job.data_dir else None,
+        cache_dir=None,
+    )
+
+
+def spec_key(job: Job) -> str:
+    """The job's spec in the suites ConfigMap, mounted into its pod as SPEC_MOUNT/job.json."""
+    return f"job-{job.framework}.json"
+
+
 def pod_script(plan: Plan, job: Job) -> str:
     out = f"{RESULTS_MOUNT}/{job.result_file()}"
-    data = DATA_MOUNT if job.data_dir else None
-    cmd = shlex.join(job_command(job, plan.run_id, "kubernetes", out, python="python3", data_dir=data))
+    cmd = shlex.join(job_command(f"{SPEC_MOUNT}/{JOB_FILE}", python="python3"))
     # The result goes to the pod log between markers: no shared volume or object store needed.
     return f"{cmd}; code=$?; echo '{BEGIN}'; cat {out} 2>/dev/null; echo; echo '{END}'; exit $code"
 
@@ -140,11 +159,14 @@ def job_manifest(
     resources = resources_for(job, limits or Limits())
     mounts = [
         {"name": "suites", "mountPath": SUITES_MOUNT, "readOnly": True},
+        {"name": "job-spec", "mountPath": SPEC_MOUNT, "readOnly": True},
         {"name": "results", "mountPath": RESULTS_MOUNT},
         {"name": "tmp", "mountPath": "/tmp"},
     ]
+    spec_item = {"key": spec_key(job), "path": JOB_FILE}
     volumes: list[dict[str, Any]] = [
-        {"name": "suites-archive", "configMap": {"name": configmap}},
+        {"name": "suites-archive", "configMap": {"name": configmap, "items": [{"key": ARCHIVE, "path": ARCHIVE}]}},
+        {"name": "job-spec", "configMap": {"name": configmap, "items": [spec_item]}},
         {"name": "suites", "emptyDir": {"sizeLimit": SIZE_LIMITS["suites"]}},
         {"name": "results", "emptyDir": {"sizeLimit": SIZE_LIMITS["results"]}},
         {"name": "tmp", "emptyDir": {"sizeLimit": SIZE_LIMITS["tmp"]}},
@@ -153,7 +175,7 @@ def job_manifest(
         mounts.append({"name": "data", "mountPath": DATA_MOUNT, "readOnly": True})
         volumes.append({"name": "data", "persistentVolumeClaim": {"claimName": data_claim, "readOnly": True}})
     # Our own archive from the ConfigMap, so no extraction filter (Debian's 3.11 may predate it).
-    unpack = "import tarfile; tarfile.open('/archive/suites.tar.gz').extractall('/harness')"
+    unpack = f"import tarfile; tarfile.open('/archive/{ARCHIVE}').extractall('{SUITES_MOUNT}')"
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",
@@ -226,11 +248,13 @@ def export(
     if out.exists() and not out.is_dir():
         raise HarnessError(f"--out {out} is a file; give a folder for the manifests")
     configmap = _k8s_name(f"h-{plan.run_id}-suites")
+    specs = {spec_key(job): job_spec.dumps(job_spec_for(plan, job)) for job in plan.jobs if job.skip_reason is None}
     cm = {
         "apiVersion": "v1",
         "kind": "ConfigMap",
         "metadata": {"name": configmap, "namespace": namespace, "labels": _labels(plan)},
-        "binaryData": {"suites.tar.gz": base64.b64encode(suites_tarball()).decode()},
+        "data": specs,
+        "binaryData": {ARCHIVE: base64.b64encode(suites_tarball()).decode()},
     }
     documents = {"00-suites-configmap.yaml": dump(cm)}
     for job in plan.jobs:

@@ -7,38 +7,31 @@ import math
 import os
 import re
 import secrets
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
+from harness.backend_table import EXPORTS, RUNS
 from harness.catalog import get_framework, get_suite
 from harness.errors import HarnessError
 from harness.schema import DEVICES, RUN_ID
 from harness.text.escape import plain
+from suites.runtime.job_spec import JobOptions, JobSpec
 from suites.runtime.settings import CACHE_MODES, PRECISIONS
 from suites.runtime.spec import SMOKE_REPEAT, SMOKE_WARMUP, ParamValue, SpecError, SuiteSpec
 
 MAX_TIMEOUT_S = 7 * 24 * 3600.0  # a week: beyond it a wait would overflow some clocks, and no job needs it
 MAX_COUNT = 10_000  # repeat, warmup, threads: larger is a typo, and a result holds at most 10000 samples
-BACKENDS = ("local", "docker", "kubernetes", "compose", "slurm")
+BACKENDS = (*RUNS, *EXPORTS)  # what a plan may name: harness/backend_table.py
 K8S_NAME = re.compile(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?")  # DNS-1123 subdomain
 
 
-@dataclass(frozen=True)
-class Job:
-    suite: str
-    framework: str
+@dataclass(frozen=True, kw_only=True)
+class Job(JobOptions):
+    """One planned job: the job spec's options (suites/runtime/job_spec.py, declared once for both
+    sides) plus what only the host decides: the stack it runs in, and a skip reason if it cannot run."""
+
     stack: str
-    params: dict[str, ParamValue]
-    repeat: int
-    warmup: int
-    device: str
-    threads: int | None
-    timeout_s: float
     skip_reason: str | None = None
-    data_dir: str | None = None  # host path of the dataset folder; backends map it into the job
-    cache: str = "cold"  # compiler caches: cold (empty per job) or warm (kept under cache_dir)
-    cache_dir: str | None = None  # host folder of the warm caches; backends add the stack
-    precision: str = "fp32"  # float32 matmul/conv arithmetic: fp32 | tf32 | bf16 (runtime/settings.py)
 
     @property
     def name(self) -> str:
@@ -46,6 +39,15 @@ class Job:
 
     def result_file(self) -> str:
         return f"{self.framework}.json"
+
+    def spec(
+        self, *, run_id: str, backend: str, result_path: str, data_dir: str | None, cache_dir: str | None
+    ) -> JobSpec:
+        """The job.json of this job: its options carried through untouched, and the locations as the
+        job sees them, which only the backend knows (a mount point, a folder on a node), so it names each."""
+        options = {f.name: getattr(self, f.name) for f in fields(JobOptions)}
+        options.update(data_dir=data_dir, cache_dir=cache_dir)
+        return JobSpec(**options, run_id=run_id, backend=backend, result_path=result_path)
 
 
 @dataclass(frozen=True)

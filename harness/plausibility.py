@@ -5,6 +5,7 @@ Three independent tests, any of which keeps a metric out of ratios, comparisons 
 - FLOP lint: achieved FLOP/s above the device's physical peak;
 - bandwidth lint: achieved bytes/s above the device's physical memory-system ceiling.
 The last two catch an unsynchronised timing even from an old result without barrier evidence.
+Each run is linted once, in assessment.py, which turns the three into the run's exclusions.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from harness.calibration import Ceilings, ceilings_for_run
+from harness.calibration import Ceilings
 from harness.peaks import Peak, bandwidth_for, peak_for
 from harness.result_types import Metric
 from harness.run_reader import Run
@@ -79,8 +80,9 @@ def _finding(
     )
 
 
-def lint(run: Run) -> list[Finding]:
-    ceilings = ceilings_for_run(run)
+def lint(run: Run, ceilings: Ceilings | None) -> list[Finding]:
+    """Every FLOP/s and bytes/s of the ok jobs' time metrics, against the datasheet peaks and the
+    `ceilings` measured on this machine (None: not calibrated). Called by assessment.assess only."""
     findings = []
     for fw, result in run.results.items():
         if result["status"] != "ok":
@@ -109,31 +111,4 @@ def sync_state(metric: Mapping[str, Any]) -> str:
     return state if state in ("ok", "escaped", "unchecked") else "unchecked"
 
 
-def escaped(run: Run) -> set[tuple[str, str]]:
-    return {
-        (fw, m["name"])
-        for fw, result in run.results.items()
-        if result["status"] == "ok"
-        for m in result["metrics"]
-        if m["kind"] == "time" and sync_state(m) == "escaped"
-    }
-
-
-def implausible(run: Run) -> set[tuple[str, str]]:
-    """(framework, metric) pairs whose numbers must not be printed as records or used in ratios."""
-    return {(f.framework, f.metric) for f in lint(run) if not f.plausible} | escaped(run)
-
-
-def exclusions(run: Run) -> dict[tuple[str, str], str]:
-    """Why each untrustworthy (framework, metric) is excluded, in words for footers and exports."""
-    reasons: dict[tuple[str, str], str] = {}
-    for key in escaped(run):
-        reasons[key] = "sync escaped"
-    for f in lint(run):
-        if not f.plausible:
-            word = "FLOP/s" if f.quantity == "flops" else "bandwidth"
-            reasons.setdefault((f.framework, f.metric), f"implausible {word} (above device peak)")
-    return reasons
-
-
-__all__ = ["ESCAPED", "IMPLAUSIBLE", "Ceilings", "Finding", "escaped", "exclusions", "implausible", "lint"]
+__all__ = ["ESCAPED", "IMPLAUSIBLE", "Ceilings", "Finding", "lint", "sync_state"]

@@ -92,6 +92,8 @@ def placeholder_result(run_id: str, job: Job, backend: str, status: str, reason:
 
 def _classify(run_id: str, job: Job, out: Path, outcome: JobOutcome) -> tuple[Result | None, str, str]:
     """(the job's own valid result or None, status, reason) from what the backend saw."""
+    if outcome.status is not None:  # the scheduler's word (cancelled, a node failure) outranks the job's file
+        return None, outcome.status, outcome.reason or outcome.status
     if outcome.timed_out:
         return None, "timeout", f"killed after {job.timeout_s:g} s (raise it with --timeout)"
     if outcome.oom:

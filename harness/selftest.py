@@ -6,7 +6,7 @@ CUDA builds installed, no Docker), then checks each result and prints one line p
 - the job finished (a framework this interpreter lacks is left out and said so, never failed);
 - sync: no timed metric left work running after its clock stopped (runtime/syncguard.py);
 - precision: the probe measured the arithmetic that was asked for (fp32 unless `--precision`);
-- plausible: no FLOP/s or GB/s above the device's peak (plausibility.py);
+- plausible: no FLOP/s or GB/s above the device's peak (plausibility.py, via assessment.py);
 - achievable: FLOP/s shown as a share of what `harness calibrate` measured on this machine;
 - memory (training suites): the allocator's peak was recorded;
 - steady (training suites): no compilation after epoch 1 and the data held on the device.
@@ -21,12 +21,12 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from harness import assessment
+from harness.assessment import Assessment, assess
 from harness.backends.factory import BackendOptions, make_backend
 from harness.calibrate_jobs import attach, calibrate
 from harness.catalog import get_suite, visible_suites
-from harness.fairness import measured_precision
 from harness.plan import make_plan
-from harness.plausibility import lint, sync_state
 from harness.result_types import Metric, Result
 from harness.run_reader import Run, load_run
 from harness.runner import execute, prepare_results_dir
@@ -57,8 +57,9 @@ def _metrics(result: Result) -> dict[str, Metric]:
     return {m["name"]: m for m in result["metrics"]}
 
 
-def check_result(suite: str, fw: str, result: Result, run: Run) -> Iterator[Check]:
-    """The checks of one job's result (run: its run, for the lints that need the whole run)."""
+def check_result(suite: str, fw: str, result: Result, run: Run, judged: Assessment | None = None) -> Iterator[Check]:
+    """The checks of one job's result (run: its run, for the lints that need the whole run;
+    judged: the run's assessment, when the caller has made it)."""
 
     def check(name: str, passed: bool | None, detail: str) -> Check:
         return Check(suite, fw, name, passed, detail)
@@ -68,8 +69,9 @@ def check_result(suite: str, fw: str, result: Result, run: Run) -> Iterator[Chec
         yield check("finished", None if skipped else False, f"{result['status']}: {result.get('reason') or ''}")
         return
     yield check("finished", True, f"{len(result['metrics'])} metrics")
+    judged = assessment.of(run, judged)
     times = [m for m in result["metrics"] if m["kind"] == "time"]
-    states = {m["name"]: sync_state(m) for m in times}
+    states = {m["name"]: judged.sync(fw, m["name"]) for m in times}
     bad = [name for name, state in states.items() if state == "escaped"]
     unchecked = [name for name, state in states.items() if state == "unchecked"]
     if bad:
@@ -79,14 +81,14 @@ def check_result(suite: str, fw: str, result: Result, run: Run) -> Iterator[Chec
     else:
         yield check("sync", True, f"{len(times)} timed metrics, every barrier idle after the clock")
     wanted = result["settings"].get("precision") or "fp32"
-    got = measured_precision(result)
+    got = judged.precision(fw)
     if not got:
         yield check("precision", False, "no precision probe in the result")
     else:
         off = {op: c for op, c in got.items() if c != wanted}
         text = ", ".join(f"{op} {c}" for op, c in got.items())
         yield check("precision", not off, f"asked {wanted}, measured {text}")
-    findings = [f for f in lint(run) if f.framework == fw]
+    findings = [f for f in judged.findings if f.framework == fw]
     implausible = [f.metric for f in findings if not f.plausible]
     yield check(
         "plausible",
@@ -128,7 +130,7 @@ def run_selftest(
     have = [fw for fw in FRAMEWORKS if installed(fw)]
     ceilings = None
     if calibrate_first:
-        ceilings = calibrate(have, device=device, threads=None, cpus=None, backend=backend, results_dir=results_dir)
+        ceilings = calibrate(have, device=device, threads=None, cpus=None, backend=backend)
     for suite in names:
         spec = get_suite(suite)
         chosen = [fw for fw in spec.frameworks if fw in have]
@@ -144,12 +146,13 @@ def run_selftest(
         run_dir = execute(plan, backend, results_dir, argv=["harness", "selftest"])
         attach(run_dir, ceilings)
         run = load_run(run_dir)
+        judged = assess(run)
         for fw in chosen:
             result = run.results.get(fw)
             if result is None:
                 checks.append(Check(suite, fw, "finished", False, "no valid result file"))
                 continue
-            checks.extend(check_result(suite, fw, result, run))
+            checks.extend(check_result(suite, fw, result, run, judged))
     for c in checks:
         echo(c.line())
     return checks

@@ -1,8 +1,10 @@
-"""Job entry point: `python -m suites run --suite S --framework F --out FILE [...]`.
+"""Job entry point: `python -m suites run --job PATH`, PATH being the job's job.json.
 
-Runs one (suite, framework) job and writes exactly one result file. A failing workload
-still writes its file (status failed, with the reason); the traceback goes to stderr,
-which the harness keeps.
+Runs one (suite, framework) job as its job.json says (suites/runtime/job_spec.py: the whole
+spec, written by the backend into the job's folder) and writes exactly one result file. A
+failing workload still writes its file (status failed, with the reason); the traceback goes to
+stderr, which the harness keeps. A job.json that cannot be run is one line on stderr and exit
+code 2, with no result file.
 """
 
 from __future__ import annotations
@@ -19,42 +21,31 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from suites.runtime import machine, nvml
+from suites.runtime import job_spec, machine, nvml
 from suites.runtime.context import Context
 from suites.runtime.errors import JobError, Skip
 from suites.runtime.files import write_json_atomic
-from suites.runtime.frameworks import FRAMEWORKS, load_adapter
-from suites.runtime.registry import all_suites, implementation_module
+from suites.runtime.frameworks import Framework, load_adapter
+from suites.runtime.job_spec import JobSpec, JobSpecError
+from suites.runtime.registry import implementation_module
 from suites.runtime.result import new_result, utc_now
 from suites.runtime.settings import (
-    CACHE_MODES,
-    PRECISIONS,
     Settings,
     apply_caches,
     apply_environment,
     recorded_caches,
     recorded_variables,
 )
+from suites.runtime.spec import ParamValue, SuiteSpec
+
+BAD_SPEC = 2  # exit code for a job.json this job cannot run
 
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m suites")
     sub = parser.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", help="run one (suite, framework) job")
-    run.add_argument("--suite", required=True)
-    run.add_argument("--framework", required=True)
-    run.add_argument("--params", default="{}", help="JSON object of suite parameters")
-    run.add_argument("--repeat", type=int)
-    run.add_argument("--warmup", type=int)
-    run.add_argument("--device", choices=("cpu", "gpu"), default="cpu")
-    run.add_argument("--threads", type=int)
-    run.add_argument("--run-id", default="adhoc")
-    run.add_argument("--backend", default="local")
-    run.add_argument("--out", required=True, type=Path)
-    run.add_argument("--data-dir", type=Path, help="read-only dataset folder")
-    run.add_argument("--cache", choices=CACHE_MODES, default="cold", help="compiler caches: cold (empty) or warm")
-    run.add_argument("--cache-dir", help="warm: the folder the compiler caches persist in")
-    run.add_argument("--precision", choices=PRECISIONS, default="fp32", help="float32 matmul/conv arithmetic")
+    run.add_argument("--job", required=True, type=Path, help=f"the job's {job_spec.JOB_FILE} (its whole spec)")
     return parser
 
 
@@ -62,39 +53,36 @@ def _log(prefix: str, text: str) -> None:
     print(f"[{prefix}] {text}", flush=True)
 
 
-def run_job(args: argparse.Namespace) -> int:
-    spec = all_suites()[args.suite]
-    framework = FRAMEWORKS[args.framework]
-    params = spec.resolve(json.loads(args.params))
-    repeat = spec.repeat if args.repeat is None else args.repeat
-    warmup = spec.warmup if args.warmup is None else args.warmup
+def run_job(job: JobSpec, spec: SuiteSpec, framework: Framework, params: dict[str, ParamValue]) -> int:
+    repeat, warmup = job.repeat, job.warmup
     # Warm needs somewhere to keep the caches; without one the job is cold, and says so.
-    cache = "warm" if args.cache == "warm" and args.cache_dir else "cold"
+    cache = "warm" if job.cache == "warm" and job.cache_dir else "cold"
     settings = Settings(
-        device=args.device,
-        threads=args.threads,
+        device=job.device,
+        threads=job.threads,
         x64=spec.x64,
         cache=cache,
-        cache_dir=args.cache_dir,
-        precision=args.precision,
+        cache_dir=job.cache_dir,
+        precision=job.precision,
     )
     result = new_result(
-        run_id=args.run_id,
+        run_id=job.run_id,
         suite=spec.name,
         framework=framework.name,
         stack=framework.stack,
-        backend=args.backend,
-        device=args.device,
+        backend=job.backend,
+        device=job.device,
         params=params,
         settings={
             "repeat": repeat,
             "warmup": warmup,
-            "threads": args.threads,
+            "threads": job.threads,
             "x64": spec.x64,
             "cache": cache,
-            "precision": args.precision,
+            "precision": job.precision,
         },
     )
+    out = Path(job.result_path)
     prefix = f"{spec.name}/{framework.name}"
     started = time.perf_counter()
     apply_environment(settings)  # before the framework is imported: thread pools read it then
@@ -118,7 +106,7 @@ def run_job(args: argparse.Namespace) -> int:
         cold["device_init_s"] = time.perf_counter() - clock
         env.update(adapter.environment(settings))
         meter = None
-        if args.device == "gpu":  # driver, clocks, power limit, ECC: what makes two GPU numbers comparable
+        if job.device == "gpu":  # driver, clocks, power limit, ECC: what makes two GPU numbers comparable
             env["nvml"] = nvml.environment()
             meter = nvml.EnergyMeter if env["nvml"] is not None else None
         # Before any timing, with the suite's own settings: what the arithmetic really is.
@@ -133,7 +121,7 @@ def run_job(args: argparse.Namespace) -> int:
             repeat=repeat,
             warmup=warmup,
             device=adapter.device(settings),
-            device_kind=args.device,
+            device_kind=job.device,
             sync=adapter.sync,
             barrier=adapter.barrier_for(settings),
             # Off only to measure the barrier's own cost (benchmarks/) or to test the lints alone;
@@ -141,9 +129,9 @@ def run_job(args: argparse.Namespace) -> int:
             sync_check=os.environ.get("HARNESS_SYNC_CHECK", "on") != "off",
             holds_work=adapter.holds_work,
             energy_meter=meter,
-            data_dir=args.data_dir,
-            artifacts_dir=args.out.parent / f"{framework.name}-artifacts",
-            result_path=args.out,
+            data_dir=Path(job.data_dir) if job.data_dir is not None else None,
+            artifacts_dir=out.parent / f"{framework.name}-artifacts",
+            result_path=out,
         )
         _log(prefix, f"start: params {json.dumps(params)}, repeat {repeat}, warmup {warmup}")
         clock = time.perf_counter()
@@ -178,14 +166,20 @@ def run_job(args: argparse.Namespace) -> int:
             _log(prefix, f"{metric['name']}: median {s['median']:.6g} {metric['unit']} (n={s['n']})")
     result["finished_at"] = utc_now()
     result["duration_s"] = time.perf_counter() - started
-    write_json_atomic(args.out, result)
+    write_json_atomic(out, result)
     _log(prefix, f"{result['status']}" + (f": {result['reason']}" if result["reason"] else ""))
     return code
 
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    return run_job(args)
+    try:
+        job = job_spec.read(args.job)
+        spec, framework, params = job_spec.resolve(job)
+    except JobSpecError as error:
+        print(f"error: {args.job}: {error}", file=sys.stderr, flush=True)
+        return BAD_SPEC
+    return run_job(job, spec, framework, params)
 
 
 if __name__ == "__main__":

@@ -1,9 +1,12 @@
 from __future__ import annotations
 
+import atexit
 import json
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -14,9 +17,23 @@ REPO = Path(__file__).resolve().parent.parent
 # `harness run` defaults to --backend auto (docker when an engine answers). Tests run jobs
 # locally unless they say otherwise; the Docker tests (tests/integration) pass --backend docker.
 os.environ.setdefault("HARNESS_BACKEND", "local")
-# Each test has its own results folder, so automatic calibration (once per machine and results
-# folder) would run in every test; tests/test_calibration.py covers it on purpose.
+# Each test has its own cache home (below), so automatic calibration (once per machine fingerprint
+# and cache home) would run in every test; tests/test_calibration.py covers it on purpose.
 os.environ.setdefault("HARNESS_CALIBRATE", "never")
+# Never the real ~/.cache/harness, not even in session fixtures (which start before the per-test
+# home below is set): one throw-away home for them, replaced by a fresh one in every test.
+_SESSION_CACHE_HOME = tempfile.mkdtemp(prefix="harness-test-cache-home-")
+atexit.register(shutil.rmtree, _SESSION_CACHE_HOME, ignore_errors=True)
+os.environ["HARNESS_CACHE_HOME"] = _SESSION_CACHE_HOME
+
+
+@pytest.fixture(autouse=True)
+def own_cache_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Machine-wide state (calibration, venvs, compile caches) of every test in a folder of its own:
+    the suite never reads or writes the real ~/.cache/harness (the CLI in a subprocess inherits it)."""
+    home = tmp_path_factory.mktemp("cache-home")
+    monkeypatch.setenv("HARNESS_CACHE_HOME", str(home))
+    return home
 
 
 def harness(*args: str, cwd: Path | None = None, timeout: float = 900) -> subprocess.CompletedProcess[str]:

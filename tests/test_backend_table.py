@@ -98,7 +98,7 @@ def test_the_docker_factory_hands_limits_transfer_and_pins_to_the_backend(monkey
             captured.update(kwargs, engine=engine)
 
     monkeypatch.setattr(docker_backend, "DockerBackend", FakeDocker)
-    monkeypatch.setattr(factory, "connect", lambda hint: "engine")
+    monkeypatch.setattr(docker_backend, "connect", lambda hint: "engine")  # the module the table names
     monkeypatch.setenv("DOCKER_HOST", "tcp://10.0.0.5:2376")
     pins = {"numpy": {"tag": "fw-harness/numpy:cpu-abc"}}
     make_backend("docker", BackendOptions(limits=Limits(cpus=2.0), gpus="2", pinned=pins))

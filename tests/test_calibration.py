@@ -7,23 +7,25 @@ from pathlib import Path
 
 import pytest
 
-from harness.calibration import CACHE_DIR, parse, read_json_file
+from harness import cache_home
+from harness.calibration import parse, read_json_file
 from harness.report.table import render
 from harness.run_reader import load_run
 from tests.conftest import harness, read, run_folder
 from tests.factories import metric, result, write_run
 
 
-def cache_files(results: Path) -> list[Path]:
-    return sorted((results / CACHE_DIR).glob("*.json"))
+def cache_files() -> list[Path]:
+    """The calibration cache of this test's own cache home (tests/conftest.py sets HARNESS_CACHE_HOME)."""
+    return sorted((cache_home.home() / cache_home.CALIBRATION).glob("*.json"))
 
 
 @pytest.mark.slow
-def test_calibrate_measures_every_stack_and_caches_per_machine(results: Path) -> None:
-    proc = harness("calibrate", "--backend", "local", "--results-dir", str(results), "-q")
+def test_calibrate_measures_every_stack_and_caches_per_machine() -> None:
+    proc = harness("calibrate", "--backend", "local", "-q")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "matmul float64" in proc.stdout and "stream bandwidth" in proc.stdout
-    (cache,) = cache_files(results)
+    (cache,) = cache_files()
     ceilings = parse(read(cache))
     assert ceilings.frameworks == ("jax", "numpy", "pytorch")
     assert ceilings.bandwidth and ceilings.bandwidth > 1e8  # more than 0.1 GB/s on any real machine
@@ -42,7 +44,8 @@ def test_run_calibrates_once_and_shows_percent_of_achievable(results: Path) -> N
     second = harness("run", "--suite", "xla", "--frameworks", "numpy", "--smoke", "--calibrate", "auto",
                      "--results-dir", str(results))  # fmt: skip
     assert second.returncode == 0 and "calibrating" not in second.stderr  # cached for this fingerprint
-    assert len(cache_files(results)) == 1
+    assert len(cache_files()) == 1
+    assert not (results / ".calibration").exists()  # machine-wide state stays out of the results folder
 
 
 def test_a_tampered_calibration_is_ignored_and_named(tmp_path: Path) -> None:

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from harness.images import stack_image
 from tests.conftest import REPO, harness, read, run_folder
 
 pytestmark = pytest.mark.slow
@@ -26,14 +27,15 @@ def test_every_result_carries_the_cold_path_and_the_table_shows_it(results: Path
     assert "cold path" in proc.stdout and "jax: import" in proc.stdout and "compiler caches cold" in proc.stdout
 
 
-def test_warm_caches_persist_between_jobs_and_cold_ones_never_do(results: Path) -> None:
+def test_warm_caches_persist_between_jobs_and_cold_ones_never_do(results: Path, own_cache_home: Path) -> None:
     warm = harness("run", "--suite", "xla", "--frameworks", "jax", "--smoke", "--cache", "warm",
                    "--results-dir", str(results))  # fmt: skip
     assert warm.returncode == 0, warm.stdout + warm.stderr
     doc = read(run_folder(warm.stdout) / "jax.json")
     assert doc["settings"]["cache"] == "warm"
     jax_cache = Path(doc["environment"]["caches"]["JAX_COMPILATION_CACHE_DIR"])
-    assert jax_cache == (results / ".cache" / "jax" / "jax").resolve()
+    key = f"jax-cpu-{stack_image('jax', 'cpu').lock_hash[:12]}"  # the cache home's, per stack and lock
+    assert jax_cache == own_cache_home / "compile" / key / "jax" / "jax"
     assert any(jax_cache.iterdir()), "the persistent compilation cache stayed empty"
 
     # Cold, even with a user's JAX cache folder in the environment: a fresh, empty folder per job.

@@ -37,7 +37,7 @@ def corrupt(path: Path, how: str) -> str:
     if how == "schema":
         doc["schema_version"] = 99
         target.write_text(json.dumps(doc))
-        return "schema_version is 99; this harness reads version 1"
+        return "schema_version is 99, newer than this harness reads (1 to 2); upgrade the harness to read it"
     if how == "huge":
         with target.open("ab") as handle:
             handle.truncate(MAX_RESULT_BYTES + 1)

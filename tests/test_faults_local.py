@@ -92,6 +92,7 @@ def test_interrupt_keeps_finished_jobs_and_kills_the_running_one(results: Path, 
     assert [j["status"] for j in summary["jobs"]] == ["ok", "interrupted", "interrupted"]
     assert load_result(run / "numpy.json")["status"] == "ok"
     assert "Traceback" not in err
-    leftover = subprocess.run(["pgrep", "-f", f"--run-id {run.name}"], capture_output=True, text=True)
+    # A local job's command line names its job.json, inside its folder in the run folder.
+    leftover = subprocess.run(["pgrep", "-f", f"suites run --job .*/{run.name}/"], capture_output=True, text=True)
     assert leftover.stdout.strip() == "", "a job process outlived the interrupt"
     assert os.path.isdir(run)

@@ -7,8 +7,9 @@ from typing import Any
 
 import pytest
 
+from harness.assessment import assess
 from harness.gate import evaluate, reference_framework
-from harness.report.table import gate_passed, render
+from harness.report.table import render
 from harness.run_reader import load_run
 from harness.schema import load_result
 from suites.runtime import perturb
@@ -37,7 +38,7 @@ def test_a_skipped_baseline_hands_the_comparison_to_the_first_framework_that_ran
     assert "differs from jax" in row.why["pytorch"]
     text = render(run)
     assert "vs jax" in text and "pytorch †" in text
-    assert not gate_passed(run)
+    assert not assess(run).gate_passed
 
 
 def test_a_framework_that_omits_a_declared_check_fails(tmp_path: Path) -> None:
@@ -50,7 +51,7 @@ def test_a_framework_that_omits_a_declared_check_fails(tmp_path: Path) -> None:
     assert rows["product_sum"].passed == {"numpy": True, "jax": False}
     assert rows["residual"].passed == {"numpy": True, "jax": True}
     assert "- (FAIL: declared check not reported)" in render(run)
-    assert not gate_passed(run)
+    assert not assess(run).gate_passed
 
 
 def test_a_reference_that_reports_no_checks_fails_instead_of_passing_everyone(tmp_path: Path) -> None:
@@ -58,7 +59,7 @@ def test_a_reference_that_reports_no_checks_fails_instead_of_passing_everyone(tm
     run = load_run(write_run(tmp_path / "run", docs))
     rows = {row.name: row for row in evaluate(run)}
     assert rows["product_sum"].passed["numpy"] is False and rows["residual"].passed["numpy"] is False
-    assert not gate_passed(run)
+    assert not assess(run).gate_passed
 
 
 def test_with_three_frameworks_a_wrong_baseline_is_the_one_marked(tmp_path: Path) -> None:

@@ -218,7 +218,7 @@ CASES = [
     Case("zero-median-with-flops", edit("jax.json", zero_median), SHOW, 0, "needs a median above 0"),
     Case("huge-int-sample", jax_metric(samples=[10**400, 1.0, 1.0]), SHOW, 0, "samples: expected a non-empty list"),
     Case("huge-int-median", edit("jax.json", lambda d: d["metrics"][0]["stats"].update(median=10**400)), SHOW, 0,
-         "stats: expected finite"),
+         "stats.median: expected a finite number"),
     Case("string-cores", jax_env("machine.cpu.usable_cores", "4"), SHOW, 0,
          "environment.machine.cpu.usable_cores: expected a finite number"),
     Case("string-mhz", jax_env("machine.cpu.mhz", "fast"), SHOW, 0, "environment.machine.cpu.mhz"),

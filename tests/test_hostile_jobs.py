@@ -31,16 +31,19 @@ SECRET = "TOP-SECRET-CANARY"
 
 # The stand-in interpreter: plants something, then either stops or runs the real job.
 HOSTILE = """#!{python}
-import os, sys
+import json, os, sys
 mode, secret, victim = {mode!r}, {secret!r}, {victim!r}
 args = sys.argv[1:]
-out = args[args.index("--out") + 1]
-framework = args[args.index("--framework") + 1]
+spec_path = args[args.index("--job") + 1]
+with open(spec_path) as handle:
+    spec = json.load(handle)
+out, framework = spec["result_path"], spec["framework"]
 run = os.path.dirname(os.path.dirname(os.path.dirname(out)))
 logs = os.path.join(run, "logs")
 def real_job(changed=()):
-    for flag, value in changed:
-        args[args.index(flag) + 1] = value
+    spec.update(changed)  # the job's own folder holds its job.json: it may rewrite it
+    with open(spec_path, "w") as handle:
+        json.dump(spec, handle)
     os.execv({python!r}, [{python!r}] + args)
 if mode == "result-link":
     os.symlink(secret, out)
@@ -71,9 +74,9 @@ elif mode == "artifact-links":
         handle.write("a real artefact")
     real_job()
 elif mode == "other-framework":
-    real_job([("--framework", "numpy")])
+    real_job([("framework", "numpy")])
 elif mode == "other-run":
-    real_job([("--run-id", "someone-else")])
+    real_job([("run_id", "someone-else")])
 elif mode == "escape-output":
     print("\\x1b]0;pwned\\x07\\x1b[2Jcleared")
     real_job()
@@ -164,7 +167,9 @@ def wait_for(proc: subprocess.Popen[str], text: str, limit: float = 120) -> str:
 
 
 def job_processes(run_id: str) -> str:
-    return subprocess.run(["pgrep", "-f", "--", f"--run-id {run_id}"], capture_output=True, text=True).stdout.strip()
+    # A local job's command line names its job.json, which lies in its folder inside the run folder.
+    pattern = f"suites run --job .*/{run_id}/"
+    return subprocess.run(["pgrep", "-f", "--", pattern], capture_output=True, text=True).stdout.strip()
 
 
 def gone(run_id: str, within: float = 10) -> bool:

@@ -187,9 +187,9 @@ def test_planned_container_is_isolated(tmp_path: Path) -> None:
     assert kwargs["nano_cpus"] == 1_500_000_000 and kwargs["mem_limit"] == kwargs["memswap_limit"] == 2**30
     assert kwargs["labels"]["org.fw-harness.run-id"] == "run-1"
     assert kwargs["labels"]["org.fw-harness.framework"] == "jax"
-    command = kwargs["command"]
-    assert command[command.index("--out") + 1] == f"{RESULTS_MOUNT}/jax.json"
-    assert command[command.index("--data-dir") + 1] == DATA_MOUNT
+    assert kwargs["command"] == ["python", "-m", "suites", "run", "--job", f"{RESULTS_MOUNT}/job.json"]
+    spec = backend.job_spec(_job(data_dir=str(tmp_path)), "run-1")  # what the container finds in /results/job.json
+    assert (spec.result_path, spec.data_dir, spec.run_id) == (f"{RESULTS_MOUNT}/jax.json", DATA_MOUNT, "run-1")
     assert "device_requests" not in kwargs
 
 

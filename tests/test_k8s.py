@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 from pathlib import Path
@@ -48,13 +49,26 @@ def test_pod_logs_become_a_normal_run_folder(tmp_path: Path) -> None:
     logs = tmp_path / "logs"
     logs.mkdir()
     # Run each pod's own command here, as the container would, and keep what it prints.
-    for doc in documents(out):
-        if doc["kind"] != "Job":
-            continue
-        script = doc["spec"]["template"]["spec"]["containers"][0]["command"][2]
+    docs = documents(out)
+    configmap = docs[0]
+    for doc in docs[1:]:
+        pod = doc["spec"]["template"]["spec"]
+        container = pod["containers"][0]
+        script = container["command"][2]
         results = tmp_path / "pod-results" / doc["metadata"]["name"]
         results.mkdir(parents=True)
+        # The pod's job.json, as its ConfigMap volume would show it.
+        (item,) = next(v for v in pod["volumes"] if v["name"] == "job-spec")["configMap"]["items"]
+        mount = next(m for m in container["volumeMounts"] if m["name"] == "job-spec")
+        assert mount["readOnly"] is True and item["path"] == "job.json"
+        spec_dir = tmp_path / "pod-spec" / doc["metadata"]["name"]
+        spec_dir.mkdir(parents=True)
+        spec = json.loads(configmap["data"][item["key"]])
+        assert spec["backend"] == "kubernetes" and spec["result_path"].startswith("/results/")
+        spec["result_path"] = spec["result_path"].replace("/results/", f"{results}/")
+        (spec_dir / item["path"]).write_text(json.dumps(spec))
         script = script.replace("/results/", f"{results}/").replace("python3 -m", "python -m")
+        script = script.replace(f"{mount['mountPath']}/", f"{spec_dir}/")
         env = dict(os.environ, PYTHONPATH=str(REPO), PATH=f"{Path(os.sys.executable).parent}:{os.environ['PATH']}")
         proc = subprocess.run(["sh", "-c", script], capture_output=True, text=True, env=env, cwd=REPO)
         assert proc.returncode == 0, proc.stderr

@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
-from harness.backends.base import job_command
 from harness.errors import HarnessError
 from harness.plan import make_plan, plan_from_record
+from suites.runtime import job_spec
 from tests.conftest import REPO
 
 
@@ -26,8 +26,10 @@ def _plan(suite: str, frameworks: str, precision: str) -> Any:
 def test_the_precision_reaches_the_job_command_and_survives_plan_json() -> None:
     plan = _plan("mlp", "flax,pytorch", "tf32")
     assert [job.precision for job in plan.jobs] == ["tf32", "tf32"]
-    cmd = job_command(plan.jobs[1], plan.run_id, "local", "/tmp/out.json")
-    assert cmd[cmd.index("--precision") + 1] == "tf32"
+    spec = plan.jobs[1].spec(
+        run_id=plan.run_id, backend="local", result_path="/tmp/out.json", data_dir=None, cache_dir=None
+    )
+    assert job_spec.parse(job_spec.dumps(spec)).precision == "tf32"  # job.json carries it to the job
     again = plan_from_record(json.loads(json.dumps(plan.as_record())), "plan.json")
     assert [job.precision for job in again.jobs] == ["tf32", "tf32"]
     assert _plan("mlp", "flax", "fp32").jobs[0].precision == "fp32"  # the default for comparisons
@@ -77,9 +79,11 @@ def test_both_frameworks_are_set_the_same_way_and_record_it(
 @pytest.mark.slow
 def test_a_job_records_the_requested_and_the_measured_precision(tmp_path: Path) -> None:
     out = tmp_path / "mlp.json"
-    params = json.dumps({"train_samples": 64, "test_samples": 16, "epochs": 2, "batch_size": 32})
-    cmd = [sys.executable, "-m", "suites", "run", "--suite", "mlp", "--framework", "pytorch", "--params", params,
-           "--out", str(out), "--precision", "tf32"]  # fmt: skip
+    params = ["train_samples=64", "test_samples=16", "epochs=2", "batch_size=32"]
+    plan = make_plan(suite="mlp", frameworks="pytorch", params=params, repeat=None, warmup=None, device="cpu",
+                     threads=None, baseline=None, backend="local", precision="tf32")  # fmt: skip
+    spec = plan.jobs[0].spec(run_id="adhoc", backend="local", result_path=str(out), data_dir=None, cache_dir=None)
+    cmd = [sys.executable, "-m", "suites", "run", "--job", str(job_spec.write(tmp_path, spec))]
     subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, check=True)
     doc = json.loads(out.read_text())
     assert doc["status"] == "ok" and doc["settings"]["precision"] == "tf32"

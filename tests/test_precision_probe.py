@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from harness.fairness import precision_mismatches
+from harness.assessment import assess
 from harness.report.table import render
 from harness.run_reader import load_run
 from suites.runtime import precision
@@ -93,7 +93,7 @@ def test_frameworks_with_different_measured_arithmetic_are_not_put_side_by_side(
         with_measured(result("jax", [metric("matmul", [1.0, 1.0, 1.0])]), "tf32"),
     ]
     run = load_run(write_run(tmp_path, docs))
-    assert precision_mismatches(run) == {"jax": "measured precision differs from pytorch: matmul tf32 vs fp32"}
+    assert assess(run).precision_mismatches == {"jax": "measured precision differs from pytorch: matmul tf32 vs fp32"}
     text = render(run)
     header = text.splitlines()[2]
     assert "jax †" in header

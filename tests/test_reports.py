@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
+from harness.assessment import assess
 from harness.compare import compare_runs
-from harness.plausibility import lint
 from harness.report.exports import Format, render_run
 from harness.report.folder import write_report
 from harness.report.records import RECORD_FIELDS
@@ -94,7 +94,7 @@ def test_lint_flags_a_fabricated_too_fast_metric_and_leaves_an_honest_one(tmp_pa
     honest = doc("numpy", 0.1, 0)  # 2 GFLOP in 0.1 s = 20 GFLOP/s on a 2-core AVX2 CPU
     fast = doc("jax", 1e-6, 1)  # 2 PFLOP/s: impossible
     run = load_run(write_run(tmp_path / "r", [honest, fast]))
-    findings = {f.framework: f for f in lint(run)}
+    findings = {f.framework: f for f in assess(run).findings}
     assert findings["numpy"].plausible and 0 < (findings["numpy"].fraction or 0) < 1
     assert not findings["jax"].plausible
     text = render_run(run, Format.table)

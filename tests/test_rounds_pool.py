@@ -68,4 +68,4 @@ def test_pool_concatenates_every_rounds_learning_curves_beside_the_target() -> N
 
 def test_pool_adds_no_curves_where_no_round_had_any() -> None:
     pooled = rounds.pool([_round([1.0], None), _round([1.0], None)], "r1")
-    assert "training" not in pooled
+    assert pooled.get("training") is None  # null since result version 2, absent before

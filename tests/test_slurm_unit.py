@@ -10,7 +10,6 @@ from pathlib import Path
 
 import pytest
 
-from harness.backends import slurm as slurm_backend
 from harness.backends.factory import CHOICES, FACTORIES, BackendOptions, make_backend
 from harness.cli.options import BackendName
 from harness.errors import HarnessError
@@ -18,9 +17,18 @@ from harness.limits import Limits
 from harness.plan import BACKENDS, Job, make_plan
 from harness.runner import execute
 from harness.schema import load_result
+from harness.slurm import backend as slurm_backend
 from harness.slurm import control
 from harness.slurm.export import ended_by
-from harness.slurm.script import Layout, Stack, batch_script, prepare_script, time_minutes, variant_for
+from harness.slurm.script import (
+    Layout,
+    Stack,
+    batch_script,
+    job_spec_for,
+    prepare_script,
+    time_minutes,
+    variant_for,
+)
 from harness.slurm.settings import SlurmSettings, from_environment, parse_sbatch_options
 from suites.runtime.result import STATUSES
 from tests.conftest import harness, read
@@ -82,9 +90,11 @@ def test_venv_script_owns_a_node_for_the_job_time_limit_and_runs_the_common_job_
     assert f"env_dir=/envs/numpy-cpu-{lock_hash[:12]}" in text
     command = text.splitlines()[-1]
     assert command.startswith('env -i PATH="$PATH" HOME="$scratch" TMPDIR="$scratch" PYTHONPATH="$code" ')
-    assert '"$env_dir/bin/python" -m suites run --suite xla --framework numpy' in command
-    assert f"--run-id {RUN_ID} --backend slurm --out numpy.json" in command
+    assert command.endswith('"$env_dir/bin/python" -m suites run --job job.json')  # job.json in "$out"
     assert "out='/runs/r 1/.jobs/numpy-1'" in text and 'cd "$out" || exit 1' in text
+    spec = job_spec_for(job(), RUN_ID, "venv", layout("/data/sets"))
+    assert (spec.run_id, spec.backend, spec.result_path, spec.data_dir) == (RUN_ID, "slurm", "numpy.json", "/data/sets")
+    assert (spec.suite, spec.framework, spec.params["matrix_size"], spec.repeat) == ("xla", "numpy", 64, 3)
 
 
 @pytest.mark.parametrize(("timeout", "minutes"), [(0.5, 2), (5, 2), (1800, 31), (7 * 24 * 3600.0, 10081)])
@@ -124,8 +134,9 @@ def test_apptainer_runs_the_stack_image_contained_with_only_three_folders_bound(
     assert '--bind "$code/suites:/opt/harness/suites:ro" --bind "$out:/results"' in command
     assert "--env PYTHONPATH=/opt/harness --env PYTHONUNBUFFERED=1 --nv" in command
     assert '${CUDA_VISIBLE_DEVICES+--env "CUDA_VISIBLE_DEVICES=$CUDA_VISIBLE_DEVICES"}' in command
-    assert '"$image" python -m suites run --suite xla --framework numpy' in command
-    assert "--out /results/numpy.json --data-dir /data" not in command  # no data folder was given
+    assert command.endswith('"$image" python -m suites run --job /results/job.json')
+    spec = job_spec_for(gpu, RUN_ID, "apptainer", layout())
+    assert (spec.result_path, spec.data_dir, spec.cache_dir) == ("/results/numpy.json", None, None)  # no data folder
     registry = script("apptainer", images="docker://registry.example/team")
     assert f"image=docker://registry.example/team/{Stack.of('numpy', 'cpu').tag}" in registry
     assert '[ -f "$image" ]' not in registry and "--nv" not in registry
@@ -144,9 +155,10 @@ def test_podman_gets_the_docker_backends_isolation() -> None:
                  "--security-opt=no-new-privileges", "--pids-limit=4096", "--init", '"$userns"',
                  '-v "$code/suites:/opt/harness/suites:ro" -v "$out:/results" -v "$data:/data:ro"',
                  "-w /opt/harness", "--device nvidia.com/gpu=all",
-                 f"{Stack.of('numpy', 'cuda12').tag} python -m suites run"):  # fmt: skip
+                 f"{Stack.of('numpy', 'cuda12').tag} python -m suites run --job /results/job.json"):  # fmt: skip
         assert part in command, part
-    assert "data=/data/sets" in text and "--data-dir /data " in command
+    assert "data=/data/sets" in text
+    assert job_spec_for(job(data_dir="/data/sets"), RUN_ID, "podman", layout("/data/sets")).data_dir == "/data"
     pulled = script("podman", images="registry.example/x")
     assert "--pull=missing" in pulled and f"registry.example/x/{Stack.of('numpy', 'cpu').tag} python" in pulled
 
@@ -320,6 +332,13 @@ def test_export_writes_a_self_contained_folder(tmp_path: Path) -> None:
     numpy = (out / "job-numpy.sh").read_text()
     assert "--output=logs/numpy.stdout.log" in sbatch_lines(numpy) and "--partition=cpu" in sbatch_lines(numpy)
     assert 'root="${SLURM_SUBMIT_DIR:?' in numpy and 'out="$root"/jobs/numpy' in numpy
+    spec = read(out / "jobs" / "numpy" / "job.json")  # the job's whole spec, waiting in its folder
+    assert (spec["framework"], spec["repeat"], spec["result_path"], spec["backend"]) == (
+        "numpy",
+        2,
+        "numpy.json",
+        "slurm",
+    )
     assert "--find-links /opt/wheels" in (out / "prepare-pytorch-cpu.sh").read_text()
     assert (out / "code" / "suites" / "__main__.py").is_file() and not list(out.rglob("__pycache__"))
     assert (out / "locks" / "numpy-cpu.txt").read_bytes() == Stack.of("numpy", "cpu").lock_file.read_bytes()

@@ -12,7 +12,9 @@ import pytest
 
 from harness.data.npz import NpzWriter
 from harness.data.store import write_dataset
+from harness.plan import make_plan
 from harness.schema import load_result
+from suites.runtime import job_spec
 from tests.conftest import REPO, harness, read, run_folder
 
 pytestmark = pytest.mark.slow
@@ -86,9 +88,12 @@ def test_missing_dataset_is_one_line_naming_the_fetch_command(results: Path, tmp
 def test_the_job_itself_refuses_a_missing_dataset(tmp_path: Path) -> None:
     """A job started without the host's check (e.g. by another backend) fails with the same message."""
     out = tmp_path / "pytorch.json"
+    plan = make_plan(suite="mnist", frameworks="pytorch", params=["dataset=mnist"], repeat=None, warmup=None,
+                     device="cpu", threads=None, baseline=None, backend="local")  # fmt: skip
+    spec = plan.jobs[0].spec(run_id="adhoc", backend="local", result_path=str(out), data_dir=str(tmp_path),
+                             cache_dir=None)  # fmt: skip
     proc = subprocess.run(
-        [sys.executable, "-m", "suites", "run", "--suite", "mnist", "--framework", "pytorch",
-         "--params", '{"dataset": "mnist"}', "--data-dir", str(tmp_path), "--out", str(out)],
+        [sys.executable, "-m", "suites", "run", "--job", str(job_spec.write(tmp_path, spec))],
         capture_output=True, text=True, cwd=REPO, timeout=300,
     )  # fmt: skip
     assert proc.returncode == 1

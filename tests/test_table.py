@@ -2,8 +2,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from harness.assessment import assess
 from harness.gate import evaluate
-from harness.report.table import gate_passed, render
+from harness.report.table import render
 from harness.run_reader import load_run
 from tests.factories import check, metric, result, write_run
 
@@ -35,7 +36,7 @@ def test_gate_flags_a_disagreeing_framework(tmp_path: Path) -> None:
     assert rows["residual"].passed == {"numpy": True, "jax": True}
     text = render(run)
     assert "FAIL: differs from numpy" in text and "jax †" in text
-    assert not gate_passed(run)
+    assert not assess(run).gate_passed
 
 
 def test_limit_check_fails_above_limit(tmp_path: Path) -> None:

@@ -24,8 +24,15 @@ from pathlib import Path
 from typing import IO, Any
 
 from harness.backends import job_folder
-from harness.backends.base import JobOutcome, job_command
-from harness.backends.docker_transfer import OUT_SUBDIR, fetch_results, job_volumes, tar_folder, tar_writable_dir
+from harness.backends.base import BackendOptions, JobOutcome, job_command
+from harness.backends.docker_transfer import (
+    OUT_SUBDIR,
+    fetch_results,
+    job_volumes,
+    tar_folder,
+    tar_writable_dir,
+    transfer_mode,
+)
 from harness.backends.reaper import Reaper
 from harness.backends.streams import Tail, pump, stdout_echo
 from harness.errors import HarnessError
@@ -37,18 +44,22 @@ from harness.images import (
     Ensured,
     StackImage,
     built_on,
+    connect,
     ensure,
     stack_image,
 )
 from harness.limits import Limits
 from harness.plan import Job
 from harness.safe_files import create
+from suites.runtime import job_spec
+from suites.runtime.job_spec import JobSpec
 from suites.runtime.registry import SUITES_DIR
 
 WORKDIR = "/opt/harness"
 SUITES_MOUNT = f"{WORKDIR}/suites"
 RESULTS_MOUNT = "/results"
 DATA_MOUNT = "/data"
+SPEC_IN_CONTAINER = f"{RESULTS_MOUNT}/{job_spec.JOB_FILE}"  # copy mode: beside the job's writable out/
 PIDS_LIMIT = 4096  # threads count too: OpenMP pools on many-core GPU hosts plus compile workers
 # exec: torch.compile and Triton load the shared objects they compile into /tmp. Capped: tmpfs
 # pages are memory, and a job filling /tmp must hit a limit of its own, not the host's RAM.
@@ -213,9 +224,7 @@ class DockerBackend:
         from docker.types import Mount
 
         uid, gid = self.container_user()
-        data_dir = DATA_MOUNT if job.data_dir is not None else None
         if volumes is None:
-            out_dir = RESULTS_MOUNT
             mounts = [
                 Mount(SUITES_MOUNT, str(SUITES_DIR), type="bind", read_only=True),
                 Mount(RESULTS_MOUNT, str(work.resolve()), type="bind", read_only=False),
@@ -223,14 +232,11 @@ class DockerBackend:
             if job.data_dir is not None and Path(job.data_dir).is_dir():
                 mounts.append(Mount(DATA_MOUNT, str(Path(job.data_dir).resolve()), type="bind", read_only=True))
         else:
-            out_dir = f"{RESULTS_MOUNT}/{OUT_SUBDIR}"
             mounts = [
                 Mount(target, volume, type="volume", read_only=target != RESULTS_MOUNT)
                 for target, volume in volumes.items()
             ]
-        command = job_command(
-            job, run_id, self.name, f"{out_dir}/{job.result_file()}", python="python", data_dir=data_dir
-        )
+        command = job_command(SPEC_IN_CONTAINER, python="python")
         kwargs: dict[str, Any] = {
             "image": image.image_id,
             "command": command,
@@ -266,6 +272,17 @@ class DockerBackend:
             kwargs["device_requests"] = [(self.gpus or GpuRequest()).device_request()]
         return kwargs
 
+    def job_spec(self, job: Job, run_id: str) -> JobSpec:
+        """The job's job.json, every location as the container sees it (caches stay cold: no cache mount)."""
+        out_dir = RESULTS_MOUNT if self.transfer != "copy" else f"{RESULTS_MOUNT}/{OUT_SUBDIR}"
+        return job.spec(
+            run_id=run_id,
+            backend=self.name,
+            result_path=f"{out_dir}/{job.result_file()}",
+            data_dir=DATA_MOUNT if job.data_dir is not None else None,
+            cache_dir=None,
+        )
+
     def run_job(self, job: Job, run_id: str, run_dir: Path) -> JobOutcome:
         outcome, found = job_folder.run_in_folder(
             run_dir, job, lambda work: self._run_job(job, run_id, run_dir / "logs", work)
@@ -297,15 +314,19 @@ class DockerBackend:
             return not_started(f"image for the {job.stack} stack: {error}")
         record = image.record()
         annotations: dict[str, Any] = {"image": record}
+        spec = self.job_spec(job, run_id)
         with contextlib.ExitStack() as stack:
             volumes = None
             if self.transfer == "copy":
-                volumes = stack.enter_context(self._volumes(job, run_id, image))
+                volumes = stack.enter_context(self._volumes(job, run_id, image, job_spec.dumps(spec).encode()))
+            else:
+                job_spec.write(work, spec)  # the job folder is mounted at RESULTS_MOUNT
             return self._run_container(job, run_id, logs, work, image, volumes, annotations, not_started, started)
 
-    def _volumes(self, job: Job, run_id: str, image: Ensured) -> Any:
+    def _volumes(self, job: Job, run_id: str, image: Ensured, spec: bytes) -> Any:
         uid, gid = self.container_user()
-        fills = {SUITES_MOUNT: tar_folder(SUITES_DIR), RESULTS_MOUNT: tar_writable_dir(OUT_SUBDIR, uid, gid)}
+        results = tar_writable_dir(OUT_SUBDIR, uid, gid, {job_spec.JOB_FILE: spec})
+        fills = {SUITES_MOUNT: tar_folder(SUITES_DIR), RESULTS_MOUNT: results}
         if job.data_dir is not None and Path(job.data_dir).is_dir():
             fills[DATA_MOUNT] = tar_folder(Path(job.data_dir), skip_caches=False)
         labels = {f"{LABEL}.run-id": run_id, f"{LABEL}.suite": job.suite, f"{LABEL}.framework": job.framework}
@@ -402,3 +423,18 @@ class DockerBackend:
         """Root on the host: the image's user may write into this job's own folder, nothing else."""
         if os.getuid() == 0:
             os.chown(work, *IMAGE_USER)
+
+
+def from_options(options: BackendOptions) -> DockerBackend:
+    request = GpuRequest.parse(options.gpus) if options.gpus is not None else None  # fails before connecting
+    mode = transfer_mode(options.transfer)
+    engine = connect(hint="start Docker, or run with --backend local")
+    return DockerBackend(
+        engine,
+        echo=options.echo,
+        limits=options.limits,
+        gpus=request,
+        wheelhouse=options.wheelhouse,
+        transfer=mode,
+        pinned=dict(options.pinned),
+    )

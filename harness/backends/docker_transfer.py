@@ -53,12 +53,17 @@ def tar_folder(folder: Path, skip_caches: bool = True) -> bytes:
     return buffer.getvalue()
 
 
-def tar_writable_dir(name: str, uid: int, gid: int) -> bytes:
+def tar_writable_dir(name: str, uid: int, gid: int, files: dict[str, bytes] | None = None) -> bytes:
+    """A folder `name` the job's user may write into, and beside it `files` (read-only to the job)."""
     buffer = io.BytesIO()
     with tarfile.open(fileobj=buffer, mode="w") as tar:
         info = tarfile.TarInfo(name)
         info.type, info.mode, info.uid, info.gid = tarfile.DIRTYPE, 0o777, uid, gid
         tar.addfile(info)
+        for file_name, data in (files or {}).items():
+            entry = tarfile.TarInfo(file_name)
+            entry.size, entry.mode = len(data), 0o644
+            tar.addfile(entry, io.BytesIO(data))
     return buffer.getvalue()
 
 

@@ -1,73 +1,34 @@
-"""One way every command gets a backend: a name -> factory table, and `auto` decided once.
+"""One way every command gets a backend: the name -> module table, and `auto` decided once.
 
 `run`, `calibrate`, `reproduce` and `selftest` all call `make_backend`, so a reproduction against a
 remote engine gets the same copy transfer, limits and GPU request as the run it reproduces. Adding
-a backend is one factory function and one entry in FACTORIES (docs/extending.md).
+a backend is one module and one entry in harness/backend_table.py (docs/extending.md); the module
+is imported by its path when that backend is made, never before.
 """
 
 from __future__ import annotations
 
+import importlib
 import sys
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any
 
-from harness.backends.base import Backend
-from harness.backends.docker_transfer import transfer_mode
-from harness.backends.local import LocalBackend
+from harness.backend_table import RUNS
+from harness.backends.base import Backend, BackendOptions
 from harness.errors import HarnessError
-from harness.images import connect, engine_problem
-from harness.limits import Limits
+from harness.images import engine_problem
+
+__all__ = ["CHOICES", "FACTORIES", "BackendOptions", "make_backend", "resolve_backend"]
 
 
-@dataclass(frozen=True)
-class BackendOptions:
-    """Everything a command's options say about how jobs run; each backend takes what applies to it."""
+def _from_module(path: str) -> Callable[[BackendOptions], Backend]:
+    def make(options: BackendOptions) -> Backend:
+        made: Backend = importlib.import_module(path).from_options(options)
+        return made
 
-    echo: bool = True
-    limits: Limits = field(default_factory=Limits)
-    pythons: Mapping[str, str] = field(default_factory=dict)  # local: stack -> interpreter
-    gpus: str | None = None  # docker: all | N | device=0,1
-    wheelhouse: Path | None = None  # docker: build missing images from these wheels only
-    transfer: str = "auto"  # docker: bind | copy | auto (copy for an engine not on this machine)
-    pinned: Mapping[str, dict[str, Any]] = field(default_factory=dict)  # docker: stack -> recorded image
+    return make
 
 
-def _local(options: BackendOptions) -> Backend:
-    return LocalBackend(pythons=dict(options.pythons), echo=options.echo, limits=options.limits)
-
-
-def _docker(options: BackendOptions) -> Backend:
-    from harness.backends.docker_backend import DockerBackend, GpuRequest
-
-    request = GpuRequest.parse(options.gpus) if options.gpus is not None else None  # fails before connecting
-    mode = transfer_mode(options.transfer)
-    engine = connect(hint="start Docker, or run with --backend local")
-    return DockerBackend(
-        engine,
-        echo=options.echo,
-        limits=options.limits,
-        gpus=request,
-        wheelhouse=options.wheelhouse,
-        transfer=mode,
-        pinned=dict(options.pinned),
-    )
-
-
-def _slurm(options: BackendOptions) -> Backend:
-    from harness.backends.slurm import from_options
-    from harness.slurm.settings import from_environment
-
-    if options.pythons:
-        raise HarnessError(
-            "--python picks local interpreters; the slurm backend uses the stacks' locks (drop --python)"
-        )
-    settings = from_environment(wheelhouse=str(options.wheelhouse) if options.wheelhouse else None, gpus=options.gpus)
-    return from_options(settings, options.limits, options.echo)
-
-
-FACTORIES: dict[str, Callable[[BackendOptions], Backend]] = {"local": _local, "docker": _docker, "slurm": _slurm}
+FACTORIES: dict[str, Callable[[BackendOptions], Backend]] = {name: _from_module(path) for name, path in RUNS.items()}
 CHOICES = ("auto", *FACTORIES)  # what --backend accepts
 
 

@@ -20,11 +20,12 @@ from pathlib import Path
 from typing import Any
 
 from harness.backends import job_folder
-from harness.backends.base import JobOutcome, job_command
+from harness.backends.base import BackendOptions, JobOutcome, job_command
 from harness.backends.streams import Tail, pump, read_chunks, stdout_echo
 from harness.limits import Limits
 from harness.plan import Job
 from harness.safe_files import create
+from suites.runtime import job_spec
 from suites.runtime.registry import SUITES_DIR
 
 PR_SET_PDEATHSIG = 1  # linux/prctl.h
@@ -72,20 +73,18 @@ class LocalBackend:
         return job_folder.note_harvest(outcome, found)
 
     def _run(self, job: Job, run_id: str, logs: Path, work: Path) -> JobOutcome:
-        out = work / job.result_file()
         cache_dir = None
         if job.cache == "warm" and job.cache_dir is not None:
             cache_dir = str(Path(job.cache_dir) / job.stack)  # one per stack: versions never mix
             Path(cache_dir).mkdir(parents=True, exist_ok=True)
-        cmd = job_command(
-            job,
-            run_id,
-            self.name,
-            str(out),
-            python=self.python_for(job.stack),
-            data_dir=job.data_dir,
+        spec = job.spec(
+            run_id=run_id,
+            backend=self.name,
+            result_path=str(work / job.result_file()),
+            data_dir=job.data_dir,  # the job sees the host's folders as they are
             cache_dir=cache_dir,
         )
+        cmd = job_command(str(job_spec.write(work, spec)), python=self.python_for(job.stack))
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(SUITES_DIR.parent), env.get("PYTHONPATH")]))
         env["PYTHONUNBUFFERED"] = "1"
@@ -141,3 +140,7 @@ class LocalBackend:
             annotations={"python": self.python_for(job.stack)},
             stderr_tail=tail.text(),
         )
+
+
+def from_options(options: BackendOptions) -> LocalBackend:
+    return LocalBackend(pythons=dict(options.pythons), echo=options.echo, limits=options.limits)

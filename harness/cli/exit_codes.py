@@ -2,17 +2,18 @@
 
 from __future__ import annotations
 
-from harness.plausibility import implausible
-from harness.report.table import gate_passed
+from harness import assessment
+from harness.assessment import Assessment
 from harness.run_reader import Run
 
 BAD_INPUT = 2  # a one-line message, nothing started
 INTERRUPTED = 130  # the shell's convention for SIGINT
 
 
-def run_exit_code(loaded: Run) -> int:
-    """0: every job ok or skipped, every check passed, every number plausible; 130 interrupted; else 1."""
-    if loaded.summary.get("interrupted"):
+def run_exit_code(loaded: Run, judged: Assessment | None = None) -> int:
+    """0: every job ok or skipped, every check passed, every number plausible (`Assessment.passed`);
+    130 interrupted; else 1. `judged`: the assessment the command rendered from (else made here)."""
+    judged = assessment.of(loaded, judged)
+    if judged.interrupted:
         return INTERRUPTED
-    all_ok = all(r["status"] in ("ok", "skipped") for r in loaded.results.values()) and not loaded.problems
-    return 0 if all_ok and gate_passed(loaded) and not implausible(loaded) else 1
+    return 0 if judged.passed else 1

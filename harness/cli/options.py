@@ -10,7 +10,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from harness.backends.factory import BackendOptions
+from harness.backends.factory import CHOICES, BackendOptions
 from harness.data.store import default_data_dir
 from harness.errors import HarnessError
 from harness.limits import make_limits
@@ -24,13 +24,8 @@ class Device(str, Enum):
     gpu = "gpu"
 
 
-class BackendName(str, Enum):
-    """--backend for commands that run jobs (harness/backends/factory.py holds the factories)."""
-
-    auto = "auto"
-    docker = "docker"
-    local = "local"
-    slurm = "slurm"
+# --backend for commands that run jobs: `auto` and every backend of the one table (harness/backend_table.py).
+BackendName = Enum("BackendName", [(name, name) for name in CHOICES], type=str)  # type: ignore[misc]
 
 
 class Variant(str, Enum):

@@ -9,6 +9,7 @@ from typing import Annotated, Optional
 
 import typer
 
+from harness.assessment import assess
 from harness.backends.factory import make_backend
 from harness.cli.exit_codes import run_exit_code
 from harness.cli.options import (
@@ -74,10 +75,11 @@ def reproduce(
     chosen = make_backend(repro.backend, replace(options, pinned=repro.pinned))
     run_dir = execute(repro.plan, chosen, target, argv=["harness"] + sys.argv[1:])
     new = load_run(run_dir)
-    typer.echo(render_run(new, fmt))
+    judged = assess(new)
+    typer.echo(render_run(new, fmt, judged))
     try:
-        typer.echo("\n" + render_comparison(compare_runs(repro.old, new), fmt))
+        typer.echo("\n" + render_comparison(compare_runs(repro.old, new, judged_b=judged), fmt))
     except HarnessError as error:  # e.g. the new jobs all failed: the table above says why
         typer.echo(f"\nno comparison: {error}", err=True)
     typer.echo(f"\nrun folder: {run_dir}", err=fmt is not Format.table)
-    raise typer.Exit(run_exit_code(new))
+    raise typer.Exit(run_exit_code(new, judged))

@@ -8,6 +8,7 @@ from typing import Annotated, Optional
 
 import typer
 
+from harness.assessment import assess
 from harness.cli.options import FormatOption, ResultsDir, RunRef, default_results_dir
 from harness.compare import compare_runs
 from harness.errors import HarnessError
@@ -30,9 +31,10 @@ def show(
     if plot and fmt != Format.table:
         raise HarnessError(f"--plot draws text for a terminal and goes with --format table, not {fmt.value}")
     loaded = load_run(resolve_run(run_ref, results_dir or default_results_dir()))
-    typer.echo(render_run(loaded, fmt))
+    judged = assess(loaded)
+    typer.echo(render_run(loaded, fmt, judged))
     if plot:
-        typer.echo("\n" + render_plots(loaded))
+        typer.echo("\n" + render_plots(loaded, judged))
 
 
 def compare(

@@ -10,6 +10,8 @@ from typing import Annotated, Optional
 
 import typer
 
+from harness import cache_home
+from harness.assessment import assess
 from harness.backends.factory import make_backend, resolve_backend
 from harness.calibrate_jobs import attach as attach_calibration
 from harness.calibrate_jobs import calibrate
@@ -40,12 +42,14 @@ from harness.cli.options import (
 )
 from harness.data.store import require as require_dataset
 from harness.errors import HarnessError
-from harness.plan import check_timeout, make_plan, parse_frameworks
+from harness.images import stack_image
+from harness.plan import Plan, check_timeout, make_plan, parse_frameworks
 from harness.report.exports import Format, render_run
 from harness.rounds import execute_rounds
 from harness.run_reader import load_run, resolve_run
 from harness.run_writer import resume_plan
 from harness.runner import execute, prepare_results_dir
+from harness.slurm.script import variant_for
 
 
 def run(
@@ -59,7 +63,7 @@ def run(
     ] = None,
     warmup: Annotated[Optional[int], typer.Option(help="untimed calls after the first call [default: suite's]")] = None,
     device: DeviceOption = Device.cpu,
-    backend: BackendOption = BackendName.auto,
+    backend: BackendOption = BackendName("auto"),
     baseline: Annotated[
         Optional[str], typer.Option(help="framework the ratios refer to [default: first listed]")
     ] = None,
@@ -87,7 +91,7 @@ def run(
             "--cache",
             envvar="HARNESS_CACHE",
             help="compiler caches (JAX persistent cache, Inductor, Triton): cold = empty for every job; "
-            "warm = kept under RESULTS_DIR/.cache (docker: a volume) and reused by later jobs",
+            "warm = kept in the cache home per stack and lock ($HARNESS_CACHE_HOME/compile) and reused by later jobs",
         ),
     ] = "cold",
     precision: PrecisionOption = Precision.fp32,
@@ -134,9 +138,9 @@ def run(
             data_dir=str((data_dir or default_data_dir()).resolve()),
             smoke=smoke,
             cache=cache,
-            cache_dir=str((target / ".cache").resolve()),
             precision=precision.value,
         )
+        plan = _warm_caches_in_cache_home(plan)
     named = plan.jobs[0].params.get("dataset") if plan.jobs else None
     if isinstance(named, str) and plan.jobs[0].data_dir is not None:
         # A missing dataset is one line naming the fetch command, before any job starts.
@@ -155,14 +159,13 @@ def run(
     chosen = make_backend(backend_name, options)
     ceilings = None
     if calibrate_mode != "never" and resume_dir is None:
-        prepare_results_dir(target)
+        prepare_results_dir(target)  # an unusable results folder is refused before minutes of calibration
         ceilings = calibrate(
             [job.framework for job in plan.jobs if job.skip_reason is None],
             device=plan.jobs[0].device,
             threads=plan.jobs[0].threads,
             cpus=cpus,
             backend=chosen,
-            results_dir=target,
             force=calibrate_mode == "always",
         )
     if rounds == 1:
@@ -171,10 +174,23 @@ def run(
         run_dir = execute_rounds(plan, chosen, target, rounds, argv=argv)
     attach_calibration(run_dir, ceilings)
     loaded = load_run(run_dir)
+    judged = assess(loaded)
     typer.echo("")
-    typer.echo(render_run(loaded, fmt))
+    typer.echo(render_run(loaded, fmt, judged))
     typer.echo(f"\nrun folder: {run_dir}", err=fmt is not Format.table)
-    raise typer.Exit(run_exit_code(loaded))
+    raise typer.Exit(run_exit_code(loaded, judged))
+
+
+def _warm_caches_in_cache_home(plan: Plan) -> Plan:
+    """--cache warm: each job's compiler caches in the cache home, under its stack and lock hash."""
+    jobs = []
+    for job in plan.jobs:
+        if job.cache == "warm":
+            variant = variant_for(job.device)
+            lock_hash = stack_image(job.stack, variant).lock_hash
+            job = replace(job, cache_dir=str(cache_home.compile_cache_dir(job.stack, variant, lock_hash)))
+        jobs.append(job)
+    return replace(plan, jobs=tuple(jobs))
 
 
 def calibrate_command(
@@ -182,10 +198,12 @@ def calibrate_command(
         Optional[str], typer.Option("--frameworks", "-f", help="comma-separated; default: numpy,jax,pytorch")
     ] = None,
     device: DeviceOption = Device.cpu,
-    backend: BackendOption = BackendName.auto,
+    backend: BackendOption = BackendName("auto"),
     threads: ThreadsOption = None,
     cpus: CpusOption = None,
-    results_dir: ResultsDir = None,
+    results_dir: Annotated[
+        Optional[Path], typer.Option("--results-dir", hidden=True, help="not used: the ceilings live in the cache home")
+    ] = None,
     quiet: Quiet = False,
 ) -> None:
     """Measure this machine's achievable matmul FLOP/s and bandwidth with each stack (cached per machine)."""
@@ -194,14 +212,12 @@ def calibrate_command(
     names = parse_frameworks(SPEC, frameworks)
     if threads is not None and threads < 1:
         raise HarnessError(f"--threads {threads} must be at least 1")
-    target = results_dir or default_results_dir()
+    if results_dir is not None:  # accepted as before the cache home, so scripts that pass it keep working
+        typer.echo(f"--results-dir is not used by calibrate: the ceilings live in {cache_home.home()}", err=True)
     options = backend_options(quiet=quiet, cpus=cpus)
-    prepare_results_dir(target)
     backend_name = resolve_backend(backend.value, pythons={}, gpus=None, device=device.value)
     chosen = make_backend(backend_name, options)
-    doc = calibrate(
-        names, device=device.value, threads=threads, cpus=cpus, backend=chosen, results_dir=target, force=True
-    )
+    doc = calibrate(names, device=device.value, threads=threads, cpus=cpus, backend=chosen, force=True)
     if doc is None:
         raise HarnessError("no calibration job produced a usable figure; see the job output above")
     for line in describe_calibration(doc):

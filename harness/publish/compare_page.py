@@ -80,7 +80,7 @@ def compare_page(a: PublishedRun, b: PublishedRun, book: FlagBook, suite_href: s
         _side("B", b),
     ]
     try:
-        comparison = compare_runs(a.run, b.run)
+        comparison = compare_runs(a.run, b.run, book.assessment(a), book.assessment(b))
     except HarnessError as error:
         body.append(tag("p", f"Nothing to compare: {plain(error)}", class_="message"))
         return page(f"compare {a.run_id} {b.run_id}", join(body))

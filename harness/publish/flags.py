@@ -8,8 +8,9 @@ draws a flagged number apart from the normal points, never as one of them.
 
 from __future__ import annotations
 
-from harness.fairness import not_comparable
-from harness.plausibility import ESCAPED, IMPLAUSIBLE, escaped, lint, sync_state
+from harness import assessment
+from harness.assessment import Assessment, assess
+from harness.plausibility import ESCAPED, IMPLAUSIBLE
 from harness.publish.collect import PublishedRun
 from harness.run_reader import Run
 from harness.text.escape import plain
@@ -22,51 +23,58 @@ IMPLAUSIBLE_WORD = "IMPLAUSIBLE"
 NOT_COMPARABLE_WORD = "NOT COMPARABLE"
 
 
-def run_flags(run: Run) -> dict[Key, list[str]]:
+def run_flags(run: Run, judged: Assessment | None = None) -> dict[Key, list[str]]:
     """(framework, metric) -> its flags, each one line starting with its word in capitals."""
+    judged = assessment.of(run, judged)
     flags: dict[Key, list[str]] = {}
-    for key in sorted(escaped(run)):
+    for key in sorted(judged.escaped):
         flags.setdefault(key, []).append(f"{ESCAPED_WORD}: {ESCAPED}")
-    for finding in lint(run):
-        if not finding.plausible:
-            flags.setdefault((finding.framework, finding.metric), []).append(
-                f"{IMPLAUSIBLE_WORD}: {fmt_giga(finding.achieved)} {finding.unit} is above the limit "
-                f"{fmt_giga(finding.ceiling or 0)} {finding.unit} ({finding.basis}); {IMPLAUSIBLE}"
-            )
-    for fw, why in not_comparable(run).items():
+    for finding in judged.implausible_findings:
+        flags.setdefault((finding.framework, finding.metric), []).append(
+            f"{IMPLAUSIBLE_WORD}: {fmt_giga(finding.achieved)} {finding.unit} is above the limit "
+            f"{fmt_giga(finding.ceiling or 0)} {finding.unit} ({finding.basis}); {IMPLAUSIBLE}"
+        )
+    for fw, why in judged.not_comparable.items():
         result = run.results[fw]
         for metric in result["metrics"] if result["status"] == "ok" else []:
             flags.setdefault((fw, metric["name"]), []).append(f"{NOT_COMPARABLE_WORD} (†): {why}")
     return {key: [plain(f) for f in found] for key, found in flags.items()}
 
 
-def run_notes(run: Run) -> dict[Key, list[str]]:
+def run_notes(run: Run, judged: Assessment | None = None) -> dict[Key, list[str]]:
     """Caveats that leave a number usable but worth a word: a time whose sync was not checked."""
+    judged = assessment.of(run, judged)
     notes: dict[Key, list[str]] = {}
     for fw, result in run.results.items():
         for metric in result["metrics"] if result["status"] == "ok" else []:
-            if metric["kind"] == "time" and sync_state(metric) == "unchecked":
+            if metric["kind"] == "time" and judged.sync(fw, metric["name"]) == "unchecked":
                 why = (metric.get("sync") or {}).get("why", "no barrier evidence in the result")
                 notes.setdefault((fw, metric["name"]), []).append(f"sync not checked: {plain(why)}")
     return notes
 
 
 class FlagBook:
-    """Each run's flags and notes, worked out once (the gate and the lint are not free) and reused
-    by every page that shows the run: its own page, its suite's history and each comparison."""
+    """Each run's assessment, flags and notes, worked out once (the gate and the lint are not free)
+    and reused by every page that shows the run: its own page, its suite's history and each comparison."""
 
     def __init__(self) -> None:
+        self._judged: dict[int, Assessment] = {}
         self._flags: dict[int, dict[Key, list[str]]] = {}
         self._notes: dict[int, dict[Key, list[str]]] = {}
 
+    def assessment(self, entry: PublishedRun) -> Assessment:
+        if entry.key not in self._judged:
+            self._judged[entry.key] = assess(entry.run)
+        return self._judged[entry.key]
+
     def flags(self, entry: PublishedRun) -> dict[Key, list[str]]:
         if entry.key not in self._flags:
-            self._flags[entry.key] = run_flags(entry.run)
+            self._flags[entry.key] = run_flags(entry.run, self.assessment(entry))
         return self._flags[entry.key]
 
     def notes(self, entry: PublishedRun) -> dict[Key, list[str]]:
         if entry.key not in self._notes:
-            self._notes[entry.key] = run_notes(entry.run)
+            self._notes[entry.key] = run_notes(entry.run, self.assessment(entry))
         return self._notes[entry.key]
 
     def count(self, entry: PublishedRun) -> int:

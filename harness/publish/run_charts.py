@@ -17,6 +17,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from harness import assessment
+from harness.assessment import Assessment
 from harness.publish.page import Markup, join, lines, tag
 from harness.report import palette
 from harness.report.pictures import (
@@ -78,9 +80,10 @@ class RunPictures:
         return self.curves is None and self.roofline is None and not self.timelines
 
 
-def run_pictures(run: Run, flags: Mapping[Key, Sequence[str]]) -> RunPictures:
+def run_pictures(run: Run, flags: Mapping[Key, Sequence[str]], judged: Assessment | None = None) -> RunPictures:
     """`flags`: the run's FlagBook flags, so the charts flag exactly what the page's Flags list names."""
-    return RunPictures(learning_curves(run), roofline(run, flags), timelines(run, flags))
+    judged = assessment.of(run, judged)
+    return RunPictures(learning_curves(run, judged), roofline(run, flags, judged), timelines(run, flags, judged))
 
 
 def _finite(value: float | None) -> float | None:

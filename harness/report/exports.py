@@ -8,9 +8,8 @@ import json
 from enum import Enum
 from typing import Any
 
-from harness.fairness import not_comparable
-from harness.gate import evaluate, failing_frameworks
-from harness.plausibility import exclusions
+from harness import assessment
+from harness.assessment import Assessment
 from harness.report.records import RECORD_FIELDS, metric_records
 from harness.report.table import check_rows, render, timing_rows
 from harness.run_reader import Run
@@ -49,8 +48,8 @@ def html_page(title: str, body: str) -> str:
     )
 
 
-def run_document(run: Run) -> dict[str, Any]:
-    checks = evaluate(run)
+def run_document(run: Run, judged: Assessment | None = None) -> dict[str, Any]:
+    judged = assessment.of(run, judged)
     return {
         "format": "harness-run-report",
         "version": REPORT_FORMAT_VERSION,
@@ -58,7 +57,7 @@ def run_document(run: Run) -> dict[str, Any]:
         "suite": run.summary.get("suite"),
         "baseline": run.baseline,
         "jobs": [{"framework": fw, "status": r["status"], "reason": r["reason"]} for fw, r in run.results.items()],
-        "metrics": metric_records(run),
+        "metrics": metric_records(run, judged),
         "checks": [
             {
                 "name": row.name,
@@ -67,31 +66,32 @@ def run_document(run: Run) -> dict[str, Any]:
                 "rel_diff": row.rel_diff,
                 "passed": row.passed,
             }
-            for row in checks
+            for row in judged.checks
         ],
-        "gate_failed": sorted(failing_frameworks(checks)),
-        "not_comparable": not_comparable(run),
+        "gate_failed": sorted(judged.gate_failed),
+        "not_comparable": dict(judged.not_comparable),
         "excluded_metrics": [
-            {"framework": fw, "metric": m, "why": why} for (fw, m), why in sorted(exclusions(run).items())
+            {"framework": fw, "metric": m, "why": why} for (fw, m), why in sorted(judged.exclusions.items())
         ],
         "rejected_files": run.problems,
     }
 
 
-def render_run(run: Run, fmt: Format) -> str:
+def render_run(run: Run, fmt: Format, judged: Assessment | None = None) -> str:
+    """`judged`: the run's assessment when the command has made it (else it is made here)."""
+    judged = assessment.of(run, judged)
     if fmt is Format.table:
-        return render(run)
+        return render(run, judged=judged)
     if fmt is Format.markdown:
-        return render(run, tablefmt="github")
+        return render(run, tablefmt="github", judged=judged)
     if fmt is Format.csv:
-        return to_csv(metric_records(run), RECORD_FIELDS)
+        return to_csv(metric_records(run, judged), RECORD_FIELDS)
     if fmt is Format.json:
-        return json.dumps(run_document(run), indent=2)
-    flagged = set(not_comparable(run))
-    headers, rows = timing_rows(run, flagged)
+        return json.dumps(run_document(run, judged), indent=2)
+    headers, rows = timing_rows(judged)
     body = escape.table(rows, headers, "html")
-    check_headers, checks = check_rows(run, evaluate(run))
+    check_headers, checks = check_rows(judged)
     body += "\n<h2>checks</h2>\n" + escape.table(checks, check_headers, "html")
-    notes = escape.html(render(run).split("\n\n", 1)[-1])
+    notes = escape.html(render(run, judged=judged).split("\n\n", 1)[-1])
     body += f"\n<h2>details</h2>\n<pre>{notes}</pre>"
     return html_page(f"{run.summary.get('suite')} - {run.summary.get('run_id')}", body)

@@ -7,6 +7,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from harness import assessment
+from harness.assessment import Assessment
 from harness.catalog import get_suite
 from harness.errors import HarnessError
 from harness.report import palette, pictures
@@ -85,19 +87,20 @@ class Figure:
     alt: str  # what the picture shows, in a sentence (plain text: the medium escapes it)
 
 
-def write_figures(run: Run, folder: Path) -> list[Figure]:
+def write_figures(run: Run, folder: Path, judged: Assessment | None = None) -> list[Figure]:
     """Every figure of a run: steady and first-call bars, then the pictures (report/pictures.py)."""
     plt = _pyplot()
     real_folder(folder)
     suite = get_suite(str(run.summary.get("suite"))).name  # the registry's name: file names come from it
-    return _bars(plt, run, folder, suite) + _pictures(plt, run, folder, suite)
+    return _bars(plt, run, folder, suite) + _pictures(plt, assessment.of(run, judged), folder, suite)
 
 
 def _names(items: list[str]) -> str:
     return ", ".join(plain(i) for i in items)
 
 
-def _pictures(plt: Any, run: Run, folder: Path, suite: str) -> list[Figure]:
+def _pictures(plt: Any, judged: Assessment, folder: Path, suite: str) -> list[Figure]:
+    run = judged.run
     made: list[Figure] = []
 
     def save(fig: Any, name: str, alt: str) -> None:
@@ -106,19 +109,19 @@ def _pictures(plt: Any, run: Run, folder: Path, suite: str) -> list[Figure]:
         plt.close(fig)
         made.append(Figure(path, alt))
 
-    flags = pictures.flag_reasons(run)
-    curves = pictures.learning_curves(run)
+    flags = pictures.flag_reasons(run, judged)
+    curves = pictures.learning_curves(run, judged)
     if curves is not None:
         target = f"; target {curves.target:g} %" if curves.target is not None else ""
         save(pictured.learning_curves_figure(plt, curves), "learning-curves",
              f"learning curves: test accuracy and train loss against cumulative training time for "
              f"{_names(curves.frameworks)}{target}")  # fmt: skip
-    roof = pictures.roofline(run, flags)
+    roof = pictures.roofline(run, flags, judged)
     if roof is not None:
         save(pictured.roofline_figure(plt, roof), "roofline",
              f"roofline: achieved FLOP/s against arithmetic intensity for {len(roof.points)} measurements, under "
              f"{len(roof.roofs)} ceilings ({_names([r.label for r in roof.roofs]) or 'none known'})")  # fmt: skip
-    for i, timeline in enumerate(pictures.timelines(run, flags)):
+    for i, timeline in enumerate(pictures.timelines(run, flags, judged)):
         # numbered, not named: a metric's name comes from a result file and never becomes a path
         marked = sum(len(s.marks) for s in timeline.series)
         save(pictured.timeline_figure(plt, timeline, suite), f"timeline-{i + 1}",

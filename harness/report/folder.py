@@ -6,6 +6,7 @@ from pathlib import Path
 
 from tabulate import tabulate
 
+from harness.assessment import assess
 from harness.errors import HarnessError
 from harness.report.environment import environment_rows
 from harness.report.exports import Format, render_run
@@ -40,9 +41,10 @@ def write_report(run: Run, out: Path, figures: bool = True) -> Path:
 
 def _write_report(run: Run, out: Path, figures: bool) -> Path:
     parts = [f"# {escape.markdown(run.summary.get('suite'))} - run {escape.markdown(run.summary.get('run_id'))}", ""]
-    parts.append(render_run(run, Format.markdown))
+    judged = assess(run)
+    parts.append(render_run(run, Format.markdown, judged))
     if figures:
-        images = write_figures(run, out / "figures")
+        images = write_figures(run, out / "figures", judged)
         if images:
             # file names come from the validated suite name only (figures.py)
             parts += ["", "## Figures", ""]

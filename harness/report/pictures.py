@@ -22,10 +22,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from harness.calibration import ceilings_for_run
-from harness.fairness import not_comparable
+from harness import assessment
+from harness.assessment import Assessment
 from harness.peaks import Peak, bandwidth_for, peak_for
-from harness.plausibility import exclusions
 from harness.result_types import Metric, Result
 from harness.run_reader import Run
 from harness.text.numbers import fmt_giga
@@ -44,12 +43,13 @@ def wide(values: Sequence[float]) -> bool:
     return bool(positive) and len(positive) == len(values) and max(positive) / min(positive) > LOG_SPAN
 
 
-def flag_reasons(run: Run) -> dict[Key, tuple[str, ...]]:
+def flag_reasons(run: Run, judged: Assessment | None = None) -> dict[Key, tuple[str, ...]]:
     """Why a (framework, metric) must not be drawn as a plain point: escaped, implausible, not comparable."""
+    judged = assessment.of(run, judged)
     found: dict[Key, list[str]] = {}
-    for key, why in exclusions(run).items():
+    for key, why in judged.exclusions.items():
         found.setdefault(key, []).append(why)
-    for fw, why in not_comparable(run).items():
+    for fw, why in judged.not_comparable.items():
         result = run.results[fw]
         for metric in result["metrics"] if result["status"] == "ok" else []:
             found.setdefault((fw, metric["name"]), []).append(f"not comparable: {why}")
@@ -142,7 +142,7 @@ def _target(result: Result) -> float | None:
     return float(value) if isinstance(value, (int, float)) and value > 0 else None
 
 
-def learning_curves(run: Run) -> LearningCurves | None:
+def learning_curves(run: Run, judged: Assessment | None = None) -> LearningCurves | None:
     """None when no job recorded a learning curve (not a training suite, or an older result)."""
     curves: list[Curve] = []
     target = None
@@ -156,8 +156,9 @@ def learning_curves(run: Run) -> LearningCurves | None:
     for c in curves:
         by_fw.setdefault(c.framework, []).append(c)
     bands = tuple(_band(fw, found) for fw, found in by_fw.items() if len(found) > 1)
+    judged = assessment.of(run, judged)
     flags: dict[str, tuple[str, ...]] = {
-        fw: (f"not comparable: {why}",) for fw, why in not_comparable(run).items() if fw in by_fw
+        fw: (f"not comparable: {why}",) for fw, why in judged.not_comparable.items() if fw in by_fw
     }
     return LearningCurves(str(run.summary.get("suite")), target, tuple(curves), bands, flags)
 
@@ -224,9 +225,14 @@ def _datasheet_roof(result: Result, dtype: str | None) -> Roof | None:
     return Roof("datasheet", dtype, peak.value, memory.value if memory else None, label)
 
 
-def roofline(run: Run, flags: Mapping[Key, Sequence[str]] | None = None) -> Roofline | None:
-    """None when no time metric declares both a FLOP and a byte count."""
-    flags = flag_reasons(run) if flags is None else flags
+def roofline(
+    run: Run, flags: Mapping[Key, Sequence[str]] | None = None, judged: Assessment | None = None
+) -> Roofline | None:
+    """None when no time metric declares both a FLOP and a byte count. `flags`: the flags to draw
+    (default: `flag_reasons`); `judged`: the run's assessment, which holds the measured ceilings."""
+    if flags is None:
+        judged = assessment.of(run, judged)
+        flags = flag_reasons(run, judged)
     points: list[RooflinePoint] = []
     left_out: list[str] = []
     sample_result: dict[str | None, Result] = {}
@@ -255,7 +261,7 @@ def roofline(run: Run, flags: Mapping[Key, Sequence[str]] | None = None) -> Roof
     if not points:
         return None
     roofs: list[Roof] = []
-    ceilings = ceilings_for_run(run)
+    ceilings = assessment.of(run, judged).ceilings
     for dtype, result in sample_result.items():
         measured = ceilings.flops(dtype) if ceilings else None
         if measured is not None and ceilings is not None:
@@ -316,9 +322,11 @@ def _marks(metric: Metric) -> dict[int, tuple[str, ...]]:
     return {i: tuple(reasons) for i, reasons in sorted(by_index.items())}
 
 
-def timelines(run: Run, flags: Mapping[Key, Sequence[str]] | None = None) -> list[Timeline]:
+def timelines(
+    run: Run, flags: Mapping[Key, Sequence[str]] | None = None, judged: Assessment | None = None
+) -> list[Timeline]:
     """One timeline per time metric, in the order the metrics first appear."""
-    flags = flag_reasons(run) if flags is None else flags
+    flags = flag_reasons(run, judged) if flags is None else flags
     order: list[str] = []
     found: dict[str, list[TimelineSeries]] = {}
     for fw, result in _ok(run):

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from harness.fairness import not_comparable
-from harness.plausibility import exclusions, lint, sync_state
+from harness import assessment
+from harness.assessment import Assessment
 from harness.run_reader import Run
 from harness.statistics import describe, ratio_interval
 
@@ -19,10 +19,10 @@ RECORD_FIELDS = (
 )  # fmt: skip
 
 
-def metric_records(run: Run) -> list[dict[str, Any]]:
-    flagged = not_comparable(run)
-    findings = {(f.framework, f.metric, f.quantity): f for f in lint(run)}
-    excluded = exclusions(run)
+def metric_records(run: Run, judged: Assessment | None = None) -> list[dict[str, Any]]:
+    judged = assessment.of(run, judged)
+    flagged = judged.not_comparable
+    excluded = judged.exclusions
     base_result = run.results.get(run.baseline)
     base_ok = base_result is not None and base_result["status"] == "ok" and run.baseline not in flagged
     base_metrics = {m["name"]: m for m in base_result["metrics"]} if base_result and base_ok else {}
@@ -30,8 +30,8 @@ def metric_records(run: Run) -> list[dict[str, Any]]:
     for fw, result in run.results.items():
         for metric in result["metrics"] if result["status"] == "ok" else []:
             summary = describe(metric["samples"])
-            finding = findings.get((fw, metric["name"], "flops"))
-            traffic = findings.get((fw, metric["name"], "bytes"))
+            finding = judged.finding(fw, metric["name"], "flops")
+            traffic = judged.finding(fw, metric["name"], "bytes")
             why = excluded.get((fw, metric["name"]))
             plausible = not (why or "").startswith("implausible")
             base = base_metrics.get(metric["name"])
@@ -77,7 +77,7 @@ def metric_records(run: Run) -> list[dict[str, Any]]:
                     "bytes_per_s": traffic.achieved if traffic else None,
                     "bandwidth_peak_fraction": traffic.fraction if traffic else None,
                     "bandwidth_achievable_fraction": traffic.achievable_fraction if traffic else None,
-                    "sync": sync_state(metric) if metric["kind"] == "time" else None,
+                    "sync": judged.sync(fw, metric["name"]) if metric["kind"] == "time" else None,
                     "plausible": plausible,
                     "excluded": why,
                     "comparable": fw not in flagged and why is None,

@@ -12,6 +12,8 @@ import math
 import statistics
 from collections.abc import Sequence
 
+from harness import assessment
+from harness.assessment import Assessment
 from harness.report.pictures import LearningCurves, Timeline, TimelineSeries, learning_curves, timelines, wide
 from harness.run_reader import Run
 from harness.text.escape import plain
@@ -124,12 +126,14 @@ def curve_lines(curves: LearningCurves) -> list[str]:
     return out
 
 
-def render_plots(run: Run) -> str:
+def render_plots(run: Run, judged: Assessment | None = None) -> str:
+    """`judged`: the run's assessment when the command has made it (else it is made here)."""
+    judged = assessment.of(run, judged)
     blocks: list[list[str]] = []
-    curves = learning_curves(run)
+    curves = learning_curves(run, judged)
     if curves is not None:
         blocks.append(curve_lines(curves))
-    found = timelines(run)
+    found = timelines(run, judged=judged)
     if found:
         head = ["samples in order (first call apart; | = a new round)"]
         blocks.append(head + [text for t in found for text in timeline_lines(t)])

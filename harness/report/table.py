@@ -5,10 +5,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from harness import provenance, time_to_target
-from harness.fairness import measured_precision, not_comparable
-from harness.gate import CheckRow, evaluate
-from harness.plausibility import ESCAPED, IMPLAUSIBLE, Finding, escaped, exclusions, lint, sync_state
+from harness import assessment, provenance, time_to_target
+from harness.assessment import SYNC_ESCAPED, Assessment
+from harness.plausibility import ESCAPED, IMPLAUSIBLE, Finding
 from harness.result_types import Metric, Result
 from harness.run_reader import Run
 from harness.statistics import BOOTSTRAP_MIN_N, UNSTABLE_RELATIVE_IQR, ratio_interval
@@ -71,7 +70,7 @@ def _steady_cell(metric: Metric, base: Metric | None, excluded: str | None) -> s
     else:
         text = f"{fmt_value(median, metric['unit'])} ±{fmt_value(iqr, '')}"
     if excluded is not None:
-        return f"{'ESCAPED' if excluded == 'sync escaped' else 'IMPLAUSIBLE'} {text}"
+        return f"{'ESCAPED' if excluded == SYNC_ESCAPED else 'IMPLAUSIBLE'} {text}"
     unstable = median and iqr / abs(median) > UNSTABLE_RELATIVE_IQR
     return ("~" if unstable else "") + text + _sample_ratio(metric, base)
 
@@ -99,13 +98,14 @@ def _rate_cell(finding: Finding, base: Finding | None, excluded: str | None) -> 
     return text + (" " + ", ".join(shares) if shares else "")
 
 
-def timing_rows(run: Run, flagged: set[str]) -> tuple[list[str], list[list[str]]]:
-    """The comparison rows. `flagged`: frameworks that are not comparable (no ratios, a dagger)."""
+def timing_rows(judged: Assessment) -> tuple[list[str], list[list[str]]]:
+    """The comparison rows; a framework that is not comparable gets no ratios and a dagger."""
+    run = judged.run
+    flagged = judged.not_comparable
     frameworks = list(run.results)
     base_ok = run.baseline in run.results and run.baseline not in flagged
     base_metrics = _metrics(run.results[run.baseline]) if base_ok else {}
-    findings = {(f.framework, f.metric, f.quantity): f for f in lint(run)}
-    excluded = exclusions(run)
+    excluded = judged.exclusions
     headers = ["metric"] + [
         fw + (" (baseline)" if fw == run.baseline else "") + (f" {NOT_COMPARABLE}" if fw in flagged else "")
         for fw in frameworks
@@ -139,12 +139,12 @@ def timing_rows(run: Run, flagged: set[str]) -> tuple[list[str], list[list[str]]
                     for fw, m in per_fw.items()
                 ]
             )
-        shown = _bound_quantities(findings, frameworks, name)
+        shown = _bound_quantities(judged, frameworks, name)
         for quantity, unit_label in (("flops", "GFLOP/s"), ("bytes", "GB/s")):
-            cells = {fw: findings.get((fw, name, quantity)) for fw in frameworks}
+            cells = {fw: judged.finding(fw, name, quantity) for fw in frameworks}
             if not any(cells.values()) or quantity not in shown:
                 continue
-            base_finding = None if base is None else findings.get((run.baseline, name, quantity))
+            base_finding = None if base is None else judged.finding(run.baseline, name, quantity)
             rows.append(
                 [f"{name} {unit_label}"]
                 + [
@@ -155,12 +155,12 @@ def timing_rows(run: Run, flagged: set[str]) -> tuple[list[str], list[list[str]]
     return headers, rows
 
 
-def _bound_quantities(findings: dict[tuple[str, str, str], Finding], frameworks: list[str], name: str) -> set[str]:
+def _bound_quantities(judged: Assessment, frameworks: list[str], name: str) -> set[str]:
     """Which rate rows a metric gets: a metric that declares FLOPs and bytes shows the one whose
     ceiling binds (its intensity against the ridge of the ceilings measured here, as on the
     roofline); both when no ceilings were measured, or when either rate is implausible."""
     for fw in frameworks:
-        compute, memory = findings.get((fw, name, "flops")), findings.get((fw, name, "bytes"))
+        compute, memory = judged.finding(fw, name, "flops"), judged.finding(fw, name, "bytes")
         if compute is None or memory is None:
             continue
         if not (compute.plausible and memory.plausible) or not (compute.achievable and memory.achievable):
@@ -190,11 +190,12 @@ def _check_value(value: Any) -> str:
     return f"{value:.6g}"
 
 
-def check_rows(run: Run, checks: list[CheckRow]) -> tuple[list[str], list[list[str]]]:
+def check_rows(judged: Assessment) -> tuple[list[str], list[list[str]]]:
+    run = judged.run
     frameworks = [fw for fw in run.results if run.results[fw]["status"] == "ok"]
     headers = ["check", "tolerance"] + frameworks
     rows = []
-    for row in checks:
+    for row in judged.checks:
         cells = [row.name, row.tolerance]
         for fw in frameworks:
             if fw not in row.values:
@@ -235,8 +236,10 @@ def _differing_settings(run: Run) -> list[str]:
     return lines
 
 
-def render(run: Run, tablefmt: str = "simple") -> str:
-    """The whole comparison as text; tablefmt "github" gives Markdown."""
+def render(run: Run, tablefmt: str = "simple", judged: Assessment | None = None) -> str:
+    """The whole comparison as text; tablefmt "github" gives Markdown. `judged`: the run's
+    assessment when the caller has it (else it is made here)."""
+    judged = assessment.of(run, judged)
     markdown = tablefmt == "github"
 
     def title(text: str) -> list[str]:
@@ -247,9 +250,6 @@ def render(run: Run, tablefmt: str = "simple") -> str:
     def bullet(text: str) -> str:
         return f"- {esc(text.strip())}" if markdown else esc(text)
 
-    checks = evaluate(run)
-    incomparable = not_comparable(run)
-    flagged = set(incomparable)
     first = next(iter(run.results.values()), None)
     head = f"suite {run.summary.get('suite')} | run {run.summary.get('run_id')} | backend {run.summary.get('backend')}"
     if first is not None:
@@ -262,7 +262,7 @@ def render(run: Run, tablefmt: str = "simple") -> str:
             head += f" | {data}"
     parts = [f"**{esc(head)}**" if markdown else esc(head), ""]
     if run.results:
-        headers, rows = timing_rows(run, flagged)
+        headers, rows = timing_rows(judged)
         parts.append(escape.table(rows, headers, tablefmt))
         targets = {fw: time_to_target.cell(result) for fw, result in run.results.items()}
         if any(t is not None for t in targets.values()):
@@ -278,15 +278,15 @@ def render(run: Run, tablefmt: str = "simple") -> str:
         )
     for fw, result in run.results.items():
         wanted = result["settings"].get("precision")
-        got = measured_precision(result)
+        got = judged.precision(fw)
         if isinstance(wanted, str) and got and any(c != wanted for c in got.values()):
             found = ", ".join(f"{op} {c}" for op, c in got.items())
             parts.append(f"{fw}: {wanted} requested, the precision probe measured {found} (what the numbers are)")
-    for fw, why in incomparable.items():
+    for fw, why in judged.not_comparable.items():
         parts.append(f"{NOT_COMPARABLE} {fw}: {why}; timings kept in the JSON but not comparable (no ratios)")
-    parts += _integrity_lines(run, title, bullet)
-    if checks:
-        headers, rows = check_rows(run, checks)
+    parts += _integrity_lines(judged, title, bullet)
+    if judged.checks:
+        headers, rows = check_rows(judged)
         parts += title("checks") + [escape.table(rows, headers, tablefmt)]
     versions = []
     for fw, result in run.results.items():
@@ -333,10 +333,11 @@ def cold_path_lines(run: Run) -> list[str]:
     return lines
 
 
-def _integrity_lines(run: Run, title: Callable[[str], list[str]], bullet: Callable[[str], str]) -> list[str]:
+def _integrity_lines(judged: Assessment, title: Callable[[str], list[str]], bullet: Callable[[str], str]) -> list[str]:
     """Footer sections for escaped syncs, implausible rates, unchecked syncs and suite warnings."""
+    run = judged.run
     lines: list[str] = []
-    escaped_metrics = sorted(escaped(run))
+    escaped_metrics = sorted(judged.escaped)
     if escaped_metrics:
         lines += title(ESCAPED)
         for fw, name in escaped_metrics:
@@ -349,7 +350,7 @@ def _integrity_lines(run: Run, title: Callable[[str], list[str]], bullet: Callab
                     "returned before its work finished; excluded from ratios"
                 )
             )
-    bad = [f for f in lint(run) if not f.plausible]
+    bad = judged.implausible_findings
     if bad:
         lines += title(IMPLAUSIBLE)
         for f in bad:
@@ -364,7 +365,7 @@ def _integrity_lines(run: Run, title: Callable[[str], list[str]], bullet: Callab
         f"{fw} {m['name']}: {(m.get('sync') or {}).get('why', 'no barrier evidence in the result')}"
         for fw, result in run.results.items()
         for m in _metrics(result).values()
-        if m["kind"] == "time" and sync_state(m) == "unchecked"
+        if m["kind"] == "time" and judged.sync(fw, m["name"]) == "unchecked"
     ]
     if unchecked:
         lines += title("sync not checked") + [bullet(f"  {u}") for u in unchecked]
@@ -378,7 +379,3 @@ def _integrity_lines(run: Run, title: Callable[[str], list[str]], bullet: Callab
     if warnings:
         lines += title("warnings") + [bullet(f"  {w}") for w in warnings]
     return lines
-
-
-def gate_passed(run: Run) -> bool:
-    return not not_comparable(run)

@@ -4,7 +4,7 @@ The export is a self-contained folder to copy to the cluster: `code/suites/` (th
 k8s ConfigMap carries them), `locks/` (the stacks' lock files), one batch script per job, a
 `prepare-<stack>-<variant>.sh` per venv stack (run it on a login node that can reach PyPI or a
 wheelhouse) and `submit.sh`, which submits the jobs one after another from that folder. Each job
-writes only into `jobs/<framework>/`; Slurm's output goes to `logs/`. Copy the folder back and
+reads its spec from `jobs/<framework>/job.json` and writes only into that folder; Slurm's output goes to `logs/`. Copy the folder back and
 `harness collect DIR` turns it into a normal run folder, taking each job's result the way the
 slurm backend does (backends/job_folder.py).
 """
@@ -29,8 +29,9 @@ from harness.run_writer import PLAN_FILE, RunWriter, read_plan_record
 from harness.runner import placeholder_result, prepare_results_dir
 from harness.safe_files import MissingFile, UnsafeFile, create, read_tail
 from harness.schema import InvalidResult, load_result
-from harness.slurm.script import Layout, Stack, batch_script, literal, prepare_script, variant_for
+from harness.slurm.script import Layout, Stack, batch_script, job_spec_for, literal, prepare_script, variant_for
 from harness.slurm.settings import RUNTIMES, SlurmSettings
+from suites.runtime import job_spec
 from suites.runtime.files import write_json_atomic, write_text_atomic
 from suites.runtime.registry import SUITES_DIR
 
@@ -90,21 +91,25 @@ def export(plan: Plan, out: Path, settings: SlurmSettings, limits: Limits) -> li
         raise HarnessError(f"--out {out} exists and is not an empty folder; give a new folder for the export")
     stacks = _stacks(plan)
     documents: dict[str, str] = {}
+    specs: dict[str, str] = {}  # jobs/<framework>/job.json: each job's folder holds its spec before it runs
     for job in plan.jobs:
         if job.skip_reason is not None:
             continue
         stack = Stack.of(job.stack, variant_for(job.device))
+        layout = _job_layout(job, stack, settings.envs)
         documents[f"job-{job.framework}.sh"] = batch_script(
             job,
             plan.run_id,
             stack,
-            _job_layout(job, stack, settings.envs),
+            layout,
             settings,
             limits,
             output=f"logs/{job.framework}.stdout.log",
             error=f"logs/{job.framework}.stderr.log",
             origin="harness export slurm",
         )
+        spec = job_spec_for(job, plan.run_id, settings.runtime, layout)
+        specs[f"jobs/{job.framework}/{job_spec.JOB_FILE}"] = job_spec.dumps(spec)
     if not documents:
         raise HarnessError(f"every planned job of {plan.suite} is skipped; nothing to export")
     if settings.runtime == "venv":
@@ -139,6 +144,9 @@ def export(plan: Plan, out: Path, settings: SlurmSettings, limits: Limits) -> li
         for name, text in documents.items():
             write_text_atomic(out / name, text)
             (out / name).chmod(0o755)
+            written.append(out / name)
+        for name, text in specs.items():
+            write_text_atomic(out / name, text)
             written.append(out / name)
         write_json_atomic(out / PLAN_FILE, record)
     except OSError as error:

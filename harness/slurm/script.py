@@ -28,6 +28,7 @@ from harness.images import DEFAULT_BASE_IMAGE, stack_image
 from harness.limits import Limits
 from harness.plan import Job
 from harness.slurm.settings import SlurmSettings
+from suites.runtime.job_spec import JOB_FILE, JobSpec
 
 # Slurm's own limit is a backstop behind the harness's timeout: room for the environment check,
 # interpreter start and Slurm's KillWait before it cuts the job off.
@@ -103,8 +104,8 @@ class Layout:
     out: str  # the job's own folder: it writes its result and artefacts here, nowhere else
     lock: str  # images/<stack>/lock-<variant>.txt
     envs: str  # the folder of the venvs (shared by every node)
-    data: str | None = None  # literal absolute dataset folder on the nodes
-    cache: str | None = None  # literal warm compiler-cache folder (venv only)
+    data: str | None = None  # absolute dataset folder on the nodes
+    cache: str | None = None  # absolute warm compiler-cache folder on the nodes (venv only)
     preamble: tuple[str, ...] = ()  # lines run first (an export finds its own folder here)
 
 
@@ -221,9 +222,23 @@ def prepare_script(stack: Stack, layout: Layout, settings: SlurmSettings) -> str
     return "\n".join(lines) + "\n"
 
 
-def _job_args(job: Job, run_id: str, out: str, data: str | None, cache: str | None) -> str:
+def job_spec_for(job: Job, run_id: str, runtime: str, layout: Layout) -> JobSpec:
+    """The job's job.json (written into its folder, `$out`), each location as the job sees it.
+
+    venv: the job runs in `$out` on the node, with the data and cache folders as they are there;
+    a container sees `$out` at /results and the data at /data, and keeps its caches cold.
+    """
+    if runtime == "venv":
+        result, data, cache = job.result_file(), layout.data, layout.cache
+    else:
+        result, data, cache = f"{OUT_MOUNT}/{job.result_file()}", DATA_MOUNT if layout.data else None, None
+    return job.spec(run_id=run_id, backend="slurm", result_path=result, data_dir=data, cache_dir=cache)
+
+
+def _job_args(runtime: str) -> str:
     """The in-job command line after the interpreter (the same for every backend: job_command)."""
-    return shlex.join(job_command(job, run_id, "slurm", out, data_dir=data, cache_dir=cache)[1:])
+    spec = JOB_FILE if runtime == "venv" else f"{OUT_MOUNT}/{JOB_FILE}"
+    return shlex.join(job_command(spec)[1:])
 
 
 def _cuda_env(flag: str) -> str:
@@ -232,7 +247,7 @@ def _cuda_env(flag: str) -> str:
 
 
 def _venv_lines(job: Job, run_id: str, stack: Stack, layout: Layout, settings: SlurmSettings) -> list[str]:
-    args = _job_args(job, run_id, job.result_file(), layout.data, layout.cache)
+    args = _job_args("venv")
     return [
         *env_function(stack, settings),
         f'ensure_env || {{ echo "harness: the {stack.stack} environment could not be prepared" >&2; '
@@ -262,7 +277,7 @@ def _container_mounts(flag: str, layout: Layout) -> list[str]:
 
 def _apptainer_lines(job: Job, run_id: str, stack: Stack, layout: Layout, settings: SlurmSettings) -> list[str]:
     image = stack.image_ref("apptainer", settings.images)
-    args = _job_args(job, run_id, f"{OUT_MOUNT}/{job.result_file()}", DATA_MOUNT if layout.data else None, None)
+    args = _job_args("apptainer")
     lines = [
         "cli=$(command -v apptainer || command -v singularity) || "
         f'{{ echo "harness: neither apptainer nor singularity is on PATH on $(hostname)" >&2; exit {PREPARE_FAILED}; }}',
@@ -295,7 +310,7 @@ def _apptainer_lines(job: Job, run_id: str, stack: Stack, layout: Layout, settin
 
 def _podman_lines(job: Job, run_id: str, stack: Stack, layout: Layout, settings: SlurmSettings) -> list[str]:
     image = stack.image_ref("podman", settings.images)
-    args = _job_args(job, run_id, f"{OUT_MOUNT}/{job.result_file()}", DATA_MOUNT if layout.data else None, None)
+    args = _job_args("podman")
     lines = [
         f'command -v podman >/dev/null || {{ echo "harness: podman is not on PATH on $(hostname)" >&2; '
         f"exit {PREPARE_FAILED}; }}",
@@ -358,7 +373,7 @@ def batch_script(
         *directives(job, run_id, settings, limits, output, error),
         f"# fw-harness job {job.suite}/{job.framework} of run {run_id}: the {stack.stack} stack "
         f"(lock sha256 {stack.lock_hash[:12]}...) through {runtime}. Written by `{origin}`.",
-        "# Its one result file goes to its own folder; the harness takes it back from there.",
+        "# Its whole spec is job.json in its own folder, where its one result file goes; the harness takes it back from there.",
         "set -u",
         f'export PATH="${{PATH:-{SAFE_PATH}}}"',
         *_variables(layout, stack),

@@ -14,6 +14,7 @@ import shutil
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from harness import cache_home
 from harness.errors import HarnessError
 from harness.text.escape import plain
 
@@ -29,7 +30,9 @@ GPUS = re.compile(r"all|[1-9][0-9]{0,3}")
 @dataclass(frozen=True)
 class SlurmSettings:
     runtime: str = "venv"
-    envs: str | None = None  # shared folder of the stack venvs; None: RESULTS_DIR/.slurm-envs
+    # Shared folder of the stack venvs. `run`: HARNESS_SLURM_ENVS, else the cache home's venvs/ (one venv
+    # per stack and lock for every results folder, calibration's jobs included); `export`: None = its envs/.
+    envs: str | None = None
     python: str = "python3"  # the interpreter venvs are made from: CPython 3.11, as the locks are resolved for
     images: str | None = None  # apptainer: folder of .sif files or docker://REGISTRY; podman: REGISTRY
     sbatch_options: tuple[str, ...] = ()
@@ -97,7 +100,7 @@ def from_environment(
     runtime = auto_runtime(images) if requested == "auto" else check_runtime(requested, "HARNESS_SLURM_RUNTIME")
     return SlurmSettings(
         runtime=runtime,
-        envs=value("HARNESS_SLURM_ENVS"),
+        envs=value("HARNESS_SLURM_ENVS") or str(cache_home.venvs_dir(env)),
         python=check_python(value("HARNESS_SLURM_PYTHON") or "python3", "HARNESS_SLURM_PYTHON"),
         images=images,
         sbatch_options=parse_sbatch_options(env.get("HARNESS_SLURM_OPTIONS", ""), "HARNESS_SLURM_OPTIONS"),

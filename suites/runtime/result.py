@@ -1,4 +1,4 @@
-"""Result schema v1: the one document a job hands back (see docs/result-schema.md).
+"""Result schema v2: the one document a job hands back (see docs/result-schema.md).
 
 Built here for both sides: the job fills in metrics; the host uses the same builder
 for jobs that never produced a file (skipped before start, crashed, timed out).
@@ -9,7 +9,9 @@ from __future__ import annotations
 import datetime as _dt
 from typing import Any
 
-SCHEMA_VERSION = 1
+# 2: `dataset` and `training` are always written, null where they do not apply (harness/result_migrate.py
+# reads version 1 files, which left them out).
+SCHEMA_VERSION = 2
 STATUSES = ("ok", "failed", "timeout", "oom", "invalid-output", "skipped", "interrupted", "cancelled")
 # Statuses that mean the job produced its numbers (or legitimately could not).
 GOOD_STATUSES = ("ok", "skipped")
@@ -34,11 +36,11 @@ RESULT_KEYS = (
     "metrics",
     "checks",
     "notes",
+    # Training suites fill these in: `dataset` (which data, its revision and fingerprint) and
+    # `training` (time-to-target outcome, learning curves, data pipeline, framework flags).
+    "dataset",
+    "training",
 )
-
-# Present only where they apply (training suites): `dataset` (which data, its revision and
-# fingerprint) and `training` (time-to-target outcome, data pipeline, framework flags).
-OPTIONAL_KEYS = ("dataset", "training")
 
 
 def utc_now() -> str:
@@ -79,4 +81,6 @@ def new_result(
         "metrics": [],
         "checks": [],
         "notes": [],
+        "dataset": None,
+        "training": None,
     }

@@ -17,7 +17,6 @@ from typing import Any
 import pytest
 
 from harness.backends import docker_backend
-from harness.backends.base import job_command
 from harness.images import connect
 from harness.plan import Job, make_plan
 from harness.runner import execute
@@ -49,12 +48,16 @@ def hostile_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, transfer: str) 
     secret.write_text(SECRET)
     secret.chmod(0o600)
 
-    def swapped(job: Job, run_id: str, backend: str, out: str, **kwargs: Any) -> list[str]:
-        if job.framework != "pytorch":
-            return job_command(job, run_id, backend, out, **kwargs)
-        return ["sh", "-c", f"SECRET_PATH={secret} && export SECRET_PATH && {SCRIPT}", "sh", out]
+    original = docker_backend.DockerBackend.create_kwargs
 
-    monkeypatch.setattr(docker_backend, "job_command", swapped)
+    def swapped(self: docker_backend.DockerBackend, job: Job, run_id: str, *args: Any) -> dict[str, Any]:
+        kwargs = original(self, job, run_id, *args)
+        if job.framework == "pytorch":
+            out = self.job_spec(job, run_id).result_path
+            kwargs["command"] = ["sh", "-c", f"SECRET_PATH={secret} && export SECRET_PATH && {SCRIPT}", "sh", out]
+        return kwargs
+
+    monkeypatch.setattr(docker_backend.DockerBackend, "create_kwargs", swapped)
     plan = make_plan(
         suite="fault", frameworks="numpy,pytorch", params=[], repeat=2, warmup=None, device="cpu", threads=None,
         baseline=None, backend="docker", timeout_s=120, data_dir=None,
@@ -76,7 +79,8 @@ def test_hostile_container_gets_nothing_out(
     assert "refused its result file pytorch.json" in bad["reason"]
     stdout = (run / "logs" / "pytorch.stdout.log").read_text()
     seen = next(line for line in stdout.splitlines() if line.startswith("seen:")).split()[1:]
-    assert seen == [], seen  # an empty folder of its own: no run files, logs or other results
+    # A folder of its own, holding only its job.json (copy: beside it): no run files, logs or other results.
+    assert seen == (["job.json"] if transfer == "bind" else []), seen
     assert "wrote outside its folder" not in stdout
     limit = next(line for line in stdout.splitlines() if line.startswith("memory-limit:")).split()[1]
     assert abs(int(limit) - engine.info()["MemTotal"] * 0.8) < 2**20  # a default limit without --memory

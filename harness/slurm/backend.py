@@ -20,18 +20,17 @@ from pathlib import Path
 from typing import Any
 
 from harness.backends import job_folder
-from harness.backends.base import JobOutcome
+from harness.backends.base import BackendOptions, JobOutcome
 from harness.backends.streams import tail_text
 from harness.errors import HarnessError
 from harness.limits import Limits
 from harness.plan import Job
-from harness.runner import placeholder_result
 from harness.safe_files import UnsafeFile, create, read_tail
 from harness.slurm import control
-from harness.slurm.script import Layout, Stack, batch_script, literal, prepare_script, variant_for
-from harness.slurm.settings import SlurmSettings
+from harness.slurm.script import Layout, Stack, batch_script, job_spec_for, literal, prepare_script, variant_for
+from harness.slurm.settings import SlurmSettings, from_environment
 from harness.text.escape import plain
-from suites.runtime.files import write_json_atomic
+from suites.runtime import job_spec
 from suites.runtime.registry import SUITES_DIR
 
 POLL_FIRST_S, POLL_MAX_S = 0.5, 5.0  # quick for short jobs, gentle on slurmctld for long ones
@@ -98,20 +97,10 @@ class SlurmBackend:
     # -- one job ------------------------------------------------------------------------------------
 
     def run_job(self, job: Job, run_id: str, run_dir: Path) -> JobOutcome:
-        (outcome, ending), found = job_folder.run_in_folder(
-            run_dir, job, lambda work: self._run(job, run_id, run_dir, work)
-        )
-        job_folder.note_harvest(outcome, found)
-        if ending is not None and ending.status is not None:
-            # A status the runner cannot infer from exit codes (cancelled, a node failure): the
-            # job's own file, if any, is replaced by one that says what happened to it.
-            result = placeholder_result(run_id, job, self.name, ending.status, ending.reason or ending.status)
-            result["duration_s"] = outcome.wall_s
-            write_json_atomic(run_dir / job.result_file(), result)
-            outcome.result_problem = None
-        return outcome
+        outcome, found = job_folder.run_in_folder(run_dir, job, lambda work: self._run(job, run_id, run_dir, work))
+        return job_folder.note_harvest(outcome, found)
 
-    def _run(self, job: Job, run_id: str, run_dir: Path, work: Path) -> tuple[JobOutcome, control.Ending | None]:
+    def _run(self, job: Job, run_id: str, run_dir: Path, work: Path) -> JobOutcome:
         logs = run_dir / "logs"
         logs.mkdir(parents=True, exist_ok=True)
         stdout_log, stderr_log = logs / f"{job.framework}.stdout.log", logs / f"{job.framework}.stderr.log"
@@ -124,12 +113,12 @@ class SlurmBackend:
             "slurm": {"runtime": runtime},
         }
 
-        def not_started(message: str) -> tuple[JobOutcome, None]:
+        def not_started(message: str) -> JobOutcome:
             create(logs, stdout_log.name).close()
             with create(logs, stderr_log.name) as sink:
                 sink.write(message.rstrip().encode() + b"\n")
             wall = time.perf_counter() - started
-            return JobOutcome(None, False, stdout_log, stderr_log, wall, annotations, stderr_tail=message), None
+            return JobOutcome(None, False, stdout_log, stderr_log, wall, annotations, stderr_tail=message)
 
         problem = self.prepare(stack, envs, logs) if runtime == "venv" else None
         if problem is not None:
@@ -148,8 +137,10 @@ class SlurmBackend:
         )
         try:
             text = batch_script(job, run_id, stack, layout, self.settings, self.limits)
+            spec = job_spec_for(job, run_id, self.settings.runtime, layout)
         except HarnessError as error:
             return not_started(str(error))
+        job_spec.write(work, spec)
         script = logs / f"{job.framework}.sbatch.sh"
         with create(logs, script.name) as sink:
             sink.write(text.encode())
@@ -178,7 +169,7 @@ class SlurmBackend:
         else:
             ending = control.ending(job_id, state, stopped_for_timeout=stopped)
             annotations["slurm"].update(state=state.state, node=state.node or None)
-        outcome = JobOutcome(
+        return JobOutcome(
             exit_code=ending.exit_code,
             timed_out=ending.timed_out,
             stdout_log=stdout_log,
@@ -187,8 +178,11 @@ class SlurmBackend:
             annotations=annotations,
             oom=ending.oom,
             stderr_tail=stderr_tail,
+            # A status the runner cannot infer from exit codes (cancelled, a node failure): the
+            # runner replaces the job's own file, if any, by one that says what happened to it.
+            status=ending.status,
+            reason=ending.reason or ending.status,
         )
-        return outcome, ending
 
     def _wait(self, job: Job, job_id: str) -> tuple[control.JobState | None, bool]:
         """Poll until the job ends: (its last state, whether the harness stopped it for its --timeout)."""
@@ -244,11 +238,17 @@ class SlurmBackend:
         return tail
 
 
-def from_options(settings: SlurmSettings, limits: Limits, echo: bool) -> SlurmBackend:
+def from_options(options: BackendOptions) -> SlurmBackend:
+    if options.pythons:
+        raise HarnessError(
+            "--python picks local interpreters; the slurm backend uses the stacks' locks (drop --python)"
+        )
+    wheelhouse = str(options.wheelhouse) if options.wheelhouse else None
+    settings = from_environment(wheelhouse=wheelhouse, gpus=options.gpus)
     if settings.runtime == "apptainer" and settings.images is None:
         raise HarnessError(
             "HARNESS_SLURM_RUNTIME=apptainer needs HARNESS_SLURM_IMAGES (a folder of .sif files or docker://REGISTRY)"
         )
-    backend = SlurmBackend(settings, limits, echo)
+    backend = SlurmBackend(settings, options.limits, options.echo)
     print(f"note: slurm backend: jobs run in their stack through {settings.runtime}", file=sys.stderr)
     return backend

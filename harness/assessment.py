@@ -1,0 +1,181 @@
+"""`assess(run)`: everything a run is judged on, worked out once; renderers and the exit code read it.
+
+The judgment of a run, in one object:
+- the agreement gate (gate.py): each check's row, and the frameworks that failed one;
+- numbers we cannot stand behind (plausibility.py): rates above the device's ceilings (with the
+  ceilings `harness calibrate` measured, read once from the run's copy) and escaped syncs;
+- the arithmetic each job's precision probe measured, and where it differs from the baseline's;
+- from those, which frameworks may stand side by side with the baseline: two frameworks are
+  comparable only if both passed the gate (same results) and the probe measured the same
+  arithmetic in both (same precision): a TF32 matmul against a float32 one is not a framework
+  difference.
+
+Every medium (table, markdown, CSV, JSON, HTML, figures, sparklines, the site) and the exit code
+read one Assessment, so they cannot disagree about a run. Statistics stay in statistics.py.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Any
+
+from harness.calibration import Ceilings, ceilings_for_run
+from harness.gate import CheckRow, evaluate, failing_frameworks
+from harness.plausibility import Finding, lint, sync_state
+from harness.run_reader import Run
+
+Key = tuple[str, str]  # (framework, metric)
+
+GATE = "failed the agreement gate"
+SYNC_ESCAPED = "sync escaped"  # the exclusion reason of an escaped metric, in footers and exports
+
+
+@dataclass(frozen=True)
+class Assessment:
+    """The judgment of one run. Read-only: every mapping is built by `assess` and never changed."""
+
+    run: Run
+    checks: tuple[CheckRow, ...]  # the gate's rows, in the suite's order
+    gate_failed: frozenset[str]  # frameworks with at least one failed check
+    ceilings: Ceilings | None  # measured on this machine (`harness calibrate`), the run's copy
+    findings: tuple[Finding, ...]  # every FLOP/s and bytes/s of an ok job's time metric
+    sync_states: Mapping[Key, str]  # ok jobs' time metrics -> ok, escaped or unchecked
+    exclusions: Mapping[Key, str]  # untrustworthy (framework, metric) -> why, in words
+    measured: Mapping[str, Mapping[str, str]]  # every job -> operation -> measured class (fp32, tf32)
+    precision_mismatches: Mapping[str, str]  # framework -> why its arithmetic differs from the baseline's
+    not_comparable: Mapping[str, str]  # framework -> why it must not be compared (gate, precision)
+    all_ran: bool  # every job ok or skipped, and no file of the run rejected
+    interrupted: bool
+
+    @cached_property
+    def escaped(self) -> frozenset[Key]:
+        return frozenset(key for key, state in self.sync_states.items() if state == "escaped")
+
+    @cached_property
+    def implausible_findings(self) -> tuple[Finding, ...]:
+        """Rates above their ceiling, in the order `findings` holds them."""
+        return tuple(f for f in self.findings if not f.plausible)
+
+    @cached_property
+    def implausible(self) -> frozenset[Key]:
+        """(framework, metric) pairs whose numbers must not be printed as records or used in ratios."""
+        return frozenset((f.framework, f.metric) for f in self.implausible_findings) | self.escaped
+
+    @property
+    def gate_passed(self) -> bool:
+        """Every framework comparable: passed the agreement gate and measured the baseline's arithmetic."""
+        return not self.not_comparable
+
+    @property
+    def passed(self) -> bool:
+        """What exit status 0 means: every job ok or skipped, every check passed, every number plausible."""
+        return self.all_ran and self.gate_passed and not self.implausible
+
+    def finding(self, framework: str, metric: str, quantity: str) -> Finding | None:
+        """The rate of one metric: quantity "flops" (FLOP/s) or "bytes" (bytes/s); None if not declared."""
+        return self._by_key.get((framework, metric, quantity))
+
+    def excluded(self, framework: str, metric: str) -> str | None:
+        """Why a (framework, metric) is kept out of ratios, comparisons and records, or None."""
+        return self.exclusions.get((framework, metric))
+
+    def sync(self, framework: str, metric: str) -> str:
+        """ok, escaped, or unchecked (no barrier evidence) for a time metric of an ok job."""
+        return self.sync_states.get((framework, metric), "unchecked")
+
+    def comparable(self, framework: str) -> bool:
+        return framework not in self.not_comparable
+
+    def precision(self, framework: str) -> Mapping[str, str]:
+        """operation -> the class the job's precision probe measured ({} without a probe)."""
+        return self.measured.get(framework, {})
+
+    @cached_property  # written once into the instance's __dict__, which a frozen dataclass allows
+    def _by_key(self) -> dict[tuple[str, str, str], Finding]:
+        return {(f.framework, f.metric, f.quantity): f for f in self.findings}
+
+
+def assess(run: Run) -> Assessment:
+    """Judge a run once. Reads the run's calibration copy (a broken one joins `run.problems`)."""
+    checks = tuple(evaluate(run))
+    gate_failed = frozenset(failing_frameworks(list(checks)))
+    ceilings = ceilings_for_run(run)
+    findings = tuple(lint(run, ceilings))
+    sync_states = {
+        (fw, m["name"]): sync_state(m)
+        for fw, result in run.results.items()
+        if result["status"] == "ok"
+        for m in result["metrics"]
+        if m["kind"] == "time"
+    }
+    exclusions: dict[Key, str] = {key: SYNC_ESCAPED for key, state in sync_states.items() if state == "escaped"}
+    for f in findings:
+        if not f.plausible:
+            word = "FLOP/s" if f.quantity == "flops" else "bandwidth"
+            exclusions.setdefault((f.framework, f.metric), f"implausible {word} (above device peak)")
+    measured = {fw: measured_precision(result) for fw, result in run.results.items()}
+    mismatches = _precision_mismatches(run, measured)
+    not_comparable = {fw: GATE for fw in sorted(gate_failed, key=list(run.results).index)}
+    for fw, why in mismatches.items():
+        not_comparable[fw] = f"{not_comparable[fw]}; {why}" if fw in not_comparable else why
+    all_ran = all(r["status"] in ("ok", "skipped") for r in run.results.values()) and not run.problems
+    return Assessment(
+        run=run,
+        checks=checks,
+        gate_failed=gate_failed,
+        ceilings=ceilings,
+        findings=findings,
+        sync_states=sync_states,
+        exclusions=exclusions,
+        measured=measured,
+        precision_mismatches=mismatches,
+        not_comparable=not_comparable,
+        all_ran=all_ran,
+        interrupted=bool(run.summary.get("interrupted")),
+    )
+
+
+def of(run: Run, judged: Assessment | None) -> Assessment:
+    """`judged` when the caller already assessed this run (a command does, once), else a fresh one."""
+    if judged is None:
+        return assess(run)
+    if judged.run is not run:
+        raise ValueError("the assessment given is of another run")
+    return judged
+
+
+def measured_precision(result: Mapping[str, Any]) -> dict[str, str]:
+    """operation -> measured class (fp32, tf32, ...) from the job's precision probe."""
+    env = result.get("environment")
+    precision = env.get("precision") if isinstance(env, dict) else None
+    measured = precision.get("measured") if isinstance(precision, dict) else None
+    found: dict[str, str] = {}
+    if isinstance(measured, dict):
+        for op in ("matmul", "conv"):
+            entry = measured.get(op)
+            if isinstance(entry, dict) and isinstance(entry.get("class"), str):
+                found[op] = entry["class"]
+    return found
+
+
+def _precision_mismatches(run: Run, measured: Mapping[str, Mapping[str, str]]) -> dict[str, str]:
+    """framework -> why its measured arithmetic differs from the baseline's (ok jobs only)."""
+    base = run.results.get(run.baseline)
+    if base is None or base["status"] != "ok":
+        return {}
+    reference = measured[run.baseline]
+    found: dict[str, str] = {}
+    for fw, result in run.results.items():
+        if fw == run.baseline or result["status"] != "ok":
+            continue
+        mine = measured[fw]
+        differing = [
+            f"{op} {mine[op]} vs {reference[op]}"
+            for op in sorted(mine.keys() & reference.keys())
+            if mine[op] != reference[op]
+        ]
+        if differing:
+            found[fw] = f"measured precision differs from {run.baseline}: " + ", ".join(differing)
+    return found

@@ -1,0 +1,334 @@
+"""One judgment per run (harness/assessment.py): every medium and the exit code read it, and agree.
+
+A planted problem (a gate failure, a rate above the peak, an escaped sync, other arithmetic) must
+be named for the framework it was planted in by the table, the Markdown, the CSV, the JSON, the
+HTML, the pictures' flags and the site's flags, and the exit code must be 1 exactly when the
+gate, the precision probe or the plausibility lint say so.
+"""
+
+from __future__ import annotations
+
+import ast
+import csv
+import html
+import io
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from harness import assessment, gate, plausibility
+from harness.assessment import Assessment, assess
+from harness.calibration import ceilings_for_run
+from harness.cli.exit_codes import run_exit_code
+from harness.publish.flags import run_flags
+from harness.report.exports import Format, render_run
+from harness.report.pictures import flag_reasons
+from harness.report.sparklines import render_plots
+from harness.run_reader import Run, load_run
+from tests.factories import metric, result, write_run
+
+ROOT = Path(__file__).resolve().parent.parent
+HARNESS = ROOT / "harness"
+
+# ---------------------------------------------------------------------------------------------
+# (a) Only the assessment judges.
+
+# module -> the judging functions it defines; each may be called only by harness/assessment.py
+# (and inside the module that defines it).
+JUDGING: dict[str, tuple[str, ...]] = {
+    "harness.gate": ("evaluate", "failing_frameworks"),
+    "harness.plausibility": ("lint", "exclusions", "sync_state", "escaped", "implausible"),
+    "harness.fairness": ("not_comparable", "precision_mismatches", "measured_precision"),
+    "harness.assessment": ("measured_precision", "_precision_mismatches"),
+    "harness.calibration": ("ceilings_for_run",),  # the lint's ceilings: read once, by assess
+}
+JUDGES = "harness.assessment"
+FORBIDDEN_NAMES = {name for names in JUDGING.values() for name in names}
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(ROOT).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def judging_calls(module: str, source: str) -> list[str]:
+    """Where `module` imports or calls a judging function it may not (line: what)."""
+    if module == JUDGES:
+        return []
+    own = set(JUDGING.get(module, ()))
+    found: list[str] = []
+    aliases: dict[str, str] = {}  # local name -> judging module it stands for
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.ImportFrom) and node.module is not None:
+            for alias in node.names:
+                dotted = f"{node.module}.{alias.name}"
+                if dotted in JUDGING:
+                    aliases[alias.asname or alias.name] = dotted
+                elif alias.name in JUDGING.get(node.module, ()):
+                    found.append(f"{node.lineno}: imports {alias.name} from {node.module}")
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name in JUDGING:
+                    aliases[alias.asname or alias.name] = alias.name
+        elif isinstance(node, ast.Call):
+            func = node.func
+            name = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else None
+            if name in FORBIDDEN_NAMES and name not in own:
+                found.append(f"{node.lineno}: calls {name}")
+        elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
+            target = aliases.get(node.value.id)
+            if target is not None and node.attr in JUDGING[target]:
+                found.append(f"{node.lineno}: uses {target}.{node.attr}")
+    return found
+
+
+def test_only_the_assessment_calls_the_judging_functions() -> None:
+    offenders = {}
+    for path in sorted(HARNESS.rglob("*.py")):
+        found = judging_calls(module_name(path), path.read_text(encoding="utf-8"))
+        if found:
+            offenders[str(path.relative_to(ROOT))] = found
+    assert not offenders, f"judge a run through harness.assessment.assess, not directly: {offenders}"
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "from harness.gate import evaluate\nrows = evaluate(run)\n",
+        "from harness import plausibility\nfound = plausibility.lint(run, None)\n",
+        "from harness.plausibility import sync_state as state\n",
+        "import harness.gate as g\nbad = g.failing_frameworks\n",
+        "from harness.calibration import ceilings_for_run\n",
+        "x = helper.not_comparable(run)\n",
+    ],
+)
+def test_the_static_check_catches_a_renderer_that_judges(source: str) -> None:
+    assert judging_calls("harness.report.table", source)
+
+
+def test_the_defining_modules_and_the_assessment_are_left_alone() -> None:
+    assert not judging_calls("harness.gate", "def f(run):\n    return failing_frameworks(evaluate(run))\n")
+    assert not judging_calls(JUDGES, "from harness.gate import evaluate\nevaluate(run)\n")
+    assert not judging_calls("harness.report.table", "judged.not_comparable.items()\njudged.sync('a', 'b')\n")
+
+
+# ---------------------------------------------------------------------------------------------
+# (b) Planted problems: every medium names them, and the exit code agrees.
+
+CPU = {"model": "test", "logical_cores": 2, "usable_cores": 2, "vector": "avx2", "mhz": 2000.0, "max_mhz": None}
+HONEST = [0.100, 0.102, 0.099, 0.101, 0.100]  # 2 GFLOP in 0.1 s: 20 GFLOP/s, under a 2-core AVX2 peak
+FAST = [1e-6, 1.01e-6, 0.99e-6, 1e-6, 1e-6]  # 2 PFLOP/s: impossible on it
+
+
+def job(fw: str, samples: list[float], product_sum: float = 3.3e7, arithmetic: str = "fp32") -> dict[str, Any]:
+    matmul = metric("matmul", samples, flops=2e9)
+    matmul["sync"] = {"state": "ok"}
+    doc = result(fw, [matmul], [gate_check("residual", 1e-12, limit=1e-6), gate_check("product_sum", product_sum)])
+    doc["environment"] = {
+        "machine": {"cpu": CPU},
+        "versions": {fw: "1.0"},
+        "precision": {"measured": {"matmul": {"class": arithmetic, "bits": 23}}},
+    }
+    return doc
+
+
+def gate_check(name: str, value: float, limit: float | None = None) -> dict[str, Any]:
+    rtol = None if limit is not None else 1e-9
+    return {"name": name, "value": value, "help": "", "limit": limit, "rtol": rtol, "atol": 0.0}
+
+
+def escaped(doc: dict[str, Any]) -> dict[str, Any]:
+    doc["metrics"][0]["sync"] = {"state": "escaped", "excess_median_s": 0.03, "sample_median_s": 0.1}
+    return doc
+
+
+@dataclass(frozen=True)
+class Planted:
+    """A problem planted in jax's matmul (numpy is the clean baseline), and how each medium says it."""
+
+    name: str
+    jax: Callable[[], dict[str, Any]]
+    text: str  # a phrase the table, Markdown and HTML print on a line naming jax
+    record: Callable[[dict[str, Any]], bool]  # jax matmul's CSV/JSON record says it
+    flag: str  # the start of one of the site's flags for (jax, matmul)
+    picture: str  # the start of one of the pictures' flag reasons for (jax, matmul)
+    document: Callable[[dict[str, Any]], bool]  # the JSON document's run-level lists say it
+
+
+PLANTED = [
+    Planted(
+        "gate failure",
+        lambda: job("jax", HONEST, product_sum=3.4e7),
+        "failed the agreement gate",
+        lambda r: r["not_comparable_reason"] == "failed the agreement gate" and r["comparable"] in (False, "False"),
+        "NOT COMPARABLE (†): failed the agreement gate",
+        "not comparable: failed the agreement gate",
+        lambda d: d["gate_failed"] == ["jax"] and "jax" in d["not_comparable"],
+    ),
+    Planted(
+        "implausible rate",
+        lambda: job("jax", FAST),
+        "exceeds the limit",
+        lambda r: str(r["excluded"]).startswith("implausible FLOP/s") and r["plausible"] in (False, "False"),
+        "IMPLAUSIBLE: ",
+        "implausible FLOP/s",
+        lambda d: (
+            {"framework": "jax", "metric": "matmul", "why": "implausible FLOP/s (above device peak)"}
+            in d["excluded_metrics"]
+        ),
+    ),
+    Planted(
+        "sync escape",
+        lambda: escaped(job("jax", HONEST)),
+        "a barrier after the clock still waited",
+        lambda r: r["excluded"] == "sync escaped" and r["sync"] == "escaped",
+        "ESCAPED: ",
+        "sync escaped",
+        lambda d: {"framework": "jax", "metric": "matmul", "why": "sync escaped"} in d["excluded_metrics"],
+    ),
+    Planted(
+        "precision mismatch",
+        lambda: job("jax", HONEST, arithmetic="tf32"),
+        "measured precision differs from numpy: matmul tf32 vs fp32",
+        lambda r: str(r["not_comparable_reason"]).startswith("measured precision differs from numpy"),
+        "NOT COMPARABLE (†): measured precision differs from numpy",
+        "not comparable: measured precision differs from numpy",
+        lambda d: d["gate_failed"] == [] and "jax" in d["not_comparable"],
+    ),
+]
+
+
+def planted_run(tmp_path: Path, jax: dict[str, Any]) -> Run:
+    return load_run(write_run(tmp_path / "run", [job("numpy", HONEST), jax]))
+
+
+def _record(rows: list[dict[str, Any]], fw: str) -> dict[str, Any]:
+    return next(r for r in rows if r["framework"] == fw and r["metric"] == "matmul")
+
+
+def _says(text: str, phrase: str) -> bool:
+    return any("jax" in line and phrase in line for line in text.splitlines())
+
+
+def silent_media(run: Run, planted: Planted) -> list[str]:
+    """The media that fail to name the planted problem for jax, or name it for numpy as well."""
+    judged = assess(run)
+    table = render_run(run, Format.table, judged)
+    markdown = render_run(run, Format.markdown, judged)
+    rows = list(csv.DictReader(io.StringIO(render_run(run, Format.csv, judged))))
+    document = json.loads(render_run(run, Format.json, judged))
+    page = html.unescape(render_run(run, Format.html, judged))
+    flags = run_flags(run, judged)
+    reasons = flag_reasons(run, judged)
+    verdicts = {
+        "table": _says(table, planted.text),
+        "markdown": _says(markdown, planted.text),
+        "html": _says(page, planted.text),
+        "csv": planted.record(_record(rows, "jax")),
+        "json records": planted.record(_record(document["metrics"], "jax")),
+        "json document": planted.document(document),
+        "site flags": any(f.startswith(planted.flag) for f in flags.get(("jax", "matmul"), [])),
+        "picture flags": any(f.startswith(planted.picture) for f in reasons.get(("jax", "matmul"), ())),
+        # the clean baseline is named by none of them
+        "numpy csv clean": _record(rows, "numpy")["excluded"] == "" and _record(rows, "numpy")["comparable"] == "True",
+        "numpy json clean": _record(document["metrics"], "numpy")["excluded"] is None,
+        "numpy flags clean": ("numpy", "matmul") not in flags and ("numpy", "matmul") not in reasons,
+    }
+    return [medium for medium, said in verdicts.items() if not said]
+
+
+def said_by_the_judging_functions(run: Run) -> bool:
+    """Whether the gate, the precision probe or the plausibility lint object, asked directly."""
+    failed = gate.failing_frameworks(gate.evaluate(run))
+    findings = plausibility.lint(run, ceilings_for_run(run))
+    escapes = [
+        m
+        for r in run.results.values()
+        if r["status"] == "ok"
+        for m in r["metrics"]
+        if m["kind"] == "time" and plausibility.sync_state(m) == "escaped"
+    ]
+    probes = {fw: assessment.measured_precision(r) for fw, r in run.results.items()}
+    other_arithmetic = any(p != probes[run.baseline] for p in probes.values())
+    return bool(failed) or any(not f.plausible for f in findings) or bool(escapes) or other_arithmetic
+
+
+@pytest.mark.parametrize("planted", PLANTED, ids=[p.name for p in PLANTED])
+def test_every_medium_names_the_planted_problem_and_the_exit_code_agrees(tmp_path: Path, planted: Planted) -> None:
+    run = planted_run(tmp_path, planted.jax())
+    assert silent_media(run, planted) == []
+    assert said_by_the_judging_functions(run)
+    assert run_exit_code(run) == 1
+    judged = assess(run)
+    assert not judged.passed and run_exit_code(run, judged) == 1
+
+
+def test_a_clean_run_is_named_by_no_medium_and_exits_0(tmp_path: Path) -> None:
+    run = planted_run(tmp_path, job("jax", HONEST))
+    assert not said_by_the_judging_functions(run)
+    assert run_exit_code(run) == 0 and assess(run).passed
+    for planted in PLANTED:
+        # the check can fail: on a clean run every medium is silent about every problem
+        silent = silent_media(run, planted)
+        assert {"table", "markdown", "html", "csv", "json records", "site flags", "picture flags"} <= set(silent)
+        assert not {"numpy csv clean", "numpy json clean", "numpy flags clean"} & set(silent)
+
+
+def test_the_exit_code_follows_the_judging_functions_for_every_combination(tmp_path: Path) -> None:
+    for i, planted in enumerate(PLANTED):
+        for clean_first in (True, False):
+            docs = [job("numpy", HONEST), planted.jax()]
+            run = load_run(write_run(tmp_path / f"run{i}{clean_first}", docs if clean_first else docs[::-1]))
+            expected = 1 if said_by_the_judging_functions(run) else 0
+            assert run_exit_code(run) == expected, (planted.name, clean_first)
+
+
+def test_an_interrupted_run_exits_130_whatever_its_judgment(tmp_path: Path) -> None:
+    run = planted_run(tmp_path, job("jax", HONEST))
+    run.summary["interrupted"] = True
+    assert run_exit_code(run) == 130
+
+
+# ---------------------------------------------------------------------------------------------
+# The assessment itself: once per command, and its queries.
+
+
+def test_one_command_reads_the_calibration_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    run = planted_run(tmp_path, job("jax", FAST))
+    reads: list[Path] = []
+
+    def counted(r: Run) -> Any:
+        reads.append(r.path)
+        return ceilings_for_run(r)
+
+    monkeypatch.setattr(assessment, "ceilings_for_run", counted)
+    judged = assess(run)
+    for fmt in Format:
+        render_run(run, fmt, judged)
+    render_plots(run, judged)
+    run_flags(run, judged)
+    run_exit_code(run, judged)
+    assert reads == [run.path]
+
+
+def test_an_assessment_of_another_run_is_refused(tmp_path: Path) -> None:
+    run = planted_run(tmp_path, job("jax", HONEST))
+    with pytest.raises(ValueError, match="another run"):
+        render_run(load_run(run.path), Format.table, assess(run))
+
+
+def test_the_queries(tmp_path: Path) -> None:
+    run = load_run(write_run(tmp_path / "run", [job("numpy", HONEST), escaped(job("jax", FAST))]))
+    judged: Assessment = assess(run)
+    assert judged.finding("jax", "matmul", "flops") is not None
+    assert judged.finding("jax", "matmul", "bytes") is None
+    assert judged.excluded("jax", "matmul") == "sync escaped"  # an escape is named before the rate
+    assert judged.excluded("numpy", "matmul") is None
+    assert judged.sync("jax", "matmul") == "escaped" and judged.sync("numpy", "matmul") == "ok"
+    assert judged.implausible == {("jax", "matmul")} and judged.escaped == {("jax", "matmul")}
+    assert judged.comparable("jax") and judged.gate_passed and not judged.passed
+    assert dict(judged.precision("jax")) == {"matmul": "fp32"}

@@ -1,0 +1,182 @@
+"""The host side's layers, kept: imports run down, never up (docs/extending.md, "The layers").
+
+A lower layer that imports a higher one drags the higher one's reasons to change into every
+module below it (the formatting rules once lived in the report layer and 21 lower modules
+imported them). The graph is read from the source with `ast`, so a lazy import inside a function
+counts as much as one at the top.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+HARNESS = ROOT / "harness"
+
+# Bottom to top. A module belongs to the layer of the longest prefix that names it.
+LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("text", ("harness.text",)),
+    (
+        "base",
+        (
+            "harness",
+            "harness.errors",
+            "harness.safe_files",
+            "harness.limits",
+            "harness.provenance",
+            "harness.catalog",
+            "harness.result_types",
+            "harness.schema",
+            "harness.peaks",
+            "harness.run_lock",
+            "harness.statistics",
+            "harness.cache_home",
+        ),
+    ),
+    (
+        "folders",
+        (
+            "harness.plan",
+            "harness.run_reader",
+            "harness.run_writer",
+            "harness.calibration",
+            "harness.data",
+            "harness.images",
+            "harness.image_probe",
+        ),
+    ),
+    (
+        "judgment",
+        (
+            "harness.gate",
+            "harness.plausibility",
+            "harness.time_to_target",
+            "harness.assessment",
+            "harness.compare",
+        ),
+    ),
+    (
+        "execution",
+        (
+            "harness.backends",
+            "harness.slurm",
+            "harness.runner",
+            "harness.rounds",
+            "harness.calibrate_jobs",
+            "harness.k8s",
+            "harness.compose_steps",
+            "harness.bisect",
+            "harness.selftest",
+            "harness.doctor",
+            "harness.reproduce",
+            "harness.clean",
+        ),
+    ),
+    ("render", ("harness.report", "harness.publish")),
+    ("cli", ("harness.cli",)),
+)
+# Imports from a lower layer into a higher one that are accepted, each with its reason.
+# The issue that set the rule allows at most three.
+ALLOWED_UPWARD: dict[tuple[str, str], str] = {}
+# Who may import the renderers: the CLI, the renderers themselves, and `bisect`, which renders its
+# own answer.
+MAY_IMPORT_RENDERERS = ("harness.cli", "harness.report", "harness.publish")
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(ROOT).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def harness_modules() -> dict[str, Path]:
+    return {module_name(p): p for p in sorted(HARNESS.rglob("*.py"))}
+
+
+def imports_of(name: str, path: Path, known: set[str]) -> set[str]:
+    """The harness modules `name` imports (relative imports resolved; `from pkg import mod` is the module)."""
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        targets: list[str] = []
+        if isinstance(node, ast.Import):
+            targets = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")[: len(package.split(".")) - (node.level - 1)]
+                module = ".".join(base + ([node.module] if node.module else []))
+            else:
+                module = node.module or ""
+            targets = [f"{module}.{a.name}" if f"{module}.{a.name}" in known else module for a in node.names]
+        found.update(t for t in targets if t in known and t != name)
+    return found
+
+
+def graph() -> dict[str, set[str]]:
+    modules = harness_modules()
+    known = set(modules)
+    return {name: imports_of(name, path, known) for name, path in modules.items()}
+
+
+def layer_of(module: str) -> int:
+    best: tuple[int, int] | None = None
+    for index, (_, prefixes) in enumerate(LAYERS):
+        for prefix in prefixes:
+            if (module == prefix or module.startswith(prefix + ".")) and (best is None or len(prefix) > best[1]):
+                best = (index, len(prefix))
+    if best is None:
+        raise AssertionError(f"{module} is in no layer: add it to LAYERS in tests/test_layering.py")
+    return best[0]
+
+
+def upward_imports() -> set[tuple[str, str]]:
+    return {(m, d) for m, deps in graph().items() for d in deps if layer_of(d) > layer_of(m)}
+
+
+def test_every_module_has_a_layer() -> None:
+    for module in harness_modules():
+        layer_of(module)
+
+
+def test_imports_run_down() -> None:
+    upward = upward_imports()
+    assert len(ALLOWED_UPWARD) <= 3
+    unexplained = sorted(upward - ALLOWED_UPWARD.keys())
+    assert not unexplained, f"imports from a lower layer into a higher one: {unexplained}"
+
+
+def test_text_rules_import_nothing_of_the_harness() -> None:
+    for module, deps in graph().items():
+        if module.startswith("harness.text"):
+            assert all(d.startswith("harness.text") for d in deps), (module, deps)
+
+
+def test_only_the_cli_and_renderers_import_renderers() -> None:
+    for module, deps in graph().items():
+        if module.startswith(MAY_IMPORT_RENDERERS):
+            continue
+        bad = sorted(d for d in deps if d.startswith(("harness.report", "harness.publish")))
+        assert not bad, f"{module} imports the rendering layer: {bad}"
+
+
+def package_of(module: str) -> str:
+    parts = module.split(".")
+    return ".".join(parts[:2])
+
+
+def test_no_two_packages_import_each_other() -> None:
+    edges = {(package_of(m), package_of(d)) for m, deps in graph().items() for d in deps}
+    both_ways = sorted((a, b) for a, b in edges if a < b and (b, a) in edges)
+    assert not both_ways, f"packages that import each other: {both_ways}"
+
+
+@pytest.mark.parametrize("planted", ["harness.gate", "harness.plan"])
+def test_a_planted_upward_import_is_caught(planted: str, tmp_path: Path) -> None:
+    # The rule's own check: a lower module importing the renderer must be found.
+    source = tmp_path / "mod.py"
+    source.write_text("from harness.report.table import render\n", encoding="utf-8")
+    deps = imports_of(planted, source, set(harness_modules()))
+    assert "harness.report.table" in deps
+    assert layer_of("harness.report.table") > layer_of(planted)
