@@ -33,7 +33,7 @@ from suites.runtime.files import write_json_atomic
 from suites.runtime.frameworks import FRAMEWORKS
 
 if TYPE_CHECKING:
-    from harness.run_reader import Run
+    from harness.run_folder import Run
 
 FORMAT = "harness-calibration"
 VERSION = 1

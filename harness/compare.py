@@ -11,7 +11,7 @@ from harness import assessment
 from harness.assessment import Assessment
 from harness.errors import HarnessError
 from harness.result_types import Metric
-from harness.run_reader import Run
+from harness.run_folder import Run
 from harness.statistics import ALPHA, geometric_mean, mann_whitney_u, ratio_interval
 from harness.text.numbers import fmt_change
 

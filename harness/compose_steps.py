@@ -26,11 +26,11 @@ from pathlib import Path
 
 from harness.backends import job_folder
 from harness.backends.base import JobOutcome, job_command
-from harness.backends.streams import tail_text
+from harness.backends.job_folder import tail_text
 from harness.errors import HarnessError
 from harness.plan import Job, Plan, make_plan, plan_from_record
 from harness.result_types import Result
-from harness.run_writer import PLAN_FILE, RunWriter, read_plan_record
+from harness.run_folder import PLAN_FILE, RunWriter, read_plan_record
 from harness.runner import finalize, placeholder_result
 from harness.safe_files import UnsafeFile, read_bytes, read_tail, remove_tree, write_bytes_atomic
 from harness.schema import RUN_ID

@@ -1,5 +1,7 @@
 """The one user-facing error type: caught once in the CLI, printed as one line, exit code 2."""
 
+BAD_INPUT = 2  # the exit code of a HarnessError: a one-line message, nothing started
+
 
 class HarnessError(Exception):
     """A problem the user can fix; the message names the problem and the fix."""

@@ -22,14 +22,11 @@ from typing import Any
 
 import yaml
 
-from harness.backends.base import job_command
+from harness.backends.base import Limits, job_command
 from harness.errors import HarnessError
 from harness.images import IMAGE_USER, stack_image
-from harness.limits import Limits
 from harness.plan import K8S_NAME, Job, Plan, plan_from_record
-from harness.run_lock import run_lock
-from harness.run_reader import mismatch
-from harness.run_writer import PLAN_FILE, RunWriter, read_plan_record
+from harness.run_folder import PLAN_FILE, RunWriter, mismatch, read_plan_record, run_lock
 from harness.runner import placeholder_result, prepare_results_dir
 from harness.safe_files import MissingFile, UnsafeFile, read_tail
 from harness.schema import MAX_RESULT_BYTES, InvalidResult, parse_json, validate

@@ -1,4 +1,5 @@
-"""Turning command-line choices into a validated plan of jobs, before anything starts."""
+"""Turning command-line choices into a validated plan of jobs, before anything starts; the host's
+view of the suites and frameworks it names, with one-line errors for unknown names."""
 
 from __future__ import annotations
 
@@ -11,11 +12,12 @@ from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 from harness.backend_table import EXPORTS, RUNS
-from harness.catalog import get_framework, get_suite
 from harness.errors import HarnessError
 from harness.schema import DEVICES, RUN_ID
 from harness.text.escape import plain
+from suites.runtime.frameworks import FRAMEWORKS, Framework
 from suites.runtime.job_spec import JobOptions, JobSpec
+from suites.runtime.registry import all_suites
 from suites.runtime.settings import CACHE_MODES, PRECISIONS
 from suites.runtime.spec import SMOKE_REPEAT, SMOKE_WARMUP, ParamValue, SpecError, SuiteSpec
 
@@ -291,3 +293,23 @@ def _plan_from_record(record: Any) -> Plan:
             raise HarnessError(f"data_dir {plain(job.data_dir)!r} is not where a {backend} run keeps its data")
     extra = {k: v for k, v in record.items() if k in ("rounds", "namespace")}
     return Plan(run_id=run_id, suite=spec.name, baseline=str(baseline), jobs=tuple(jobs), backend=backend, extra=extra)
+
+
+# The host's view of suites and frameworks, with user-facing errors for unknown names.
+def visible_suites(include_hidden: bool = False) -> dict[str, SuiteSpec]:
+    return {n: s for n, s in all_suites().items() if include_hidden or not s.hidden}
+
+
+def get_suite(name: str) -> SuiteSpec:
+    suites = all_suites()
+    if name not in suites:
+        valid = ", ".join(visible_suites())
+        raise HarnessError(f"unknown suite {name!r}; choose one of: {valid} (see `harness list`)")
+    return suites[name]
+
+
+def get_framework(suite: SuiteSpec, name: str) -> Framework:
+    if name not in suite.all_frameworks or name not in FRAMEWORKS:
+        valid = ", ".join(suite.all_frameworks)
+        raise HarnessError(f"unknown framework {name!r} for suite {suite.name}; choose from: {valid}")
+    return FRAMEWORKS[name]

@@ -15,9 +15,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from harness.calibration import Ceilings
-from harness.peaks import Peak, bandwidth_for, peak_for
 from harness.result_types import Metric
-from harness.run_reader import Run
+from harness.run_folder import Run
 
 IMPLAUSIBLE = "implausible - likely a missing device synchronisation"
 ESCAPED = "sync escaped - work was still running when the clock stopped"
@@ -112,3 +111,190 @@ def sync_state(metric: Mapping[str, Any]) -> str:
 
 
 __all__ = ["ESCAPED", "IMPLAUSIBLE", "Ceilings", "Finding", "lint", "sync_state"]
+
+
+# Physical peaks of known devices: the ceilings no honest measurement can exceed.
+#
+# FLOP/s: GPU figures are NVIDIA's dense (no sparsity) datasheet peaks in TFLOP/s; FP64 uses the
+# tensor-core figure where one exists, because cuBLAS DGEMM uses it. CPU peaks are computed from
+# cores x clock x FLOP per cycle.
+#
+# Bandwidth: GPU figures are the datasheet memory (HBM/GDDR) bandwidth in TB/s. A working set
+# that fits in the GPU's L2 cache can honestly be streamed faster than that (measured L2
+# bandwidth is 2.5-3x HBM on A100/H100), so the lint allows `GPU_CACHE_HEADROOM` x the memory
+# figure before calling a rate impossible; "% of peak" is still against the memory figure. On a
+# CPU nothing moves data faster than the L1 caches: cores x clock x (2 loads + 1 store of one
+# vector register) per cycle, a bound that holds whatever fits in which cache.
+#
+# Which FLOP/s peak applies to a float32 metric follows the precision the job *measured*
+# (`environment.precision.measured`, suites/runtime/precision.py), not the flags it set.
+TERA = 1e12
+
+
+@dataclass(frozen=True)
+class GpuPeak:
+    match: tuple[str, ...]  # all substrings must appear in the device name
+    name: str
+    fp64: float
+    fp32: float
+    tf32: float
+    bf16: float  # also the fp16 figure on every card listed
+    memory_tb_s: float
+
+
+# Order matters: the first match wins, so more specific names come first.
+GPU_PEAKS: tuple[GpuPeak, ...] = (
+    GpuPeak(("H200",), "H200 SXM", fp64=67, fp32=67, tf32=495, bf16=989, memory_tb_s=4.8),
+    GpuPeak(("H100", "PCIe"), "H100 PCIe", fp64=51, fp32=51, tf32=378, bf16=756, memory_tb_s=2.0),
+    GpuPeak(("H100",), "H100 SXM", fp64=67, fp32=67, tf32=495, bf16=989, memory_tb_s=3.35),
+    # 80 GB SXM figure (the 40 GB card has 1.555 TB/s): the higher one, so only the impossible is flagged.
+    GpuPeak(("A100",), "A100", fp64=19.5, fp32=19.5, tf32=156, bf16=312, memory_tb_s=2.039),
+    GpuPeak(("3060 Ti",), "GeForce RTX 3060 Ti", fp64=0.253, fp32=16.2, tf32=16.2, bf16=64.8, memory_tb_s=0.448),
+)
+GPU_CACHE_HEADROOM = 4.0
+
+# FLOP per cycle per core for float64 with two FMA pipes: 2 pipes x lanes x 2 (multiply + add).
+FP64_FLOP_PER_CYCLE = {"avx512f": 32, "avx2": 16, "avx": 8, "sse2": 8, "neon": 8}
+# L1 bytes per cycle per core: two vector loads and one vector store.
+L1_BYTES_PER_CYCLE = {"avx512f": 192, "avx2": 96, "avx": 48, "sse2": 48, "neon": 48}
+# When only the nominal clock is known, allow this much turbo so the lint flags only the impossible.
+TURBO_HEADROOM = 1.5
+
+# The float32 arithmetic classes of the precision probe -> the datasheet column they run at.
+_MEASURED_COLUMN = {"fp32": "fp32", "tf32": "tf32", "bf16x3": "bf16", "bf16": "bf16", "fp16": "bf16"}
+
+
+@dataclass(frozen=True)
+class Peak:
+    value: float  # FLOP/s or bytes/s
+    basis: str
+    limit: float | None = None  # above this the lint calls it impossible (default: value)
+
+    @property
+    def ceiling(self) -> float:
+        return self.limit if self.limit is not None else self.value
+
+    @property
+    def flops_per_s(self) -> float:  # the name the FLOP lint reads
+        return self.value
+
+
+def _dtype_class(dtype: str | None) -> str:
+    if dtype in ("float64", "f64", "double"):
+        return "fp64"
+    if dtype in ("float32", "f32", "float"):
+        return "fp32"
+    return "any"  # unknown or half precision: hold against the highest figure
+
+
+def _gpu(device_name: str) -> GpuPeak | None:
+    return next((g for g in GPU_PEAKS if all(part in device_name for part in g.match)), None)
+
+
+def gpu_peak(device_name: str, dtype: str | None, arithmetic: str) -> Peak | None:
+    """`arithmetic`: the measured float32 class (fp32, tf32, bf16x3, bf16, fp16)."""
+    gpu = _gpu(device_name)
+    if gpu is None:
+        return None
+    cls = _dtype_class(dtype)
+    if cls == "fp64":
+        value, label = gpu.fp64, "FP64"
+    elif cls == "fp32":
+        column = _MEASURED_COLUMN.get(arithmetic, "fp32")
+        value, label = getattr(gpu, column), {"fp32": "FP32", "tf32": "TF32", "bf16": "BF16/FP16"}[column]
+        if arithmetic != "fp32":
+            label += f" (measured {arithmetic} arithmetic)"
+    else:
+        value, label = gpu.bf16, "BF16"
+    return Peak(value * TERA, f"{gpu.name} {label} peak {value:g} TFLOP/s")
+
+
+def _clock(cpu: dict[str, Any]) -> tuple[float, str] | None:
+    if _positive(cpu.get("max_mhz")):
+        return float(cpu["max_mhz"]) / 1000, "max clock"
+    if _positive(cpu.get("mhz")):
+        return float(cpu["mhz"]) / 1000 * TURBO_HEADROOM, f"reported clock x{TURBO_HEADROOM:g} turbo allowance"
+    return None
+
+
+def _positive(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0
+
+
+def _cores(cpu: dict[str, Any]) -> int | None:
+    for key in ("usable_cores", "logical_cores"):
+        if isinstance(cpu.get(key), int) and not isinstance(cpu.get(key), bool) and cpu[key] > 0:
+            return int(cpu[key])
+    return None
+
+
+def cpu_peak(cpu: dict[str, Any], dtype: str | None) -> Peak | None:
+    vector = cpu.get("vector")
+    cores = _cores(cpu)
+    clock = _clock(cpu)
+    if vector not in FP64_FLOP_PER_CYCLE or cores is None or clock is None:
+        return None
+    ghz, clock_note = clock
+    per_cycle = FP64_FLOP_PER_CYCLE[vector] * (1 if _dtype_class(dtype) == "fp64" else 2)
+    value = cores * ghz * 1e9 * per_cycle
+    basis = f"{cores} cores x {ghz:.2f} GHz ({clock_note}) x {per_cycle} FLOP/cycle ({vector})"
+    return Peak(value, basis)
+
+
+def cpu_bandwidth(cpu: dict[str, Any]) -> Peak | None:
+    vector = cpu.get("vector")
+    cores = _cores(cpu)
+    clock = _clock(cpu)
+    if vector not in L1_BYTES_PER_CYCLE or cores is None or clock is None:
+        return None
+    ghz, clock_note = clock
+    per_cycle = L1_BYTES_PER_CYCLE[vector]
+    value = cores * ghz * 1e9 * per_cycle
+    basis = f"L1 bound: {cores} cores x {ghz:.2f} GHz ({clock_note}) x {per_cycle} B/cycle ({vector})"
+    return Peak(value, basis)
+
+
+def gpu_bandwidth(device_name: str) -> Peak | None:
+    gpu = _gpu(device_name)
+    if gpu is None:
+        return None
+    value = gpu.memory_tb_s * TERA
+    basis = f"{gpu.name} memory {gpu.memory_tb_s:g} TB/s (limit x{GPU_CACHE_HEADROOM:g} for cache-resident data)"
+    return Peak(value, basis, limit=value * GPU_CACHE_HEADROOM)
+
+
+def _dict(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def measured_arithmetic(result: Mapping[str, Any]) -> str | None:
+    """The float32 matmul class the job's precision probe measured (None: not probed)."""
+    measured = _dict(_dict(_dict(result.get("environment")).get("precision")).get("measured"))
+    cls = _dict(measured.get("matmul")).get("class")
+    return cls if isinstance(cls, str) else None
+
+
+def _flagged_arithmetic(precision: dict[str, Any]) -> str:
+    """Results written before the probe existed: infer from the flags the job set."""
+    tf32 = bool(precision.get("cuda_matmul_allow_tf32")) or precision.get("jax_default_matmul_precision") in (
+        "tensorfloat32",
+        "default",
+        "bfloat16",
+    )
+    return "tf32" if tf32 else "fp32"
+
+
+def peak_for(result: Mapping[str, Any], dtype: str | None) -> Peak | None:
+    env = _dict(result.get("environment"))
+    device = _dict(env.get("device"))
+    if result.get("device") == "gpu":
+        arithmetic = measured_arithmetic(result) or _flagged_arithmetic(_dict(env.get("precision")))
+        return gpu_peak(str(device.get("name", "")), dtype, arithmetic)
+    return cpu_peak(_dict(_dict(env.get("machine")).get("cpu")), dtype)
+
+
+def bandwidth_for(result: Mapping[str, Any]) -> Peak | None:
+    env = _dict(result.get("environment"))
+    if result.get("device") == "gpu":
+        return gpu_bandwidth(str(_dict(env.get("device")).get("name", "")))
+    return cpu_bandwidth(_dict(_dict(env.get("machine")).get("cpu")))

@@ -13,11 +13,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
 
-from harness.catalog import get_suite
 from harness.errors import HarnessError
-from harness.plan import Job, Plan, make_job, new_run_id
+from harness.plan import Job, Plan, get_suite, make_job, new_run_id
 from harness.result_types import Result
-from harness.run_reader import Run, load_run, resolve_run
+from harness.run_folder import Run, load_run, resolve_run
 from harness.safe_files import is_regular
 from harness.schema import InvalidResult, load_result
 from suites.runtime.spec import SpecError
@@ -115,7 +114,7 @@ def plan_reproduction(
 
 def job_stack(doc: Mapping[str, Any]) -> str:
     """The stack the registry gives the recorded framework (the file's own `stack` is not trusted)."""
-    from harness.catalog import get_framework
+    from harness.plan import get_framework
 
     return get_framework(get_suite(doc["suite"]), doc["framework"]).stack
 

@@ -5,7 +5,7 @@ docs/result-schema.md is tested against. Rules that relate one field to another 
 registry names, marks in range) are code in schema.py.
 
 The job side (suites/) builds these documents as plain dicts; the host only ever holds them after
-`schema.validate` has migrated an older version (result_migrate.py) and checked them.
+`schema.validate` has migrated an older version and checked them.
 """
 
 from __future__ import annotations

@@ -18,9 +18,7 @@ from harness.backends.base import Backend
 from harness.errors import HarnessError
 from harness.plan import Plan
 from harness.result_types import Metric, Result, Stats
-from harness.run_lock import run_lock
-from harness.run_reader import mismatch
-from harness.run_writer import SUMMARY_FILE, RunWriter
+from harness.run_folder import SUMMARY_FILE, RunWriter, mismatch, run_lock
 from harness.runner import execute, prepare_results_dir
 from harness.schema import InvalidResult, load_result, load_summary
 from suites.runtime.stats import summarize

@@ -5,7 +5,7 @@ A result's shape is checked against the TypedDicts of result_types.py (pydantic,
 that relate fields to each other or to the registry are code here. Every message names the file,
 the field and what was wrong in one line, so a hostile file is rejected here instead of crashing
 a renderer; names that become paths (suite, framework, run id) must be names the registry knows.
-Older versions are migrated first (result_migrate.py).
+Older versions are migrated first (`migrate`, at the end of this module).
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ import functools
 import json
 import math
 import re
+from collections.abc import Callable
 from itertools import pairwise
 from pathlib import Path
 from types import UnionType
@@ -23,9 +24,7 @@ import pydantic
 from annotated_types import Ge, MaxLen, MinLen
 from typing_extensions import NotRequired, Required, is_typeddict
 
-from harness import provenance
 from harness.errors import HarnessError
-from harness.result_migrate import migrate, version_problem
 from harness.result_types import (
     MAX_CURVE_EPOCHS,
     MAX_CURVES,
@@ -39,6 +38,7 @@ from harness.safe_files import MissingFile, UnsafeFile, read_bytes
 from harness.text.escape import plain
 from suites.runtime.marks import MARKS
 from suites.runtime.registry import all_suites
+from suites.runtime.result import SCHEMA_VERSION
 
 __all__ = ["MAX_CURVE_EPOCHS", "MAX_CURVES", "MAX_MAGNITUDE", "MAX_SAMPLES", "MAX_TOTAL_SAMPLES"]
 
@@ -412,7 +412,24 @@ def summary_problem(doc: Any) -> str | None:
     if command is not None and not (isinstance(command, list) and all(isinstance(a, str) for a in command)):
         return "command: expected a list of strings"
     if doc.get("code") is not None:
-        return provenance.problem(doc["code"])
+        return code_problem(doc["code"])
+    return None
+
+
+GIT_COMMIT = re.compile(r"[0-9a-f]{40}")
+
+
+def code_problem(code: Any) -> str | None:
+    """Why a summary's `code` record (which code produced the run, run_folder.describe_code) is malformed, or None."""
+    if not isinstance(code, dict):
+        return "code: expected an object"
+    digest, commit, dirty = code.get("suites_sha256"), code.get("git_commit"), code.get("git_dirty")
+    if not (isinstance(digest, str) and re.fullmatch(r"[0-9a-f]{64}", digest)):
+        return "code.suites_sha256: expected 64 hex digits"
+    if commit is not None and not (isinstance(commit, str) and GIT_COMMIT.fullmatch(commit)):
+        return "code.git_commit: expected 40 hex digits or null"
+    if dirty is not None and not isinstance(dirty, bool):
+        return "code.git_dirty: expected true, false or null"
     return None
 
 
@@ -439,3 +456,42 @@ def load_summary(path: Path) -> dict[str, Any]:
     if problem:
         raise HarnessError(f"{path}: unreadable run summary ({problem}); the file was edited or is corrupt")
     return cast(dict[str, Any], doc)
+
+
+# Older result versions, brought up to the current one before validation.
+#
+# One function per version step; `migrate` chains them, so a reader (and every renderer behind
+# it) only ever sees the current version. The job side writes the current version
+# (suites/runtime/result.py): a harness reads its own and every older version, never a newer one.
+OLDEST = 1
+
+
+def v1_to_v2(doc: dict[str, Any]) -> dict[str, Any]:
+    """Version 1 left `dataset` and `training` out where they do not apply, the only top-level
+    fields that could be absent; version 2 writes every field, null where it does not apply, so a
+    missing field is always a broken file."""
+    return {**doc, "dataset": doc.get("dataset"), "training": doc.get("training"), "schema_version": 2}
+
+
+STEPS: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {1: v1_to_v2}
+
+
+def version_problem(version: Any) -> str | None:
+    """Why a document of this schema_version cannot be read, or None."""
+    if isinstance(version, int) and not isinstance(version, bool) and OLDEST <= version <= SCHEMA_VERSION:
+        return None
+    shown = repr(version)[:40] if isinstance(version, (int, str)) and not isinstance(version, bool) else None
+    if isinstance(version, int) and not isinstance(version, bool) and version > SCHEMA_VERSION:
+        return (
+            f"schema_version is {version}, newer than this harness reads ({OLDEST} to {SCHEMA_VERSION}); "
+            "upgrade the harness to read it"
+        )
+    return f"schema_version is {shown or 'missing or not a whole number'}; this harness reads versions {OLDEST} to {SCHEMA_VERSION}"
+
+
+def migrate(doc: dict[str, Any]) -> dict[str, Any]:
+    """`doc` at the current version (a new dict where anything changed; the input is left alone).
+    The caller has checked `version_problem(doc["schema_version"])`."""
+    while doc["schema_version"] < SCHEMA_VERSION:
+        doc = STEPS[doc["schema_version"]](doc)
+    return doc

@@ -23,13 +23,11 @@ from pathlib import Path
 
 from harness import assessment
 from harness.assessment import Assessment, assess
-from harness.backends.factory import BackendOptions, make_backend
-from harness.calibrate_jobs import attach, calibrate
-from harness.catalog import get_suite, visible_suites
-from harness.plan import make_plan
+from harness.backends.base import BackendOptions, make_backend
+from harness.plan import get_suite, make_plan, visible_suites
 from harness.result_types import Metric, Result
-from harness.run_reader import Run, load_run
-from harness.runner import execute, prepare_results_dir
+from harness.run_folder import Run, load_run
+from harness.runner import attach, calibrate, execute, prepare_results_dir
 from suites.runtime.frameworks import FRAMEWORKS
 
 TRAINING_SUITES = ("mlp", "mnist", "cifar10", "resnet18")

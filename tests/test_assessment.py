@@ -20,15 +20,14 @@ from typing import Any
 
 import pytest
 
-from harness import assessment, gate, plausibility
-from harness.assessment import Assessment, assess
+from harness import assessment, plausibility
+from harness.assessment import Assessment, assess, run_exit_code
 from harness.calibration import ceilings_for_run
-from harness.cli.exit_codes import run_exit_code
 from harness.publish.flags import run_flags
 from harness.report.exports import Format, render_run
 from harness.report.pictures import flag_reasons
 from harness.report.sparklines import render_plots
-from harness.run_reader import Run, load_run
+from harness.run_folder import Run, load_run
 from tests.factories import metric, result, write_run
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -40,10 +39,9 @@ HARNESS = ROOT / "harness"
 # module -> the judging functions it defines; each may be called only by harness/assessment.py
 # (and inside the module that defines it).
 JUDGING: dict[str, tuple[str, ...]] = {
-    "harness.gate": ("evaluate", "failing_frameworks"),
     "harness.plausibility": ("lint", "exclusions", "sync_state", "escaped", "implausible"),
-    "harness.fairness": ("not_comparable", "precision_mismatches", "measured_precision"),
-    "harness.assessment": ("measured_precision", "_precision_mismatches"),
+    # the agreement gate and the precision comparison live in the assessment itself
+    "harness.assessment": ("evaluate", "failing_frameworks", "measured_precision", "_precision_mismatches"),
     "harness.calibration": ("ceilings_for_run",),  # the lint's ceilings: read once, by assess
 }
 JUDGES = "harness.assessment"
@@ -98,12 +96,12 @@ def test_only_the_assessment_calls_the_judging_functions() -> None:
 @pytest.mark.parametrize(
     "source",
     [
-        "from harness.gate import evaluate\nrows = evaluate(run)\n",
+        "from harness.assessment import evaluate\nrows = evaluate(run)\n",
         "from harness import plausibility\nfound = plausibility.lint(run, None)\n",
         "from harness.plausibility import sync_state as state\n",
-        "import harness.gate as g\nbad = g.failing_frameworks\n",
+        "import harness.assessment as g\nbad = g.failing_frameworks\n",
         "from harness.calibration import ceilings_for_run\n",
-        "x = helper.not_comparable(run)\n",
+        "x = helper.lint(run, None)\n",
     ],
 )
 def test_the_static_check_catches_a_renderer_that_judges(source: str) -> None:
@@ -111,8 +109,8 @@ def test_the_static_check_catches_a_renderer_that_judges(source: str) -> None:
 
 
 def test_the_defining_modules_and_the_assessment_are_left_alone() -> None:
-    assert not judging_calls("harness.gate", "def f(run):\n    return failing_frameworks(evaluate(run))\n")
-    assert not judging_calls(JUDGES, "from harness.gate import evaluate\nevaluate(run)\n")
+    assert not judging_calls("harness.plausibility", "def f(run, c):\n    return lint(run, c)\n")
+    assert not judging_calls(JUDGES, "from harness.assessment import evaluate\nevaluate(run)\n")
     assert not judging_calls("harness.report.table", "judged.not_comparable.items()\njudged.sync('a', 'b')\n")
 
 
@@ -243,7 +241,7 @@ def silent_media(run: Run, planted: Planted) -> list[str]:
 
 def said_by_the_judging_functions(run: Run) -> bool:
     """Whether the gate, the precision probe or the plausibility lint object, asked directly."""
-    failed = gate.failing_frameworks(gate.evaluate(run))
+    failed = assessment.failing_frameworks(assessment.evaluate(run))
     findings = plausibility.lint(run, ceilings_for_run(run))
     escapes = [
         m

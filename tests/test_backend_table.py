@@ -11,12 +11,11 @@ from typing import Any
 
 import pytest
 
-from harness.backends import factory
+from harness.backends import base as factory
+from harness.backends.base import BackendOptions, Limits, make_backend, resolve_backend
 from harness.backends.docker_transfer import transfer_mode
-from harness.backends.factory import BackendOptions, make_backend, resolve_backend
 from harness.cli import main
 from harness.errors import HarnessError
-from harness.limits import Limits
 from tests.factories import metric, result, write_run
 
 

@@ -10,7 +10,7 @@ import pytest
 from harness import cache_home
 from harness.calibration import parse, read_json_file
 from harness.report.table import render
-from harness.run_reader import load_run
+from harness.run_folder import load_run
 from tests.conftest import harness, read, run_folder
 from tests.factories import metric, result, write_run
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from harness.report.table import render
-from harness.run_reader import load_run
+from harness.run_folder import load_run
 from harness.schema import load_result
 from tests.conftest import harness, run_folder
 from tests.factories import metric, result, write_run

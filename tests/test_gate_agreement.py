@@ -7,10 +7,9 @@ from typing import Any
 
 import pytest
 
-from harness.assessment import assess
-from harness.gate import evaluate, reference_framework
+from harness.assessment import assess, evaluate, reference_framework
 from harness.report.table import render
-from harness.run_reader import load_run
+from harness.run_folder import load_run
 from harness.schema import load_result
 from suites.runtime import perturb
 from suites.runtime.context import Context

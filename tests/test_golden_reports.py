@@ -16,7 +16,7 @@ import pytest
 from harness.compare import compare_runs
 from harness.report.comparison import render_comparison
 from harness.report.exports import Format, render_run
-from harness.run_reader import load_run
+from harness.run_folder import load_run
 from tests.factories import check, metric, result, write_run
 
 GOLDEN = Path(__file__).parent / "golden"

@@ -490,7 +490,7 @@ def test_no_corruption_crashes_a_renderer(tmp_path: Path, data: st.DataObject) -
     from harness.report.comparison import render_comparison
     from harness.report.exports import Format, render_run
     from harness.report.folder import write_report
-    from harness.run_reader import load_run
+    from harness.run_folder import load_run
 
     docs = [good_doc("numpy"), good_doc("jax", 0.5)]
     for doc in docs:  # every optional field a renderer reads is present, so it gets corrupted too
@@ -536,7 +536,7 @@ def test_no_corrupted_summary_or_plan_crashes_the_reader(tmp_path: Path, data: s
     from harness.errors import HarnessError
     from harness.plan import plan_from_record
     from harness.report.exports import Format, render_run
-    from harness.run_reader import load_run
+    from harness.run_folder import load_run
 
     folder = tmp_path / f"run-{data.draw(st.integers(0, 10**9))}"
     run = make_run(folder)

@@ -11,10 +11,10 @@ from typing import Any
 import pytest
 
 from harness import images
+from harness.backends.base import Limits
 from harness.backends.docker_backend import DATA_MOUNT, RESULTS_MOUNT, SUITES_MOUNT, DockerBackend, GpuRequest
 from harness.errors import HarnessError
 from harness.images import Ensured, locked_packages, select_wheels, stack_image, wheel_fits, wheels_for
-from harness.limits import Limits
 from harness.plan import Job
 from tests.conftest import REPO, harness, read, run_folder
 

@@ -95,7 +95,7 @@ def test_a_job_records_the_requested_and_the_measured_precision(tmp_path: Path) 
 
 def test_the_table_says_what_was_requested_and_what_the_probe_measured(tmp_path: Path) -> None:
     from harness.report.table import render
-    from harness.run_reader import load_run
+    from harness.run_folder import load_run
     from tests.factories import metric, result, write_run
 
     docs = []

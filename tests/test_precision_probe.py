@@ -10,7 +10,7 @@ import pytest
 
 from harness.assessment import assess
 from harness.report.table import render
-from harness.run_reader import load_run
+from harness.run_folder import load_run
 from suites.runtime import precision
 from tests.factories import metric, result, write_run
 

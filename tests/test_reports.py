@@ -16,7 +16,7 @@ from harness.compare import compare_runs
 from harness.report.exports import Format, render_run
 from harness.report.folder import write_report
 from harness.report.records import RECORD_FIELDS
-from harness.run_reader import load_run
+from harness.run_folder import load_run
 from tests.conftest import harness
 from tests.factories import metric, result, write_run
 
@@ -123,15 +123,14 @@ def test_compare_tests_significance_on_round_medians_when_both_runs_have_rounds(
 def test_a_run_names_the_code_that_measured_it_and_compare_notices_a_change(tmp_path: Path) -> None:
     import json
 
-    from harness import provenance
     from harness.compare import compare_runs
     from harness.report.table import render
-    from harness.run_reader import load_run
-    from harness.schema import summary_problem
+    from harness.run_folder import describe_code, load_run
+    from harness.schema import code_problem, summary_problem
     from tests.factories import metric, result, write_run
 
-    code = provenance.describe()
-    assert len(code["suites_sha256"]) == 64 and provenance.problem(code) is None
+    code = describe_code()
+    assert len(code["suites_sha256"]) == 64 and code_problem(code) is None
     folders = []
     for name, digest in (("a", code["suites_sha256"]), ("b", "0" * 64)):
         folder = write_run(tmp_path / name, [result("numpy", [metric("matmul", [1.0, 1.0, 1.0])])])

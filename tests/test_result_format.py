@@ -14,8 +14,7 @@ from typing_extensions import get_type_hints
 
 from harness import result_types
 from harness.images import wheel_fits
-from harness.result_migrate import migrate
-from harness.schema import InvalidResult, load_result, validate
+from harness.schema import InvalidResult, load_result, migrate, validate
 from suites.runtime.result import RESULT_KEYS, SCHEMA_VERSION, STATUSES, new_result
 from suites.runtime.syncguard import SYNC_STATES
 from tests.factories import metric, result
@@ -65,7 +64,7 @@ def test_a_real_version_1_file_is_migrated_and_reads_like_version_2(tmp_path: Pa
 
 def test_version_1_and_2_render_identically(tmp_path: Path) -> None:
     from harness.report.exports import Format, render_run
-    from harness.run_reader import load_run
+    from harness.run_folder import load_run
     from tests.factories import write_run
 
     docs = [result(fw, [metric("matmul", [1.0, 1.1, 0.9], flops=1e9)]) for fw in ("numpy", "jax")]

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from harness.run_reader import Run
+from harness.run_folder import Run
 from harness.selftest import Check, check_result
 from tests.conftest import REPO
 from tests.factories import metric, result

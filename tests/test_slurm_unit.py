@@ -10,10 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from harness.backends.factory import CHOICES, FACTORIES, BackendOptions, make_backend
+from harness.backends.base import CHOICES, FACTORIES, BackendOptions, Limits, make_backend
 from harness.cli.options import BackendName
 from harness.errors import HarnessError
-from harness.limits import Limits
 from harness.plan import BACKENDS, Job, make_plan
 from harness.runner import execute
 from harness.schema import load_result

@@ -103,7 +103,7 @@ def test_rounds_pool_a_partly_reached_target_and_the_table_says_so(tmp_path: Any
     table shows the outcome per framework and the dataset in its head."""
     from harness import rounds
     from harness.report.table import render
-    from harness.run_reader import load_run
+    from harness.run_folder import load_run
     from tests.factories import write_run
 
     flax = [

@@ -3,7 +3,7 @@ gate, float32 rounding between the two frameworks does not.
 
 Both frameworks take one optimiser step from the shared initial weights on the same batch through
 the suites' own probe code (runtime/training_jax.first_step_probe, training_torch.first_step_probe);
-their checks go through the harness's real gate (harness/gate.evaluate) with the suite's tolerances.
+their checks go through the harness's real gate (harness/assessment.evaluate) with the suite's tolerances.
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from harness.gate import evaluate
-from harness.run_reader import Run
+from harness.assessment import evaluate
+from harness.run_folder import Run
 from suites.runtime import training
 from suites.runtime.context import Context
 from suites.runtime.datasets import synthetic_images

@@ -1,20 +1,63 @@
-"""What every backend is given and returns for one job; the runner turns the outcome into a result.
+"""The backend contract: what every backend is given (options, resource limits) and returns for one
+job, and how a command gets the backend it names.
 
 A backend starts the job with `job_command` after writing its job.json (the whole spec,
 suites/runtime/job_spec.py) into the job's folder, and reports what happened in a `JobOutcome`.
 It never writes a result file: a status only the scheduler knows (cancelled, a node failure,
 its own time limit) travels in `status` and `reason`, and the runner writes the result.
+
+`run`, `calibrate`, `reproduce` and `selftest` all call `make_backend`, so a reproduction against a
+remote engine gets the same copy transfer, limits and GPU request as the run it reproduces. Adding
+a backend is one module and one entry in harness/backend_table.py (docs/extending.md); the module
+is imported by its path when that backend is made, never before.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import importlib
+import math
+import re
+import sys
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from harness.limits import Limits
+from harness.backend_table import RUNS
+from harness.errors import HarnessError
+from harness.images import engine_problem
 from harness.plan import Job
+from harness.text.escape import plain
+
+# Resource limits from the command line (`--memory 2g`, `--cpus 1.5`), shared by all backends.
+_UNITS = {"": 1, "b": 1, "k": 2**10, "m": 2**20, "g": 2**30, "t": 2**40}
+MAX_MEMORY = 2**50  # 1 PiB: more is a typo, and past 2**63 Docker and setrlimit overflow
+MIN_CPUS, MAX_CPUS = 0.01, 4096.0  # Docker's smallest CPU quota; more cores than any machine has
+
+
+@dataclass(frozen=True)
+class Limits:
+    memory_bytes: int | None = None
+    cpus: float | None = None
+
+
+def parse_memory(text: str) -> int:
+    match = re.fullmatch(r"\s*(\d{1,20}(?:\.\d{1,20})?)\s*([bkmgt]?)i?b?\s*", text.lower())
+    if not match:
+        raise HarnessError(f"--memory {plain(text)!r} is not a size; use e.g. 512m or 4g")
+    amount = float(match.group(1)) * _UNITS[match.group(2)]
+    if amount > MAX_MEMORY:
+        raise HarnessError(f"--memory {plain(text)!r} is more than 1 PiB; give the limit a job should really have")
+    value = int(amount)
+    if value < 6 * 2**20:  # Docker refuses less than 6 MB; a job needs more anyway
+        raise HarnessError(f"--memory {plain(text)!r} is too small; give at least 6m")
+    return value
+
+
+def make_limits(memory: str | None, cpus: float | None) -> Limits:
+    if cpus is not None and not (math.isfinite(cpus) and MIN_CPUS <= cpus <= MAX_CPUS):
+        raise HarnessError(f"--cpus {cpus:g} must be a number of CPUs from {MIN_CPUS:g} to {MAX_CPUS:g}")
+    return Limits(memory_bytes=parse_memory(memory) if memory is not None else None, cpus=cpus)
 
 
 @dataclass
@@ -57,3 +100,54 @@ class Backend(Protocol):
 def job_command(spec_path: str, python: str = "python") -> list[str]:
     """The in-job command line, the same for every backend: everything else is in the spec file."""
     return [python, "-m", "suites", "run", "--job", spec_path]
+
+
+# Choosing one: the name -> module table (harness/backend_table.py), and `auto` decided once.
+__all__ = ["CHOICES", "FACTORIES", "BackendOptions", "make_backend", "resolve_backend"]
+
+
+def _from_module(path: str) -> Callable[[BackendOptions], Backend]:
+    def make(options: BackendOptions) -> Backend:
+        made: Backend = importlib.import_module(path).from_options(options)
+        return made
+
+    return make
+
+
+FACTORIES: dict[str, Callable[[BackendOptions], Backend]] = {name: _from_module(path) for name, path in RUNS.items()}
+CHOICES = ("auto", *FACTORIES)  # what --backend accepts
+
+
+def resolve_backend(requested: str, *, pythons: Mapping[str, str], gpus: str | None, device: str) -> str:
+    """The backend a run uses, a key of FACTORIES (`auto` decided here, once, before planning)."""
+    if requested not in CHOICES:
+        raise HarnessError(f"--backend {requested!r} is not one of {', '.join(CHOICES)}")
+    if gpus is not None and device != "gpu":
+        raise HarnessError(f"--gpus {gpus} selects GPUs for --device gpu; add --device gpu or drop --gpus")
+    if requested == "auto":
+        if pythons:  # --python names local interpreters: the user means the local backend
+            return "local"
+        problem = engine_problem()
+        if problem is None:
+            return "docker"
+        if gpus is not None:
+            raise HarnessError(
+                f"--gpus needs the docker backend, but no Docker engine answers ({problem}); start Docker"
+            )
+        print(f"note: no Docker engine answers ({problem}); running the jobs with the local backend", file=sys.stderr)
+        return "local"
+    if requested == "docker" and pythons:
+        raise HarnessError(
+            "--python picks local interpreters; the docker backend uses the stack images (drop --python)"
+        )
+    if requested == "local" and gpus is not None:
+        raise HarnessError("--gpus selects GPUs for containers; use --backend docker (or CUDA_VISIBLE_DEVICES locally)")
+    return requested
+
+
+def make_backend(name: str, options: BackendOptions) -> Backend:
+    """The backend called `name` (already resolved: not `auto`), built from the command's options."""
+    factory = FACTORIES.get(name)
+    if factory is None:
+        raise HarnessError(f"backend {name!r} is not one of {', '.join(FACTORIES)}")
+    return factory(options)

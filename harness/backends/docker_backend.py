@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from harness.backends import job_folder
-from harness.backends.base import BackendOptions, JobOutcome, job_command
+from harness.backends.base import BackendOptions, JobOutcome, Limits, job_command
 from harness.backends.docker_transfer import (
     OUT_SUBDIR,
     fetch_results,
@@ -33,8 +33,8 @@ from harness.backends.docker_transfer import (
     tar_writable_dir,
     transfer_mode,
 )
+from harness.backends.job_folder import Tail, pump, stdout_echo
 from harness.backends.reaper import Reaper
-from harness.backends.streams import Tail, pump, stdout_echo
 from harness.errors import HarnessError
 from harness.images import (
     DEFAULT_BASE_IMAGE,
@@ -48,7 +48,6 @@ from harness.images import (
     ensure,
     stack_image,
 )
-from harness.limits import Limits
 from harness.plan import Job
 from harness.safe_files import create
 from suites.runtime import job_spec

@@ -20,9 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from harness.backends import job_folder
-from harness.backends.base import BackendOptions, JobOutcome, job_command
-from harness.backends.streams import Tail, pump, read_chunks, stdout_echo
-from harness.limits import Limits
+from harness.backends.base import BackendOptions, JobOutcome, Limits, job_command
+from harness.backends.job_folder import Tail, pump, read_chunks, stdout_echo
 from harness.plan import Job
 from harness.safe_files import create
 from suites.runtime import job_spec

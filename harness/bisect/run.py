@@ -18,11 +18,10 @@ from harness.bisect import record
 from harness.bisect.envs import Env, ensure_env, env_for
 from harness.bisect.locks import check_package, check_version, fetch_hashes, generate_lock
 from harness.bisect.verdict import MIN_ROUNDS, Pair, VersionRun, answer, compare_pair
-from harness.catalog import get_framework, get_suite
 from harness.errors import HarnessError
 from harness.images import Engine, connect, ensure, sha256_file, stack_image
-from harness.plan import Job, Plan, make_plan
-from harness.run_writer import SUMMARY_FILE
+from harness.plan import Job, Plan, get_framework, get_suite, make_plan
+from harness.run_folder import SUMMARY_FILE
 from harness.runner import execute, prepare_results_dir, say
 from harness.schema import InvalidResult, load_result, load_summary
 from harness.text.escape import plain

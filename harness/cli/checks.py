@@ -35,7 +35,7 @@ def selftest(
     results_dir: ResultsDir = None,
 ) -> None:
     """Every suite at its smoke size on DEVICE with this interpreter's frameworks; one line per check."""
-    from harness.catalog import get_suite, visible_suites
+    from harness.plan import get_suite, visible_suites
     from harness.selftest import run_selftest
 
     names = [n.strip() for n in suites.split(",")] if suites is not None else None

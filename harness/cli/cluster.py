@@ -7,6 +7,7 @@ from typing import Annotated, Optional
 
 import typer
 
+from harness.backends.base import make_limits
 from harness.cli.options import (
     Device,
     DeviceOption,
@@ -17,9 +18,8 @@ from harness.cli.options import (
 )
 from harness.errors import HarnessError
 from harness.k8s import collect, export
-from harness.limits import make_limits
 from harness.plan import make_plan
-from harness.run_writer import read_plan_record
+from harness.run_folder import read_plan_record
 from harness.safe_files import MissingFile, UnsafeFile
 
 export_app = typer.Typer(no_args_is_help=True, help="Write the jobs of a run for another scheduler.")

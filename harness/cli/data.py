@@ -8,13 +8,16 @@ from typing import Annotated, Optional
 import typer
 from tabulate import tabulate
 
-from harness.cli.options import DataDir
+from harness.cli.options import DataDir, default_data_dir
 from harness.data import fetch as fetching
 from harness.data import hub, imports, store
 from harness.data.sources import IMPORTED, SOURCES
 from harness.errors import HarnessError
 from harness.text.numbers import fmt_bytes
 from suites.runtime.datasets import fetch_command
+
+# Worked out once at import: the help text is read while the app is built, for every command.
+_FETCHABLE = ", ".join(fetching.fetchable())
 
 app = typer.Typer(
     no_args_is_help=True,
@@ -34,7 +37,7 @@ def _summary(written: store.Written) -> str:
 
 @app.command("fetch")
 def fetch_cmd(
-    name: Annotated[str, typer.Argument(help=f"dataset: {', '.join(fetching.fetchable())}")],
+    name: Annotated[str, typer.Argument(help=f"dataset: {_FETCHABLE}")],
     data_dir: DataDir = None,
     source: Annotated[
         str,
@@ -68,7 +71,7 @@ def fetch_cmd(
     """Download a dataset (the hub by default), check it, store one array file + manifest."""
     written = fetching.fetch(
         name,
-        (data_dir or store.default_data_dir()).resolve(),
+        (data_dir or default_data_dir()).resolve(),
         source=source,
         revision=revision,
         mirrors=mirror,
@@ -98,7 +101,7 @@ def import_cmd(
         raise HarnessError(f"{name!r} is not importable; importable: {', '.join(IMPORTED)}")
     written = imports.import_catsdogs(
         path,
-        (data_dir or store.default_data_dir()).resolve(),
+        (data_dir or default_data_dir()).resolve(),
         size=size,
         test_fraction=test_fraction,
         seed=seed,
@@ -112,7 +115,7 @@ def import_cmd(
 @app.command("list")
 def list_cmd(data_dir: DataDir = None) -> None:
     """Known datasets and what the data folder holds."""
-    folder = (data_dir or store.default_data_dir()).resolve()
+    folder = (data_dir or default_data_dir()).resolve()
     found, broken = store.present(folder)
     known = sorted(set(SOURCES) | set(hub.HUB) | set(IMPORTED))
     rows = []

@@ -11,18 +11,18 @@ import sys
 import typer
 from typer.exceptions import TyperException
 
+from harness.assessment import INTERRUPTED
 from harness.cli.bisect import bisect
 from harness.cli.catalog import describe, list_suites
 from harness.cli.checks import doctor, selftest
 from harness.cli.cluster import collect_command, export_app
 from harness.cli.data import app as data_app
-from harness.cli.exit_codes import BAD_INPUT, INTERRUPTED
 from harness.cli.publish import publish
 from harness.cli.reproduce import reproduce
 from harness.cli.results import compare, report, show
 from harness.cli.run import calibrate_command, run
 from harness.cli.stacks import build, clean, wheelhouse
-from harness.errors import HarnessError
+from harness.errors import BAD_INPUT, HarnessError
 from harness.text.escape import plain
 
 app = typer.Typer(

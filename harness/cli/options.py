@@ -10,13 +10,9 @@ from typing import Annotated, Optional
 
 import typer
 
-from harness.backends.factory import CHOICES, BackendOptions
-from harness.data.store import default_data_dir
+from harness.backends.base import CHOICES, BackendOptions, make_limits
 from harness.errors import HarnessError
-from harness.limits import make_limits
 from harness.report.exports import Format
-
-__all__ = ["default_data_dir"]  # re-exported: commands take the data folder default from here
 
 
 class Device(str, Enum):
@@ -47,6 +43,10 @@ class Transfer(str, Enum):
 
 def default_results_dir() -> Path:
     return Path(os.environ.get("HARNESS_RESULTS_DIR", "results"))
+
+
+def default_data_dir() -> Path:
+    return Path(os.environ.get("HARNESS_DATA_DIR", "data"))
 
 
 def default_wheelhouse() -> Optional[Path]:

@@ -9,9 +9,8 @@ from typing import Annotated, Optional
 
 import typer
 
-from harness.assessment import assess
-from harness.backends.factory import make_backend
-from harness.cli.exit_codes import run_exit_code
+from harness.assessment import assess, run_exit_code
+from harness.backends.base import make_backend
 from harness.cli.options import (
     CpusOption,
     DataDir,
@@ -31,7 +30,7 @@ from harness.compare import compare_runs
 from harness.errors import HarnessError
 from harness.report.comparison import render_comparison
 from harness.report.exports import Format, render_run
-from harness.run_reader import load_run
+from harness.run_folder import load_run
 from harness.runner import execute
 from harness.text.escape import plain
 
@@ -57,7 +56,7 @@ def reproduce(
     fmt: FormatOption = Format.table,
 ) -> None:
     """Re-run exactly what a result describes and compare the old and new numbers."""
-    from harness.backends.factory import FACTORIES
+    from harness.backends.base import FACTORIES
     from harness.reproduce import plan_reproduction
 
     if backend is not None and backend not in FACTORIES:

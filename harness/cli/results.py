@@ -16,7 +16,7 @@ from harness.report.comparison import render_comparison
 from harness.report.exports import Format, render_run
 from harness.report.folder import write_report
 from harness.report.sparklines import render_plots
-from harness.run_reader import load_run, resolve_run
+from harness.run_folder import load_run, resolve_run
 
 
 def show(

@@ -11,13 +11,9 @@ from typing import Annotated, Optional
 import typer
 
 from harness import cache_home
-from harness.assessment import assess
-from harness.backends.factory import make_backend, resolve_backend
-from harness.calibrate_jobs import attach as attach_calibration
-from harness.calibrate_jobs import calibrate
-from harness.calibrate_jobs import describe as describe_calibration
+from harness.assessment import assess, run_exit_code
+from harness.backends.base import make_backend, resolve_backend
 from harness.calibration import check_mode as check_calibrate_mode
-from harness.cli.exit_codes import run_exit_code
 from harness.cli.options import (
     BackendName,
     BackendOption,
@@ -46,9 +42,10 @@ from harness.images import stack_image
 from harness.plan import Plan, check_timeout, make_plan, parse_frameworks
 from harness.report.exports import Format, render_run
 from harness.rounds import execute_rounds
-from harness.run_reader import load_run, resolve_run
-from harness.run_writer import resume_plan
-from harness.runner import execute, prepare_results_dir
+from harness.run_folder import load_run, resolve_run, resume_plan
+from harness.runner import attach as attach_calibration
+from harness.runner import calibrate, execute, prepare_results_dir
+from harness.runner import describe as describe_calibration
 from harness.slurm.script import variant_for
 
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import os
 import shutil
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -36,10 +35,6 @@ from suites.runtime.datasets import (
     sha256_file,
     valid_name,
 )
-
-
-def default_data_dir() -> Path:
-    return Path(os.environ.get("HARNESS_DATA_DIR", "data"))
 
 
 @dataclass
@@ -145,7 +140,7 @@ def require(data_dir: Path, dataset: str, suite: str | None = None) -> None:
 
 
 def _auto_target(suite: str | None) -> str | None:
-    from harness.catalog import get_suite
+    from harness.plan import get_suite
 
     if suite is None:
         return None

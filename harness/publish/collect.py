@@ -18,7 +18,7 @@ from typing import Any
 
 from harness.errors import HarnessError
 from harness.publish.bisects import PREFIX, PublishedBisect, load_bisect
-from harness.run_reader import Run, load_run
+from harness.run_folder import Run, load_run
 from harness.safe_files import kind
 from harness.text.escape import plain
 

@@ -12,7 +12,7 @@ from harness import assessment
 from harness.assessment import Assessment, assess
 from harness.plausibility import ESCAPED, IMPLAUSIBLE
 from harness.publish.collect import PublishedRun
-from harness.run_reader import Run
+from harness.run_folder import Run
 from harness.text.escape import plain
 from harness.text.numbers import fmt_giga
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from harness.result_types import Result
-from harness.run_reader import Run
+from harness.run_folder import Run
 from harness.text.escape import plain
 
 # The package whose version is the framework's version, where it is not named like the framework.

@@ -34,7 +34,7 @@ from harness.report.pictures import (
     timelines,
     wide,
 )
-from harness.run_reader import Run
+from harness.run_folder import Run
 from harness.text.escape import plain
 from harness.text.numbers import fmt_percent, fmt_time, time_unit
 

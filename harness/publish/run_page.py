@@ -3,7 +3,6 @@ timelines), jobs, fairness settings and environment, and the harness's own table
 
 from __future__ import annotations
 
-from harness import provenance
 from harness.publish import labels
 from harness.publish.collect import PublishedRun
 from harness.publish.flags import FlagBook
@@ -12,6 +11,7 @@ from harness.publish.page import Markup, join, lines, link, page, table, tag
 from harness.publish.run_charts import chart_data, figures, run_pictures
 from harness.report.environment import environment_rows
 from harness.report.table import render
+from harness.run_folder import code_label
 from harness.text.escape import plain
 
 # Fields that must match for numbers to stand side by side (the table's fairness footer checks
@@ -30,7 +30,7 @@ def _facts(entry: PublishedRun) -> Markup:
         ["baseline", plain(entry.run.baseline)],
         ["machine", labels.machines(entry.run)],
         ["versions", labels.versions(entry.run)],
-        ["measured code", plain(provenance.label(summary.get("code")) or "not recorded")],
+        ["measured code", plain(code_label(summary.get("code")) or "not recorded")],
         ["jobs", labels.jobs(entry.run)],
     ]
     return table(["", ""], rows, class_="facts")

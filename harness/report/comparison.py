@@ -9,7 +9,7 @@ from typing import Any
 from harness.compare import Change, Comparison
 from harness.report.exports import Format, html_page, to_csv
 from harness.statistics import CONFIDENCE
-from harness.text import escape
+from harness.text import escape, html
 from harness.text.numbers import fmt_geomean, fmt_interval, fmt_p, fmt_ratio, fmt_share, fmt_value
 
 CHANGE_FIELDS = (
@@ -43,6 +43,11 @@ def p_cell(c: Change) -> str:
 
 
 def _table(comparison: Comparison, tablefmt: str) -> str:
+    headers, rows = _rows(comparison)
+    return escape.table(rows, headers, tablefmt)
+
+
+def _rows(comparison: Comparison) -> tuple[list[str], list[list[str]]]:
     headers = ["framework", "metric", "A", "B", "B/A [interval]", "p (Mann-Whitney)", "verdict"]
     rows = [
         [
@@ -56,7 +61,7 @@ def _table(comparison: Comparison, tablefmt: str) -> str:
         ]
         for c in comparison.changes
     ]
-    return escape.table(rows, headers, tablefmt)
+    return headers, rows
 
 
 def _summary_lines(comparison: Comparison) -> list[str]:
@@ -89,7 +94,8 @@ def render_comparison(comparison: Comparison, fmt: Format) -> str:
         }
         return json.dumps(doc, indent=2)
     if fmt is Format.html:
-        body = _table(comparison, "html") + "<pre>" + escape.html("\n".join(_summary_lines(comparison))) + "</pre>"
+        headers, rows = _rows(comparison)
+        body = html.table(headers, rows) + html.tag("pre", "\n".join(_summary_lines(comparison)))
         return html_page(head, body)
     tablefmt = "github" if fmt is Format.markdown else "simple"
     line = escape.for_tablefmt(tablefmt)

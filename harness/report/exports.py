@@ -12,8 +12,8 @@ from harness import assessment
 from harness.assessment import Assessment
 from harness.report.records import RECORD_FIELDS, metric_records
 from harness.report.table import check_rows, render, timing_rows
-from harness.run_reader import Run
-from harness.text import escape
+from harness.run_folder import Run
+from harness.text import escape, html
 
 
 class Format(str, Enum):
@@ -41,11 +41,10 @@ def to_csv(rows: list[dict[str, Any]], fields: tuple[str, ...]) -> str:
     return buffer.getvalue()
 
 
-def html_page(title: str, body: str) -> str:
-    return (
-        f"<!DOCTYPE html>\n<html><head><meta charset='utf-8'><title>{escape.html(title)}</title>"
-        f"<style>{HTML_STYLE}</style></head>\n<body>\n<h1>{escape.html(title)}</h1>\n{body}\n</body></html>\n"
-    )
+def html_page(title: str, body: html.Markup) -> str:
+    """A whole HTML export, built like the site's pages (harness/text/html.py: every text escaped)."""
+    head = [html.void("meta", charset="utf-8"), html.tag("title", title), html.tag("style", html.Markup(HTML_STYLE))]
+    return html.document(head, html.tag("h1", title) + body)
 
 
 def run_document(run: Run, judged: Assessment | None = None) -> dict[str, Any]:
@@ -89,9 +88,15 @@ def render_run(run: Run, fmt: Format, judged: Assessment | None = None) -> str:
     if fmt is Format.json:
         return json.dumps(run_document(run, judged), indent=2)
     headers, rows = timing_rows(judged)
-    body = escape.table(rows, headers, "html")
     check_headers, checks = check_rows(judged)
-    body += "\n<h2>checks</h2>\n" + escape.table(checks, check_headers, "html")
-    notes = escape.html(render(run, judged=judged).split("\n\n", 1)[-1])
-    body += f"\n<h2>details</h2>\n<pre>{notes}</pre>"
+    body = html.join(
+        [
+            html.table(headers, rows),
+            html.tag("h2", "checks"),
+            html.table(check_headers, checks),
+            html.tag("h2", "details"),
+            html.tag("pre", render(run, judged=judged).split("\n\n", 1)[-1]),
+        ],
+        "\n",
+    )
     return html_page(f"{run.summary.get('suite')} - {run.summary.get('run_id')}", body)

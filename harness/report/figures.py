@@ -9,13 +9,13 @@ from typing import Any
 
 from harness import assessment
 from harness.assessment import Assessment
-from harness.catalog import get_suite
 from harness.errors import HarnessError
+from harness.plan import get_suite
 from harness.report import palette, pictures
 from harness.report import picture_figures as pictured
 from harness.report.pictures import wide
 from harness.result_types import Metric
-from harness.run_reader import Run
+from harness.run_folder import Run
 from harness.safe_files import real_folder, write_bytes_atomic
 from harness.text.escape import plain, plot_label
 

@@ -11,7 +11,7 @@ from harness.errors import HarnessError
 from harness.report.environment import environment_rows
 from harness.report.exports import Format, render_run
 from harness.report.figures import write_figures
-from harness.run_reader import Run
+from harness.run_folder import Run
 from harness.safe_files import real_folder
 from harness.text import escape
 from suites.runtime.files import write_text_atomic

@@ -24,9 +24,9 @@ from typing import Any
 
 from harness import assessment
 from harness.assessment import Assessment
-from harness.peaks import Peak, bandwidth_for, peak_for
+from harness.plausibility import Peak, bandwidth_for, peak_for
 from harness.result_types import Metric, Result
-from harness.run_reader import Run
+from harness.run_folder import Run
 from harness.text.numbers import fmt_giga
 from suites.runtime.marks import MARKS
 

@@ -6,7 +6,7 @@ from typing import Any
 
 from harness import assessment
 from harness.assessment import Assessment
-from harness.run_reader import Run
+from harness.run_folder import Run
 from harness.statistics import describe, ratio_interval
 
 RECORD_FIELDS = (

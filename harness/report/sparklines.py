@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from harness import assessment
 from harness.assessment import Assessment
 from harness.report.pictures import LearningCurves, Timeline, TimelineSeries, learning_curves, timelines, wide
-from harness.run_reader import Run
+from harness.run_folder import Run
 from harness.text.escape import plain
 from harness.text.numbers import fmt_time
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from harness import assessment, provenance, time_to_target
+from harness import assessment, time_to_target
 from harness.assessment import SYNC_ESCAPED, Assessment
 from harness.plausibility import ESCAPED, IMPLAUSIBLE, Finding
 from harness.result_types import Metric, Result
-from harness.run_reader import Run
+from harness.run_folder import Run, code_label
 from harness.statistics import BOOTSTRAP_MIN_N, UNSTABLE_RELATIVE_IQR, ratio_interval
 from harness.text import escape
 from harness.text.numbers import (
@@ -257,14 +257,16 @@ def render(run: Run, tablefmt: str = "simple", judged: Assessment | None = None)
         precision = first["settings"].get("precision")
         if isinstance(precision, str) and precision != "fp32":  # fp32 is the comparison default
             head += f" | precision {precision} (requested)"
-        data = time_to_target.dataset_label(first)
+        data = time_to_target.dataset_label(first) if first["dataset"] is not None else None  # training suites
         if data:
             head += f" | {data}"
     parts = [f"**{esc(head)}**" if markdown else esc(head), ""]
     if run.results:
         headers, rows = timing_rows(judged)
         parts.append(escape.table(rows, headers, tablefmt))
-        targets = {fw: time_to_target.cell(result) for fw, result in run.results.items()}
+        # Training suites only (`training` is null elsewhere): the time each framework took to reach the target.
+        trained = any(result["training"] is not None for result in run.results.values())
+        targets = {fw: time_to_target.cell(result) for fw, result in run.results.items()} if trained else {}
         if any(t is not None for t in targets.values()):
             rows = [[fw, t or "no target set"] for fw, t in targets.items()]
             parts += title("target accuracy: training time to reach it (evaluation excluded)")
@@ -293,7 +295,7 @@ def render(run: Run, tablefmt: str = "simple", judged: Assessment | None = None)
         v = result["environment"].get("versions", {})
         if v:
             versions.append(bullet(f"  {fw}: " + ", ".join(f"{k} {val}" for k, val in v.items() if val)))
-    code = provenance.label(run.summary.get("code"))
+    code = code_label(run.summary.get("code"))
     if code:
         versions.append(bullet(f"  {code}"))
     if versions:

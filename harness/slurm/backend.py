@@ -20,10 +20,9 @@ from pathlib import Path
 from typing import Any
 
 from harness.backends import job_folder
-from harness.backends.base import BackendOptions, JobOutcome
-from harness.backends.streams import tail_text
+from harness.backends.base import BackendOptions, JobOutcome, Limits
+from harness.backends.job_folder import tail_text
 from harness.errors import HarnessError
-from harness.limits import Limits
 from harness.plan import Job
 from harness.safe_files import UnsafeFile, create, read_tail
 from harness.slurm import control

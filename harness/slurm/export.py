@@ -18,14 +18,12 @@ from pathlib import Path
 from typing import Any
 
 from harness.backends import job_folder
-from harness.backends.streams import tail_text
+from harness.backends.base import Limits
+from harness.backends.job_folder import tail_text
 from harness.errors import HarnessError
-from harness.limits import Limits
 from harness.plan import Job, Plan, plan_from_record
 from harness.result_types import Result
-from harness.run_lock import run_lock
-from harness.run_reader import mismatch
-from harness.run_writer import PLAN_FILE, RunWriter, read_plan_record
+from harness.run_folder import PLAN_FILE, RunWriter, mismatch, read_plan_record, run_lock
 from harness.runner import placeholder_result, prepare_results_dir
 from harness.safe_files import MissingFile, UnsafeFile, create, read_tail
 from harness.schema import InvalidResult, load_result

@@ -22,10 +22,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness.backends.base import job_command
+from harness.backends.base import Limits, job_command
 from harness.errors import HarnessError
 from harness.images import DEFAULT_BASE_IMAGE, stack_image
-from harness.limits import Limits
 from harness.plan import Job
 from harness.slurm.settings import SlurmSettings
 from suites.runtime.job_spec import JOB_FILE, JobSpec

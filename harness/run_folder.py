@@ -1,0 +1,271 @@
+"""A run folder, the one place that knows its files: written while the run goes, locked, read back.
+
+A run folder holds `plan.json` (what was asked, re-validated whenever it is read), `summary.json`
+(the index of finished jobs, rewritten after every job so a killed harness leaves a folder that
+`show` and `--resume` understand) and one `<framework>.json` result per job. The runner, the
+interleaved rounds, `harness collect` (Kubernetes) and the compose steps all write through
+`RunWriter`, so a folder looks the same whichever backend made it.
+
+Reading it back (`load_run`), every file goes through the safe reader (no links followed, regular
+files only, size capped) and is validated; a result is only accepted under the name its summary
+entry gives, for the framework, suite and run that entry belongs to.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from harness import __version__
+from harness.errors import HarnessError
+from harness.plan import Job, Plan, plan_from_record
+from harness.result_types import Result
+from harness.safe_files import is_regular, read_bytes
+from harness.schema import (
+    GIT_COMMIT,
+    InvalidResult,
+    code_problem,
+    job_entry_problem,
+    load_result,
+    load_summary,
+    parse_json,
+)
+from harness.text.escape import plain
+from suites.runtime.files import write_json_atomic
+from suites.runtime.result import utc_now
+
+PLAN_FILE = "plan.json"
+SUMMARY_FILE = "summary.json"
+MAX_PLAN_BYTES = 16 * 2**20  # a plan is a few jobs' options; more is not a plan
+
+
+@dataclass
+class Run:
+    path: Path
+    summary: dict[str, Any]
+    results: dict[str, Result]  # framework -> validated result document, in run order
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def baseline(self) -> str:
+        """The requested baseline if it produced numbers, else the first framework that did."""
+        base = self.summary.get("baseline")
+        ok = [fw for fw, r in self.results.items() if r["status"] == "ok"]
+        if base in ok:
+            return str(base)
+        return ok[0] if ok else str(base or next(iter(self.results), ""))
+
+
+def resolve_run(ref: str, results_dir: Path) -> Path:
+    for candidate in (Path(ref), results_dir / ref):
+        if is_regular(candidate / "summary.json"):
+            return candidate
+    raise HarnessError(
+        f"no run found at {plain(ref)!r} (looked for summary.json there and in {results_dir}); see `ls {results_dir}`"
+    )
+
+
+def mismatch(doc: Mapping[str, Any], framework: str, suite: str, run_id: str) -> str | None:
+    """Why a valid result does not belong at this place of this run, or None."""
+    if doc["framework"] != framework or doc["suite"] != suite:
+        return f"names {doc['suite']}/{doc['framework']}, but the summary expects {suite}/{framework} there"
+    if doc["run_id"] != run_id:
+        return f"belongs to run {doc['run_id']}, not to this run ({run_id})"
+    return None
+
+
+def load_run(path: Path) -> Run:
+    summary = load_summary(path / "summary.json")
+    results: dict[str, Result] = {}
+    problems: list[str] = []
+    for entry in summary["jobs"]:
+        problem = job_entry_problem(entry, summary["suite"])
+        if problem:
+            problems.append(f"summary.json: {problem}")
+            continue
+        name = entry["file"]
+        try:
+            doc = load_result(path / name)
+        except InvalidResult as error:
+            problems.append(str(error))
+            continue
+        wrong = mismatch(doc, entry["framework"], summary["suite"], summary["run_id"])
+        if wrong or doc["framework"] in results:
+            problems.append(f"{path / name}: {wrong or 'listed twice in summary.json'}; ignored")
+            continue
+        results[doc["framework"]] = doc
+    return Run(path=path, summary=summary, results=results, problems=problems)
+
+
+# Writing.
+
+
+def summary_entry(job: Job, result: Result) -> dict[str, Any]:
+    return {
+        "framework": job.framework,
+        "status": result["status"],
+        "reason": result["reason"],
+        "file": job.result_file(),
+    }
+
+
+def new_summary(plan: Plan, backend: str, command: list[str] | None) -> dict[str, Any]:
+    return {
+        "run_id": plan.run_id,
+        "suite": plan.suite,
+        "baseline": plan.baseline,
+        "backend": backend,
+        "harness_version": __version__,
+        "command": command if command is not None else sys.argv,
+        "started_at": utc_now(),
+        "finished_at": None,
+        "code": describe_code(),
+        "jobs": [],
+    }
+
+
+def read_plan(folder: Path) -> Plan:
+    """`plan.json` of a run (or of exported manifests), validated like a fresh plan."""
+    path = folder / PLAN_FILE
+    return plan_from_record(read_plan_record(folder), str(path))
+
+
+def read_plan_record(folder: Path) -> Any:
+    """The raw JSON of `plan.json` (hostile until `plan_from_record` has checked it)."""
+    path = folder / PLAN_FILE
+    return parse_json(read_bytes(path, MAX_PLAN_BYTES), str(path))
+
+
+class RunWriter:
+    """One run folder being written: `start`, then `add` per job, then `finish`."""
+
+    def __init__(self, run_dir: Path, plan: Plan, backend: str, command: list[str] | None) -> None:
+        self.dir = run_dir
+        self.plan = plan
+        self.summary = new_summary(plan, backend, command)
+
+    def start(self, *, plan_extra: dict[str, Any] | None = None, write_plan: bool = True) -> None:
+        """The plan (unless resuming one) and an empty summary, before the first job starts."""
+        if write_plan:
+            write_json_atomic(self.dir / PLAN_FILE, dict(self.plan.as_record(), **(plan_extra or {})))
+        self._write_summary()
+
+    def write_result(self, job: Job, result: Result) -> None:
+        write_json_atomic(self.dir / job.result_file(), result)
+
+    def add(self, job: Job, result: Result, *, write: bool = True) -> None:
+        """Index a finished job (writing its result unless it is already on disk)."""
+        if write:
+            self.write_result(job, result)
+        self.summary["jobs"].append(summary_entry(job, result))
+        self._write_summary()
+
+    def finish(self, **fields: Any) -> None:
+        self.summary.update(fields)
+        self.summary["finished_at"] = utc_now()
+        self._write_summary()
+
+    def _write_summary(self) -> None:
+        write_json_atomic(self.dir / SUMMARY_FILE, self.summary)
+
+
+def resume_plan(run_dir: Path) -> Plan:
+    """The plan a run was started with (for --resume)."""
+    try:
+        record = read_plan_record(run_dir)
+    except HarnessError as error:
+        raise HarnessError(f"cannot resume this run: {error}; start a new run") from None
+    return plan_from_record(record, str(run_dir / PLAN_FILE))
+
+
+# The lock: one harness per run folder, held while a run (or its resume) writes there.
+# Two `--resume` of one run would otherwise race: both redo the same jobs and one crashes on the
+# other's files. The lock is an fcntl.flock on `<run>/.lock`, released by the kernel when the
+# holder dies (even by SIGKILL), so a stale lock never blocks a later resume. The holder writes its
+# pid and command into the file so the refusal can name it.
+LOCK_NAME = ".lock"
+
+
+@contextlib.contextmanager
+def run_lock(run_dir: Path) -> Iterator[None]:
+    try:
+        fd = os.open(run_dir / LOCK_NAME, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+    except OSError as error:
+        raise HarnessError(f"{run_dir / LOCK_NAME}: cannot lock the run folder ({error.strerror}); remove it") from None
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = plain(os.pread(fd, 300, 0).decode("utf-8", "replace").strip()) or "another process"
+            raise HarnessError(
+                f"run {run_dir.name} is in use by another harness ({holder}); wait for it to finish or stop it"
+            ) from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"pid {os.getpid()}: {' '.join(['harness', *sys.argv[1:]])}"[:300].encode(), 0)
+        try:
+            yield
+        finally:
+            with contextlib.suppress(OSError):
+                os.ftruncate(fd, 0)
+    finally:
+        os.close(fd)  # releases the lock
+
+
+# Which code produced a run, recorded in its summary: the suites' content hash, and the git commit
+# when there is one. The suites folder is what every job executes (mounted read-only into
+# containers), so its content hash identifies the measured code even in a tarball or a copy without
+# `.git`; the git commit, and whether the checkout had uncommitted changes, say where to find it.
+REPO = Path(__file__).resolve().parent.parent
+SUITES = REPO / "suites"
+
+
+def suites_digest(root: Path = SUITES) -> str:
+    """sha256 over every .py file under `root` (relative path and bytes), in a fixed order."""
+    digest = hashlib.sha256()
+    for path in sorted(root.rglob("*.py")):
+        if "__pycache__" in path.parts or path.is_symlink():
+            continue
+        digest.update(path.relative_to(root).as_posix().encode() + b"\0")
+        digest.update(path.read_bytes() + b"\0")
+    return digest.hexdigest()
+
+
+def _git(*args: str) -> str | None:
+    if shutil.which("git") is None or not (REPO / ".git").exists():
+        return None
+    env = dict(os.environ, GIT_OPTIONAL_LOCKS="0")  # reading must never take the index lock
+    try:
+        proc = subprocess.run(["git", "-C", str(REPO), *args], capture_output=True, text=True, timeout=10, env=env)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return proc.stdout if proc.returncode == 0 else None
+
+
+def describe_code() -> dict[str, Any]:
+    """`code` of a run's summary: suites digest, git commit (or None) and whether it was dirty."""
+    head = (_git("rev-parse", "HEAD") or "").strip()
+    status = _git("status", "--porcelain", "--untracked-files=no")
+    return {
+        "suites_sha256": suites_digest(),
+        "git_commit": head if GIT_COMMIT.fullmatch(head) else None,
+        "git_dirty": None if status is None else bool(status.strip()),
+    }
+
+
+def code_label(code: Any) -> str | None:
+    """`code: suites 1a2b3c4d5e6f, git 0123abcd (uncommitted changes)` for a report, None if absent."""
+    if code is None or code_problem(code):
+        return None
+    text = f"code: suites {code['suites_sha256'][:12]}"
+    if code.get("git_commit"):
+        text += f", git {code['git_commit'][:12]}" + (" (uncommitted changes)" if code.get("git_dirty") else "")
+    return text

@@ -1,0 +1,66 @@
+"""The path of one run stays short, and docs/extending.md lists it as it is.
+
+A real local `harness run` (xla, numpy and jax, table output, calibrating as a first run does) runs under
+benchmarks/run_path.py's profiler; every harness module one of whose functions ran is on the path.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+DOC = ROOT / "docs" / "extending.md"
+MAX_MODULES = 20
+ENTRY = re.compile(r"^\d+\. `harness/([\w/]+)\.py`")
+
+
+def documented_path() -> list[str]:
+    text = DOC.read_text(encoding="utf-8")
+    section = text.split("## The path of one run", 1)[1].split("\n## ", 1)[0]
+    found = []
+    for line in section.splitlines():
+        match = ENTRY.match(line)
+        if match:
+            name = match.group(1).replace("/", ".")
+            found.append("harness." + name.removesuffix(".__init__"))
+    return found
+
+
+@pytest.mark.slow
+def test_one_local_run_follows_the_documented_path(tmp_path: Path) -> None:
+    env = dict(os.environ, HARNESS_CACHE_HOME=str(tmp_path / "home"))
+    argv = ["run", "--suite", "xla", "--frameworks", "numpy,jax", "--backend", "local", "--calibrate", "auto"]
+    argv += ["--param", "matrix_size=64", "--repeat", "3", "-q", "--results-dir", str(tmp_path / "results")]
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "run_path.py"), "--json", "--", *argv],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    measured = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert len(measured) <= MAX_MODULES, sorted(measured)
+    documented = documented_path()
+    assert len(documented) == len(set(documented)), "a module is listed twice"
+    assert sorted(documented) == sorted(measured), (
+        f"docs/extending.md lists {sorted(set(documented) - set(measured))} that the run does not call, "
+        f"and leaves out {sorted(set(measured) - set(documented))}"
+    )
+
+
+def test_the_documented_path_names_real_modules() -> None:
+    documented = documented_path()
+    assert documented, "docs/extending.md has no numbered path of one run"
+    for name in documented:
+        parts = name.split(".")
+        path = ROOT.joinpath(*parts).with_suffix(".py")
+        assert path.is_file() or (ROOT.joinpath(*parts) / "__init__.py").is_file(), name
