@@ -20,7 +20,6 @@ another instead of both measuring (and disturbing each other) or racing on one f
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import os
 import stat
 import sys
@@ -28,6 +27,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 from harness.errors import HarnessError
+from harness.safe_files import flock_file
 from harness.text.escape import plain
 
 ENV_VAR = "HARNESS_CACHE_HOME"
@@ -140,30 +140,10 @@ def compile_cache_dir(stack: str, variant: str, lock_hash: str, environ: Mapping
 
 @contextlib.contextmanager
 def locked(path: Path, what: str) -> Iterator[None]:
-    """Hold an flock on `path` (created, never through a link); wait, saying so, while another holds it.
+    """Hold the lock file `path`; wait, saying so, while another harness holds it."""
 
-    The kernel releases the lock when its holder dies (even by SIGKILL), so a stale lock never
-    blocks; the holder writes its pid and command into the file so the waiting one can name it.
-    """
-    try:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
-    except OSError as error:
-        raise HarnessError(f"{path}: cannot lock the {what} ({error.strerror}); remove it") from None
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise HarnessError(f"{path}: not a regular file; remove it")
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            holder = plain(os.pread(fd, 300, 0).decode("utf-8", "replace").strip()) or "another process"
-            print(f"waiting for the {what} that {holder} is doing", file=sys.stderr, flush=True)
-            fcntl.flock(fd, fcntl.LOCK_EX)
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, f"pid {os.getpid()}: {' '.join(['harness', *sys.argv[1:]])}"[:300].encode(), 0)
-        try:
-            yield
-        finally:
-            with contextlib.suppress(OSError):
-                os.ftruncate(fd, 0)
-    finally:
-        os.close(fd)  # releases the lock
+    def wait(holder: str) -> None:
+        print(f"waiting for the {what} that {plain(holder)} is doing", file=sys.stderr, flush=True)
+
+    with flock_file(path, what, wait, mode=0o600):
+        yield

@@ -14,7 +14,6 @@ entry gives, for the framework, suite and run that entry belongs to.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import hashlib
 import os
 import shutil
@@ -29,7 +28,7 @@ from harness import __version__
 from harness.errors import HarnessError
 from harness.plan import Job, Plan, plan_from_record
 from harness.result_types import Result
-from harness.safe_files import is_regular, read_bytes
+from harness.safe_files import flock_file, is_regular, read_bytes
 from harness.schema import (
     GIT_COMMIT,
     InvalidResult,
@@ -197,27 +196,13 @@ LOCK_NAME = ".lock"
 
 @contextlib.contextmanager
 def run_lock(run_dir: Path) -> Iterator[None]:
-    try:
-        fd = os.open(run_dir / LOCK_NAME, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
-    except OSError as error:
-        raise HarnessError(f"{run_dir / LOCK_NAME}: cannot lock the run folder ({error.strerror}); remove it") from None
-    try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            holder = plain(os.pread(fd, 300, 0).decode("utf-8", "replace").strip()) or "another process"
-            raise HarnessError(
-                f"run {run_dir.name} is in use by another harness ({holder}); wait for it to finish or stop it"
-            ) from None
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, f"pid {os.getpid()}: {' '.join(['harness', *sys.argv[1:]])}"[:300].encode(), 0)
-        try:
-            yield
-        finally:
-            with contextlib.suppress(OSError):
-                os.ftruncate(fd, 0)
-    finally:
-        os.close(fd)  # releases the lock
+    def refuse(holder: str) -> None:
+        raise HarnessError(
+            f"run {run_dir.name} is in use by another harness ({plain(holder)}); wait for it to finish or stop it"
+        )
+
+    with flock_file(run_dir / LOCK_NAME, "run folder", refuse):
+        yield
 
 
 # Which code produced a run, recorded in its summary: the suites' content hash, and the git commit

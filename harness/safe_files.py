@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import fcntl
 import os
 import stat
+import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -280,3 +282,34 @@ def real_folder(path: Path, allow_link: bool = False) -> None:
         raise HarnessError(
             f"--out {path}: cannot create the report folder ({error.strerror}); choose another"
         ) from None
+
+
+@contextlib.contextmanager
+def flock_file(path: Path, what: str, busy: Callable[[str], None], mode: int = 0o644) -> Iterator[None]:
+    """Hold an exclusive flock on `path` (created, never through a link) for the `with` block.
+
+    When another process holds it, `busy(holder)` is called with what that holder wrote into the
+    file (its pid and command): raising refuses, returning waits for the lock. The kernel releases
+    the lock when its holder dies (even by SIGKILL), so a stale lock never blocks.
+    """
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, mode)
+    except OSError as error:
+        raise HarnessError(f"{path}: cannot lock the {what} ({error.strerror}); remove it") from None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise HarnessError(f"{path}: not a regular file; remove it")
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            busy(os.pread(fd, 300, 0).decode("utf-8", "replace").strip() or "another process")
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"pid {os.getpid()}: {' '.join(['harness', *sys.argv[1:]])}"[:300].encode(), 0)
+        try:
+            yield
+        finally:
+            with contextlib.suppress(OSError):
+                os.ftruncate(fd, 0)
+    finally:
+        os.close(fd)  # releases the lock

@@ -12,7 +12,7 @@ from harness.doctor import Check, run_checks
 from harness.errors import HarnessError
 
 
-def doctor(device: DeviceOption = Device.cpu) -> None:
+def doctor(device: DeviceOption = Device("cpu")) -> None:
     """Check, in order, everything a trustworthy run needs; one PASS/FAIL line each, with the fix."""
 
     def emit(check: Check) -> None:
@@ -24,11 +24,11 @@ def doctor(device: DeviceOption = Device.cpu) -> None:
 
 
 def selftest(
-    device: DeviceOption = Device.cpu,
+    device: DeviceOption = Device("cpu"),
     suites: Annotated[
         Optional[str], typer.Option("--suites", help="comma-separated suites [default: every visible suite]")
     ] = None,
-    precision: PrecisionOption = Precision.fp32,
+    precision: PrecisionOption = Precision("fp32"),
     calibrate: Annotated[
         bool, typer.Option("--calibrate/--no-calibrate", help="measure the achievable ceilings first (% of achievable)")
     ] = True,

@@ -33,7 +33,7 @@ def export_k8s(
     param: Annotated[list[str], typer.Option("--param", "-p", help="suite parameter key=value")] = [],  # noqa: B006
     repeat: Annotated[Optional[int], typer.Option(help="timed steady-state calls per metric")] = None,
     warmup: Annotated[Optional[int], typer.Option(help="untimed calls after the first call")] = None,
-    device: DeviceOption = Device.cpu,
+    device: DeviceOption = Device("cpu"),
     variant: VariantOption = Variant.cpu,
     registry: Annotated[Optional[str], typer.Option(help="registry prefix the images were pushed to")] = None,
     namespace: Annotated[str, typer.Option(help="Kubernetes namespace")] = "default",
@@ -82,7 +82,7 @@ def export_slurm(
     param: Annotated[list[str], typer.Option("--param", "-p", help="suite parameter key=value")] = [],  # noqa: B006
     repeat: Annotated[Optional[int], typer.Option(help="timed steady-state calls per metric")] = None,
     warmup: Annotated[Optional[int], typer.Option(help="untimed calls after the first call")] = None,
-    device: DeviceOption = Device.cpu,
+    device: DeviceOption = Device("cpu"),
     baseline: Annotated[Optional[str], typer.Option(help="framework the ratios refer to")] = None,
     timeout: Annotated[Optional[float], typer.Option(help="per-job time limit in seconds (sbatch --time)")] = None,
     runtime: Annotated[str, typer.Option(help="venv (from the lock files), apptainer or podman")] = "venv",
@@ -114,7 +114,7 @@ def export_slurm(
     from harness.slurm.export import export as export_scripts
     from harness.slurm.settings import SlurmSettings, check_gpus, check_python, check_runtime, parse_sbatch_options
 
-    if gpus is not None and device is not Device.gpu:
+    if gpus is not None and device.value != "gpu":
         raise HarnessError(f"--gpus {gpus} selects GPUs for --device gpu; add --device gpu or drop --gpus")
     if data_dir is not None and not data_dir.startswith("/"):
         raise HarnessError(f"--data-dir {data_dir!r} must be an absolute path on the cluster")

@@ -13,11 +13,10 @@ import typer
 from harness.backends.base import CHOICES, BackendOptions, make_limits
 from harness.errors import HarnessError
 from harness.report.exports import Format
+from suites.runtime.job_spec import DEVICES
+from suites.runtime.settings import PRECISIONS
 
-
-class Device(str, Enum):
-    cpu = "cpu"
-    gpu = "gpu"
+Device = Enum("Device", [(name, name) for name in DEVICES], type=str)  # type: ignore[misc]
 
 
 # --backend for commands that run jobs: `auto` and every backend of the one table (harness/backend_table.py).
@@ -29,10 +28,8 @@ class Variant(str, Enum):
     cuda12 = "cuda12"
 
 
-class Precision(str, Enum):
-    fp32 = "fp32"
-    tf32 = "tf32"
-    bf16 = "bf16"
+# The choices a job's spec declares (suites/runtime/job_spec.py, runtime/settings.py), offered as they are.
+Precision = Enum("Precision", [(name, name) for name in PRECISIONS], type=str)  # type: ignore[misc]
 
 
 class Transfer(str, Enum):

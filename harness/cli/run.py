@@ -59,7 +59,7 @@ def run(
         Optional[int], typer.Option(help="timed steady-state calls per metric [default: suite's]")
     ] = None,
     warmup: Annotated[Optional[int], typer.Option(help="untimed calls after the first call [default: suite's]")] = None,
-    device: DeviceOption = Device.cpu,
+    device: DeviceOption = Device("cpu"),
     backend: BackendOption = BackendName("auto"),
     baseline: Annotated[
         Optional[str], typer.Option(help="framework the ratios refer to [default: first listed]")
@@ -91,7 +91,7 @@ def run(
             "warm = kept in the cache home per stack and lock ($HARNESS_CACHE_HOME/compile) and reused by later jobs",
         ),
     ] = "cold",
-    precision: PrecisionOption = Precision.fp32,
+    precision: PrecisionOption = Precision("fp32"),
     smoke: Annotated[
         bool, typer.Option("--smoke", help="the suite's smallest real size (its declared smoke parameters), 3 samples")
     ] = False,
@@ -194,7 +194,7 @@ def calibrate_command(
     frameworks: Annotated[
         Optional[str], typer.Option("--frameworks", "-f", help="comma-separated; default: numpy,jax,pytorch")
     ] = None,
-    device: DeviceOption = Device.cpu,
+    device: DeviceOption = Device("cpu"),
     backend: BackendOption = BackendName("auto"),
     threads: ThreadsOption = None,
     cpus: CpusOption = None,
