@@ -9,6 +9,7 @@ new `--results-dir` neither recalibrates nor rebuilds:
       calibration/runs/<run-id>/      the calibration runs the ceilings came from
       venvs/<stack>-<variant>-<lock>/ the Slurm backend's stack venvs (built under their own flock)
       compile/<stack>-<variant>-<lock>/<stack>/  warm compiler caches (--cache warm)
+      bisect-venvs/<stack>-<lock>/    `harness bisect`'s venvs, one per generated lock
 
 `<lock>` is the first 12 hex digits of the sha256 of the stack's lock file (as in the image tag
 and harness/slurm/script.py's Stack.name): a changed lock gets a fresh folder, an unchanged one is
@@ -31,7 +32,7 @@ from harness.safe_files import flock_file
 from harness.text.escape import plain
 
 ENV_VAR = "HARNESS_CACHE_HOME"
-CALIBRATION, RUNS, VENVS, COMPILE = "calibration", "runs", "venvs", "compile"
+CALIBRATION, RUNS, VENVS, COMPILE, BISECT = "calibration", "runs", "venvs", "compile", "bisect-venvs"
 
 
 def home(environ: Mapping[str, str] | None = None) -> Path:
@@ -131,6 +132,11 @@ def calibration_runs_dir(environ: Mapping[str, str] | None = None) -> Path:
 def venvs_dir(environ: Mapping[str, str] | None = None) -> Path:
     """Where the Slurm backend keeps its stack venvs (created by the venv build itself, on first use)."""
     return home(environ) / VENVS
+
+
+def bisect_venvs_dir(environ: Mapping[str, str] | None = None) -> Path:
+    """Where `harness bisect` keeps one venv per generated lock (harness/bisect/envs.py)."""
+    return folder(BISECT, environ=environ)
 
 
 def compile_cache_dir(stack: str, variant: str, lock_hash: str, environ: Mapping[str, str] | None = None) -> Path:

@@ -13,10 +13,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from harness.backends.docker_backend import NVIDIA_HINT, GpuRequest, variant_for
+from harness.backends.docker_backend import NVIDIA_HINT, GpuRequest
 from harness.errors import HarnessError
 from harness.image_probe import clean, gpu_kernel_problem, probe
-from harness.images import DEFAULT_BASE_IMAGE, Engine, connect, existing_image_id, stack_image
+from harness.images import DEFAULT_BASE_IMAGE, Engine, connect, existing_image_id, stack_image, variant_for
 from suites.runtime.frameworks import STACKS
 
 # Free space the images need: the CPU stacks come to a few GB, the CUDA ones to tens of GB.

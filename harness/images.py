@@ -37,6 +37,13 @@ from suites.runtime.frameworks import STACKS
 
 IMAGES_DIR = Path(__file__).resolve().parent.parent / "images"
 VARIANTS = ("cpu", "cuda12")
+
+
+def variant_for(device: str) -> str:
+    """The image variant a job on `device` runs in (every backend picks it this way)."""
+    return "cuda12" if device == "gpu" else "cpu"
+
+
 DEFAULT_BASE_IMAGE = "python:3.11-slim-bookworm"
 REPOSITORY = "fw-harness"
 LABEL = "org.fw-harness"

@@ -120,8 +120,7 @@ def job_stack(doc: Mapping[str, Any]) -> str:
 
 
 def _match_images(repro: Reproduction, docs: Sequence[Mapping[str, Any]]) -> None:
-    from harness.backends.docker_backend import variant_for
-    from harness.images import connect, stack_image
+    from harness.images import connect, stack_image, variant_for
 
     with connect(timeout=30) as engine:
         for doc in docs:

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from harness import cache_home
 from harness.bisect import record
 from harness.bisect.envs import env_for, install_command
 from harness.bisect.locks import (
@@ -118,8 +119,9 @@ def test_hashes_come_from_the_downloaded_files_and_the_download_targets_the_imag
 
 
 def test_the_venv_is_named_by_the_lock_hash(tmp_path: Path) -> None:
-    env = env_for(tmp_path, "numpy", "abc")
-    assert env.folder == tmp_path / ".bisect-envs" / f"numpy-{hashlib.sha256(b'abc').hexdigest()[:12]}"
+    env = env_for("numpy", "abc")
+    expected = cache_home.home() / "bisect-venvs" / f"numpy-{hashlib.sha256(b'abc').hexdigest()[:12]}"
+    assert env.folder == expected  # in the cache home: a bisect from another results folder reuses it
     assert env.record() == {
         "runtime": "venv",
         "id": str(env.folder),
@@ -162,7 +164,7 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path: Path) -> None:
         proc = harness(*base, *extra)
         assert proc.returncode == 2, proc.stdout + proc.stderr
         assert proc.stderr.startswith("error: ") and proc.stderr.count("\n") == 1, proc.stderr
-    assert not (tmp_path / ".bisect-envs").exists()
+    assert not (cache_home.home() / "bisect-venvs").exists()
 
 
 # ---------------------------------------------------------------------------------------------

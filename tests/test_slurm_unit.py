@@ -13,6 +13,7 @@ import pytest
 from harness.backends.base import CHOICES, FACTORIES, BackendOptions, Limits, make_backend
 from harness.cli.options import BackendName
 from harness.errors import HarnessError
+from harness.images import variant_for
 from harness.plan import BACKENDS, Job, make_plan
 from harness.runner import execute
 from harness.schema import load_result
@@ -26,7 +27,6 @@ from harness.slurm.script import (
     job_spec_for,
     prepare_script,
     time_minutes,
-    variant_for,
 )
 from harness.slurm.settings import SlurmSettings, from_environment, parse_sbatch_options
 from suites.runtime.result import STATUSES

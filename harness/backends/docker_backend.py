@@ -47,6 +47,7 @@ from harness.images import (
     connect,
     ensure,
     stack_image,
+    variant_for,
 )
 from harness.plan import Job
 from harness.safe_files import create
@@ -68,10 +69,6 @@ TMPFS = {"/tmp": f"rw,exec,nosuid,nodev,mode=1777,size={TMPFS_SIZE}"}
 # is OOM-killed (status oom) instead of pushing the host into swap or its own OOM killer.
 DEFAULT_MEMORY_SHARE = 0.8
 NVIDIA_HINT = "GPU jobs need the NVIDIA driver and the NVIDIA Container Toolkit on the Docker host"
-
-
-def variant_for(device: str) -> str:
-    return "cuda12" if device == "gpu" else "cpu"
 
 
 @dataclass(frozen=True)

@@ -14,11 +14,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from harness import cache_home
 from harness.errors import HarnessError
 from harness.images import sha256_file
 from harness.text.escape import plain
 
-ENVS_DIR = ".bisect-envs"
 INSTALL_TIMEOUT_S = 1800.0
 
 
@@ -48,9 +48,10 @@ class Env:
         }
 
 
-def env_for(results_dir: Path, stack: str, lock_text: str) -> Env:
+def env_for(stack: str, lock_text: str) -> Env:
+    """The venv of one generated lock, in the cache home: every results folder's bisects share it."""
     digest = hashlib.sha256(lock_text.encode()).hexdigest()
-    return Env(stack, digest, results_dir / ENVS_DIR / f"{stack}-{digest[:12]}")
+    return Env(stack, digest, cache_home.bisect_venvs_dir() / f"{stack}-{digest[:12]}")
 
 
 def install_command(python: Path, lock: Path, find_links: list[Path], no_index: bool) -> list[str]:

@@ -137,7 +137,7 @@ def run_bisect(request: Request, argv: list[str] | None = None) -> Outcome:
         if engine is not None:
             backends[version], locks[version]["image"] = _image_backend(engine, request, lock, label)
             continue
-        env = env_for(results_dir, request.stack, text)
+        env = env_for(request.stack, text)
         built = ensure_env(env, lock, label, request.find_links, request.no_index)
         say(f"   {'built' if built else 'reused'} {env.folder}")
         backends[version] = VenvBackend(env, request.echo)

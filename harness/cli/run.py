@@ -38,7 +38,7 @@ from harness.cli.options import (
 )
 from harness.data.store import require as require_dataset
 from harness.errors import HarnessError
-from harness.images import stack_image
+from harness.images import stack_image, variant_for
 from harness.plan import Plan, check_timeout, make_plan, parse_frameworks
 from harness.report.exports import Format, render_run
 from harness.rounds import execute_rounds
@@ -46,7 +46,6 @@ from harness.run_folder import load_run, resolve_run, resume_plan
 from harness.runner import attach as attach_calibration
 from harness.runner import calibrate, execute, prepare_results_dir
 from harness.runner import describe as describe_calibration
-from harness.slurm.script import variant_for
 
 
 def run(

@@ -23,10 +23,11 @@ from harness.backends import job_folder
 from harness.backends.base import BackendOptions, JobOutcome, Limits
 from harness.backends.job_folder import tail_text
 from harness.errors import HarnessError
+from harness.images import variant_for
 from harness.plan import Job
 from harness.safe_files import UnsafeFile, create, read_tail
 from harness.slurm import control
-from harness.slurm.script import Layout, Stack, batch_script, job_spec_for, literal, prepare_script, variant_for
+from harness.slurm.script import Layout, Stack, batch_script, job_spec_for, literal, prepare_script
 from harness.slurm.settings import SlurmSettings, from_environment
 from harness.text.escape import plain
 from suites.runtime import job_spec

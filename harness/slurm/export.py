@@ -21,13 +21,14 @@ from harness.backends import job_folder
 from harness.backends.base import Limits
 from harness.backends.job_folder import tail_text
 from harness.errors import HarnessError
+from harness.images import variant_for
 from harness.plan import Job, Plan, plan_from_record
 from harness.result_types import Result
 from harness.run_folder import PLAN_FILE, RunWriter, mismatch, read_plan_record, run_lock
 from harness.runner import placeholder_result, prepare_results_dir
 from harness.safe_files import MissingFile, UnsafeFile, create, read_tail
 from harness.schema import InvalidResult, load_result
-from harness.slurm.script import Layout, Stack, batch_script, job_spec_for, literal, prepare_script, variant_for
+from harness.slurm.script import Layout, Stack, batch_script, job_spec_for, literal, prepare_script
 from harness.slurm.settings import RUNTIMES, SlurmSettings
 from suites.runtime import job_spec
 from suites.runtime.files import write_json_atomic, write_text_atomic

@@ -38,10 +38,6 @@ WORKDIR, OUT_MOUNT, DATA_MOUNT = "/opt/harness", "/results", "/data"  # in a con
 PIDS_LIMIT, TMPFS_SIZE = 4096, "2g"
 
 
-def variant_for(device: str) -> str:
-    return "cuda12" if device == "gpu" else "cpu"  # as the docker backend picks the image
-
-
 @dataclass(frozen=True)
 class Stack:
     """One stack's pinned environment: named by its lock's hash, like the docker image tag."""
