@@ -26,6 +26,17 @@ compile() {  # in-file, lock-file, the command that regenerates it, extra uv arg
     --generate-hashes --no-emit-find-links --quiet --custom-compile-command "$how" "$@"
   local hash; hash=$(sha256sum "$out" | cut -d' ' -f1)
   sed -i -E "s|^( *LOCK_HASH: )[0-9a-f]{64}( +# sha256 of images/$out)\$|\1$hash\2|" ../compose.yaml
+  # The image's tag names its lock too, so a changed lock is a new tag that `docker compose up`
+  # builds, instead of reusing the image of the old lock found under the same name.
+  local image; image=$(image_of "$out")
+  sed -i -E "s|^( *image: fw-harness-compose/$image)-[0-9a-f]{12}\$|\1-${hash:0:12}|" ../compose.yaml
+}
+
+image_of() {  # report/lock.txt -> report:cpu, jax/lock-cuda12.txt -> jax:cuda12
+  case $1 in
+    report/lock.txt) echo report:cpu ;;
+    *) local stack=${1%%/*} file=${1##*/lock-}; echo "$stack:${file%.txt}" ;;
+  esac
 }
 
 for stack in $stacks; do

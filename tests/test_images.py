@@ -89,6 +89,16 @@ def test_compose_lock_hashes_match_the_locks() -> None:
         )
 
 
+def test_compose_image_tags_name_their_locks() -> None:
+    """A changed lock is a new tag, so `docker compose up` builds it instead of reusing a stale image."""
+    compose = (REPO / "compose.yaml").read_text()
+    tags = re.findall(r"image: fw-harness-compose/(\w+):(\w+)-([0-9a-f]{12})$", compose, re.M)
+    assert len(tags) == 6, tags
+    for stack, variant, digest in tags:
+        lock = REPO / "images" / stack / ("lock.txt" if stack == "report" else f"lock-{variant}.txt")
+        assert digest == hashlib.sha256(lock.read_bytes()).hexdigest()[:12], f"run images/lock.sh ({stack} {variant})"
+
+
 def test_dockerfiles_follow_the_contract() -> None:
     for stack in (*STACKS, "report"):
         text = (REPO / "images" / stack / "Dockerfile").read_text()
