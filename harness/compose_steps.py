@@ -199,7 +199,7 @@ def main(argv: list[str] | None = None) -> int:
     plan.add_argument("--frameworks")
     plan.add_argument("--param", action="append", default=[])
     plan.add_argument("--repeat", type=int)
-    plan.add_argument("--device", choices=("cpu", "gpu"), default="cpu")
+    plan.add_argument("--device", choices=job_spec.DEVICES, default="cpu")
     plan.add_argument("--job-user", default="10001:10001", help="uid:gid the job services run as")
     sub.add_parser("finish")
     args = parser.parse_args(argv)

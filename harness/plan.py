@@ -13,10 +13,10 @@ from typing import Any
 
 from harness.backend_table import EXPORTS, RUNS
 from harness.errors import HarnessError
-from harness.schema import DEVICES, RUN_ID
+from harness.schema import RUN_ID
 from harness.text.escape import plain
 from suites.runtime.frameworks import FRAMEWORKS, Framework
-from suites.runtime.job_spec import JobOptions, JobSpec
+from suites.runtime.job_spec import DEVICES, JobOptions, JobSpec
 from suites.runtime.registry import all_suites
 from suites.runtime.settings import CACHE_MODES, PRECISIONS
 from suites.runtime.spec import SMOKE_REPEAT, SMOKE_WARMUP, ParamValue, SpecError, SuiteSpec

@@ -49,7 +49,6 @@ MAX_DEPTH = 32  # deeper JSON is hostile: renderers and json.dumps recurse
 # `show --plot`, `report` and the site fast on a result within every other cap.
 MAX_CURVE_POINTS = MAX_TOTAL_SAMPLES
 RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
-DEVICES = ("cpu", "gpu")
 _KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,59}")
 
 
