@@ -27,11 +27,9 @@ from typing import Any, cast
 from harness import cache_home
 from harness.backends.base import Backend, JobOutcome
 from harness.calibration import (
-    RUN_FILE,
     cache_lock,
     fingerprint,
     load_cache,
-    parse,
     rates_from_result,
     stack_representatives,
     store,
@@ -344,27 +342,3 @@ def _measure(
     if not measured:
         return cached
     return store(fp, device, measured)
-
-
-def attach(run_dir: Path, doc: dict[str, Any] | None) -> None:
-    """Copy the ceilings a run was measured against into its folder (what `show` reads later)."""
-    if doc is None:
-        return
-    parse(doc)
-    write_json_atomic(run_dir / RUN_FILE, doc)
-
-
-def describe(doc: dict[str, Any]) -> list[str]:
-    """Human lines for `harness calibrate`."""
-    ceilings = parse(doc)
-    lines = [
-        f"fingerprint {ceilings.fingerprint} ({doc.get('device', '?')}); frameworks: {', '.join(ceilings.frameworks)}"
-    ]
-    for dtype, value in sorted(ceilings.flops_by_dtype.items()):
-        lines.append(f"  matmul {dtype}: {value / 1e9:.4g} GFLOP/s achievable")
-    if ceilings.bandwidth is not None:
-        lines.append(f"  stream bandwidth: {ceilings.bandwidth / 1e9:.4g} GB/s achievable")
-    for name, entry in sorted(doc["frameworks"].items()):
-        parts = [f"{k} {v / 1e9:.4g}" for k, v in sorted(entry.items()) if k in ("float32", "float64", "bandwidth")]
-        lines.append(f"    {name}: " + ", ".join(parts) + f" (run {entry.get('run_id')})")
-    return lines

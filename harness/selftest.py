@@ -24,10 +24,11 @@ from pathlib import Path
 from harness import assessment
 from harness.assessment import Assessment, assess
 from harness.backends.base import BackendOptions, make_backend
+from harness.calibration import attach
 from harness.plan import get_suite, make_plan, visible_suites
 from harness.result_types import Metric, Result
 from harness.run_folder import Run, load_run
-from harness.runner import attach, calibrate, execute, prepare_results_dir
+from harness.runner import calibrate, execute, prepare_results_dir
 from suites.runtime.frameworks import FRAMEWORKS
 
 TRAINING_SUITES = ("mlp", "mnist", "cifar10", "resnet18")

@@ -16,11 +16,11 @@ import pytest
 
 from harness import cache_home
 from harness.backends.base import BackendOptions, JobOutcome, make_backend
-from harness.calibration import cache_lock, cache_path, fingerprint, parse
+from harness.calibration import attach, cache_lock, cache_path, fingerprint, parse
 from harness.errors import HarnessError
 from harness.images import stack_image
 from harness.plan import Job
-from harness.runner import attach, calibrate
+from harness.runner import calibrate
 from harness.slurm.settings import from_environment
 from tests.conftest import harness, read, run_folder
 

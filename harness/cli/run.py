@@ -13,7 +13,9 @@ import typer
 from harness import cache_home
 from harness.assessment import assess, run_exit_code
 from harness.backends.base import make_backend, resolve_backend
+from harness.calibration import attach as attach_calibration
 from harness.calibration import check_mode as check_calibrate_mode
+from harness.calibration import describe as describe_calibration
 from harness.cli.options import (
     BackendName,
     BackendOption,
@@ -43,9 +45,7 @@ from harness.plan import Plan, check_timeout, make_plan, parse_frameworks
 from harness.report.exports import Format, render_run
 from harness.rounds import execute_rounds
 from harness.run_folder import load_run, resolve_run, resume_plan
-from harness.runner import attach as attach_calibration
 from harness.runner import calibrate, execute, prepare_results_dir
-from harness.runner import describe as describe_calibration
 
 
 def run(
