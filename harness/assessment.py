@@ -23,8 +23,9 @@ from typing import Any
 
 from harness.calibration import Ceilings, ceilings_for_run
 from harness.plausibility import Finding, lint, sync_state
-from harness.result_types import Check
+from harness.result_types import Check, Metric
 from harness.run_folder import Run
+from harness.statistics import Interval, ratio_interval
 from harness.text.numbers import fmt_rel_diff
 from suites.runtime.registry import all_suites
 from suites.runtime.spec import CheckSpec
@@ -33,6 +34,7 @@ Key = tuple[str, str]  # (framework, metric)
 
 GATE = "failed the agreement gate"
 SYNC_ESCAPED = "sync escaped"  # the exclusion reason of an escaped metric, in footers and exports
+CONTENDED = "contended"  # the start of the exclusion reason of a metric whose samples were mostly contended
 
 
 @dataclass(frozen=True)
@@ -51,6 +53,21 @@ class Assessment:
     not_comparable: Mapping[str, str]  # framework -> why it must not be compared (gate, precision)
     all_ran: bool  # every job ok or skipped, and no file of the run rejected
     interrupted: bool
+    # ok jobs' time metrics that recorded contention -> (contended samples, samples)
+    contention: Mapping[Key, tuple[int, int]] = field(default_factory=dict)
+
+    @cached_property
+    def crowded(self) -> str | None:
+        """Why the run as a whole must not be read as a measurement of the code: most of its samples
+        were taken while the CPU was shared (suites/runtime/contention.py); None when not."""
+        contended = sum(k for k, _ in self.contention.values())
+        total = sum(n for _, n in self.contention.values())
+        if total == 0 or contended * 2 <= total:
+            return None
+        return (
+            f"{contended} of {total} samples were contended (the CPU was shared while the clock ran): "
+            "the numbers measure the neighbours as much as the code; rerun on a quiet machine"
+        )
 
     @cached_property
     def escaped(self) -> frozenset[Key]:
@@ -74,7 +91,7 @@ class Assessment:
     @property
     def passed(self) -> bool:
         """What exit status 0 means: every job ok or skipped, every check passed, every number plausible."""
-        return self.all_ran and self.gate_passed and not self.implausible
+        return self.all_ran and self.gate_passed and not self.implausible and self.crowded is None
 
     def finding(self, framework: str, metric: str, quantity: str) -> Finding | None:
         """The rate of one metric: quantity "flops" (FLOP/s) or "bytes" (bytes/s); None if not declared."""
@@ -118,6 +135,10 @@ def assess(run: Run) -> Assessment:
         if not f.plausible:
             word = "FLOP/s" if f.quantity == "flops" else "bandwidth"
             exclusions.setdefault((f.framework, f.metric), f"implausible {word} (above device peak)")
+    contention = _contention(run)
+    for key, (contended, n) in contention.items():
+        if contended * 2 > n:  # most samples disturbed: the median itself is the neighbours' doing
+            exclusions.setdefault(key, f"{CONTENDED} ({contended}/{n} samples)")
     measured = {fw: measured_precision(result) for fw, result in run.results.items()}
     mismatches = _precision_mismatches(run, measured)
     not_comparable = {fw: GATE for fw in sorted(gate_failed, key=list(run.results).index)}
@@ -137,7 +158,20 @@ def assess(run: Run) -> Assessment:
         not_comparable=not_comparable,
         all_ran=all_ran,
         interrupted=bool(run.summary.get("interrupted")),
+        contention=contention,
     )
+
+
+def _contention(run: Run) -> dict[Key, tuple[int, int]]:
+    found = {}
+    for fw, result in run.results.items():
+        if result["status"] != "ok":
+            continue
+        for m in result["metrics"]:
+            seen = m.get("contention")
+            if m["kind"] == "time" and isinstance(seen, dict):
+                found[(fw, m["name"])] = (len(seen["contended"]), len(m["samples"]))
+    return found
 
 
 INTERRUPTED = 130  # the shell's convention for SIGINT
@@ -348,3 +382,16 @@ def evaluate(run: Run) -> list[CheckRow]:
 
 def failing_frameworks(rows: list[CheckRow]) -> set[str]:
     return {fw for row in rows for fw, ok in row.passed.items() if not ok}
+
+
+def framework_ratio(base: Metric, metric: Metric) -> tuple[Interval, bool]:
+    """The interval of metric / base between two frameworks of one run, and whether it rests on processes.
+
+    With interleaved rounds each round's median is one observation per framework (the unit a claim
+    about frameworks needs); without, the samples of one process a side, whose interval says how
+    steady those two processes were, not how the frameworks differ, and is labelled so.
+    """
+    rounds_base, rounds = base.get("round_medians"), metric.get("round_medians")
+    if isinstance(rounds_base, list) and isinstance(rounds, list) and min(len(rounds_base), len(rounds)) >= 2:
+        return ratio_interval(rounds_base, rounds), True
+    return ratio_interval(base["samples"], metric["samples"]), False

@@ -1,18 +1,37 @@
-"""`harness compare RUN_A RUN_B`: the same suite twice (before/after, two machines), with significance."""
+"""`harness compare RUN_A RUN_B`: the same suite twice (before/after, two machines), with significance.
+
+The unit of evidence is the process. Two processes of the same code differ by more than the samples
+inside one process do (a warm cache, a neighbour, where the allocator landed), so a test fed the
+samples of one process a side calls that drift a change. A verdict therefore comes from each round's
+median (one per process, `--rounds K`), never from samples; with too few processes a side for the
+exact test to reach significance at all, the row gets the ratio and "no verdict", not a guess.
+
+Every row of one compare is a test, and a compare has 10-50 of them: without a correction one in
+twenty unchanged metrics would be "significant". The p-values are Holm-adjusted across the rows
+(`family`), which keeps the chance of any false alarm in the whole compare at 5 %.
+"""
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Any
 
-from harness import assessment
+from harness import assessment, workload
 from harness.assessment import Assessment
 from harness.errors import HarnessError
 from harness.result_types import Metric
 from harness.run_folder import Run
-from harness.statistics import ALPHA, geometric_mean, mann_whitney_u, ratio_interval
+from harness.statistics import (
+    ALPHA,
+    geometric_mean,
+    holm,
+    mann_whitney_u,
+    observations_needed,
+    ratio_interval,
+    smallest_exact_p,
+)
 from harness.text.numbers import fmt_change
 
 # Metadata that makes two numbers comparable (pyperf's check, for our result files).
@@ -32,6 +51,11 @@ COMPARED_FIELDS: tuple[tuple[str, tuple[str, ...]], ...] = (
 )
 
 
+SAMPLES = "samples within one process"
+ROUNDS = "round medians"
+CORRECTION = "Holm"
+
+
 @dataclass(frozen=True)
 class Change:
     framework: str
@@ -44,14 +68,19 @@ class Change:
     ci_low: float
     ci_high: float
     p_value: float
-    excluded: str | None = None  # why no verdict is given (e.g. implausible)
+    excluded: str | None = None  # why the metric is not compared at all (e.g. implausible)
     ci_coverage: float = 0.95  # what [ci_low, ci_high] really covers (less with few samples)
-    basis: str = "samples"  # "samples", or "round medians" when both runs ran interleaved rounds
+    basis: str = SAMPLES  # SAMPLES (one process a side), or ROUNDS when both runs ran interleaved rounds
+    processes: tuple[int, int] = (1, 1)  # independent observations (processes) of A and of B
+    # Set by `family` only: a Change nobody corrected across its family is never significant.
+    p_adjusted: float = math.nan
+    no_verdict: str | None = None  # why the evidence cannot give a verdict (too few processes)
 
     @property
     def significant(self) -> bool:
         inside = self.ci_low <= 1.0 <= self.ci_high or math.isnan(self.ci_low)
-        return self.excluded is None and self.p_value < ALPHA and not inside
+        tested = self.excluded is None and self.no_verdict is None
+        return tested and self.p_adjusted < ALPHA and not inside
 
     @property
     def slowdown(self) -> float:
@@ -62,6 +91,8 @@ class Change:
     def verdict(self) -> str:
         if self.excluded:
             return f"excluded: {self.excluded}"
+        if self.no_verdict:
+            return f"no verdict: {self.no_verdict}"
         if not self.significant:
             return "not significant"
         if self.better == "lower":
@@ -77,6 +108,7 @@ class Comparison:
     b: Run
     changes: list[Change]
     warnings: list[str]
+    floor: list[str] = field(default_factory=list)  # what the machine's noise floor says (noise_floor.explain)
 
     def geomean(self, framework: str | None = None) -> float | None:
         """Geometric mean of the time ratios B/A that count; None when every one was excluded."""
@@ -87,6 +119,10 @@ class Comparison:
         ]
         value = geometric_mean(ratios)
         return None if math.isnan(value) else value
+
+    @property
+    def without_verdict(self) -> list[Change]:
+        return [c for c in self.changes if c.excluded is None and c.no_verdict is not None]
 
     def worst_significant_slowdown(self) -> Change | None:
         bad = [c for c in self.changes if c.significant and c.slowdown > 0]
@@ -125,6 +161,27 @@ def _round_medians(metric: Metric) -> list[float]:
     return [float(v) for v in found] if ok else []
 
 
+def family(changes: list[Change], what: str = "a side", option: str = "--rounds") -> list[Change]:
+    """The rows of one compare judged together: too few processes -> no verdict; Holm across the rest.
+
+    Every row that is compared counts in the family, also one without enough processes (as p = 1),
+    so adding untestable rows never makes the others easier to call.
+    """
+    tested = [i for i, c in enumerate(changes) if c.excluded is None]
+    needed = observations_needed(len(tested))
+    adjusted = holm([changes[i].p_value for i in tested])
+    out = list(changes)
+    for i, p in zip(tested, adjusted, strict=True):
+        c = changes[i]
+        fewest = min(c.processes)
+        reason = None
+        if smallest_exact_p(*c.processes) * len(tested) >= ALPHA:
+            count = f"{fewest} process{'es' if fewest != 1 else ''}"
+            reason = f"{count} {what}; `{option} {needed}` gives one"
+        out[i] = replace(c, p_adjusted=p, no_verdict=reason)
+    return out
+
+
 def compare_runs(a: Run, b: Run, judged_a: Assessment | None = None, judged_b: Assessment | None = None) -> Comparison:
     """`judged_a`, `judged_b`: the runs' assessments when the caller has them (else made here)."""
     suite_a, suite_b = a.summary.get("suite"), b.summary.get("suite")
@@ -148,7 +205,8 @@ def compare_runs(a: Run, b: Run, judged_a: Assessment | None = None, judged_b: A
             # Samples of one process are not independent (one warm cache, one neighbour); where both
             # runs have interleaved rounds, each round's median is one independent observation.
             xa, xb = _round_medians(ma), _round_medians(mb)
-            basis = "round medians" if xa and xb else "samples"
+            basis = ROUNDS if xa and xb else SAMPLES
+            processes = (len(xa), len(xb)) if xa and xb else (len(xa) or 1, len(xb) or 1)
             if not (xa and xb):
                 xa, xb = ma["samples"], mb["samples"]
             interval = ratio_interval(xa, xb)
@@ -157,6 +215,9 @@ def compare_runs(a: Run, b: Run, judged_a: Assessment | None = None, judged_b: A
             excluded = bad_a.get(key) or bad_b.get(key)
             if fw in off_a or fw in off_b:
                 excluded = f"not comparable in run {'A' if fw in off_a else 'B'} ({(off_a.get(fw) or off_b.get(fw))})"
+            differs = workload.differences(result_a, result_b, ma, mb)
+            if differs:
+                excluded = f"not the same workload ({'; '.join(differs)})"
             changes.append(
                 Change(
                     framework=fw,
@@ -172,8 +233,9 @@ def compare_runs(a: Run, b: Run, judged_a: Assessment | None = None, judged_b: A
                     excluded=excluded,
                     ci_coverage=interval.coverage,
                     basis=basis,
+                    processes=processes,
                 )
             )
     if not changes:
         raise HarnessError("the two runs share no successful (framework, metric) pair; nothing to compare")
-    return Comparison(a=a, b=b, changes=changes, warnings=metadata_warnings(a, b))
+    return Comparison(a=a, b=b, changes=family(changes), warnings=metadata_warnings(a, b))

@@ -94,6 +94,22 @@ class Sync(TypedDict):
     why: NotRequired[Text | None]
 
 
+class Contention(TypedDict):
+    """What the process got around each sample (suites/runtime/contention.py); lists index `samples`."""
+
+    cpu_s: Annotated[list[NonNegative], Strict(), MaxLen(MAX_SAMPLES)]
+    involuntary_switches: Annotated[list[Count], Strict(), MaxLen(MAX_SAMPLES)]
+    others_cores: NotRequired[Annotated[list[NonNegative | None], Strict(), MaxLen(MAX_SAMPLES)] | None]
+    steal_cores: NotRequired[Annotated[list[NonNegative | None], Strict(), MaxLen(MAX_SAMPLES)] | None]
+    runnable: NotRequired[Annotated[list[Count], Strict(), MaxLen(MAX_SAMPLES)] | None]
+    cores: Count
+    window_s: NonNegative
+    contended: Annotated[list[Count], Strict(), MaxLen(MAX_SAMPLES)]
+    sm_clock_mhz: NotRequired[Annotated[list[NonNegative | None], Strict(), MaxLen(MAX_SAMPLES)] | None]
+    clock_event_reasons: NotRequired[Annotated[list[Count | None], Strict(), MaxLen(MAX_SAMPLES)] | None]
+    throttled: NotRequired[Annotated[list[Count], Strict(), MaxLen(MAX_SAMPLES)] | None]
+
+
 class Metric(TypedDict):
     name: Name
     kind: Literal["time", "value"]
@@ -115,6 +131,7 @@ class Metric(TypedDict):
     round_medians: NotRequired[Capped | None]
     marks: NotRequired[MarksField]  # reason (suites/runtime/marks.py) -> ascending indices into samples
     round_sizes: NotRequired[RoundSizesField]  # pooled rounds: samples per round, in order
+    contention: NotRequired[ContentionField]
 
 
 class Check(TypedDict):
@@ -214,11 +231,13 @@ if TYPE_CHECKING:
     TrainingField: TypeAlias = dict[str, Any]
     MarksField = dict[str, list[int]]
     RoundSizesField = list[int]
+    ContentionField = dict[str, Any]
 else:
     SyncField = Sync | None
     SettingsField, EnvironmentField, DatasetField, TrainingField = Settings, Environment, Dataset, Training
     MarksField = Marks | None
     RoundSizesField = RoundSizes | None
+    ContentionField = Contention | None
 
 
 class Result(TypedDict):

@@ -11,7 +11,7 @@ import statistics
 import sys
 from dataclasses import replace
 from pathlib import Path
-from typing import cast
+from typing import Any, cast
 
 from harness import time_to_target
 from harness.backends.base import Backend
@@ -20,7 +20,7 @@ from harness.plan import Plan
 from harness.result_types import Metric, Result, Stats
 from harness.run_folder import SUMMARY_FILE, RunWriter, mismatch, run_lock
 from harness.runner import execute, prepare_results_dir
-from harness.schema import InvalidResult, load_result, load_summary
+from harness.schema import PER_SAMPLE, InvalidResult, load_result, load_summary
 from suites.runtime.stats import summarize
 
 
@@ -48,6 +48,11 @@ def pool(docs: list[Result], run_id: str) -> Result:
             metric["round_sizes"] = [len(m["samples"]) for m in same]
             if any("marks" in m for m in same):
                 metric["marks"] = _pooled_marks(same, metric["round_sizes"])
+            pooled_contention = _pooled_contention(same)
+            if pooled_contention is None:
+                metric.pop("contention", None)
+            else:
+                metric["contention"] = pooled_contention
             # One observation per round: what `compare` tests significance on (samples of one
             # process share its warm caches and its neighbours, so they are not independent).
             metric["round_medians"] = [m["stats"]["median"] for m in same]
@@ -85,6 +90,26 @@ def _pooled_marks(same: list[Metric], sizes: list[int]) -> dict[str, list[int]]:
             pooled.setdefault(reason, []).extend(offset + i for i in indices)
         offset += size
     return {reason: sorted(indices) for reason, indices in pooled.items() if indices}
+
+
+def _pooled_contention(same: list[Metric]) -> dict[str, Any] | None:
+    """Every round's per-sample contention concatenated like the samples (None unless every round has it)."""
+    found = [m.get("contention") for m in same]
+    if not all(found):
+        return None
+    parts = [cast(dict[str, Any], c) for c in found]
+    pooled: dict[str, Any] = {"cores": parts[0]["cores"], "window_s": parts[0]["window_s"]}
+    for key in PER_SAMPLE:
+        lists = [p.get(key) for p in parts]
+        if all(v is not None for v in lists):
+            pooled[key] = [x for v in lists for x in (v or [])]
+    for key in ("contended", "throttled"):
+        offset, indices = 0, list[int]()
+        for part, metric in zip(parts, same, strict=True):
+            indices.extend(offset + i for i in part.get(key) or [])
+            offset += len(metric["samples"])
+        pooled[key] = indices
+    return pooled
 
 
 def execute_rounds(plan: Plan, backend: Backend, results_dir: Path, rounds: int, argv: list[str] | None = None) -> Path:

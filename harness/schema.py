@@ -248,6 +248,7 @@ def _metric_problem(i: int, metric: dict[str, Any], seen: set[str]) -> str | Non
         return f"{where}.samples: a time cannot be negative"
     problem = _marks_problem(metric.get("marks"), len(samples), f"{where}.marks")
     problem = problem or _round_sizes_problem(metric.get("round_sizes"), len(samples), f"{where}.round_sizes")
+    problem = problem or _contention_problem(metric.get("contention"), len(samples), f"{where}.contention")
     if problem:
         return problem
     if stats["n"] != len(samples):
@@ -266,6 +267,28 @@ def _marks_problem(marks: dict[str, list[int]] | None, n: int, where: str) -> st
             return f"{where}.{reason}: expected indices of the {n} samples (0 to {n - 1})"
         if any(a >= b for a, b in pairwise(indices)):
             return f"{where}.{reason}: expected distinct indices in ascending order"
+    return None
+
+
+# The per-sample lists of a metric's `contention` (suites/runtime/contention.py), in one place for
+# the schema and the pooling of rounds.
+PER_SAMPLE = (
+    "cpu_s", "involuntary_switches", "others_cores", "steal_cores", "runnable", "sm_clock_mhz", "clock_event_reasons",
+)  # fmt: skip
+
+
+def _contention_problem(seen: dict[str, Any] | None, n: int, where: str) -> str | None:
+    """Per-sample contention (suites/runtime/contention.py): one entry per sample, indices within them."""
+    if seen is None:
+        return None
+    for key in PER_SAMPLE:
+        values = seen.get(key)
+        if values is not None and len(values) != n:
+            return f"{where}.{key}: expected one value per sample ({n}), got {len(values)}"
+    for key in ("contended", "throttled"):
+        indices = seen.get(key) or []
+        if any(not 0 <= i < n for i in indices) or any(a >= b for a, b in pairwise(indices)):
+            return f"{where}.{key}: expected distinct ascending indices of the {n} samples"
     return None
 
 

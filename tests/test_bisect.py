@@ -22,7 +22,8 @@ from harness.bisect.locks import (
     parse_versions,
     wheel_hashes,
 )
-from harness.bisect.verdict import VersionRun, answer, compare_pair
+from harness.bisect.run import rounds_needed
+from harness.bisect.verdict import MIN_ROUNDS, VersionRun, answer, compare_pair, judge
 from harness.errors import HarnessError
 from harness.images import locked_packages, sha256_file
 from tests.conftest import REPO, harness
@@ -177,12 +178,12 @@ def _run(version: str, medians: list[float]) -> VersionRun:
 
 def test_the_first_significant_change_is_named_and_equal_versions_are_not_significant() -> None:
     runs = [
-        _run("1.0", [2.00e-3, 2.01e-3, 1.99e-3, 2.02e-3]),
-        _run("1.1", [2.01e-3, 1.98e-3, 2.00e-3, 2.03e-3]),
-        _run("2.0", [7.00e-3, 7.02e-3, 6.99e-3, 7.01e-3]),
-        _run("2.1", [14.0e-3, 14.1e-3, 13.9e-3, 14.2e-3]),
+        _run("1.0", [2.00e-3, 2.01e-3, 1.99e-3, 2.02e-3, 2.00e-3]),
+        _run("1.1", [2.01e-3, 1.98e-3, 2.00e-3, 2.03e-3, 2.01e-3]),
+        _run("2.0", [7.00e-3, 7.02e-3, 6.99e-3, 7.01e-3, 7.03e-3]),
+        _run("2.1", [14.0e-3, 14.1e-3, 13.9e-3, 14.2e-3, 14.3e-3]),
     ]
-    pairs = [compare_pair(a, b, "work", "s", "lower") for a, b in pairwise(runs)]
+    pairs = judge([compare_pair(a, b, "work", "s", "lower") for a, b in pairwise(runs)])
     assert [p.verdict for p in pairs][0] == "not significant"
     assert pairs[1].significant and pairs[1].verdict.endswith("slower")
     assert answer(pairs) == f"first significant change: 2.0 ({pairs[1].verdict} than 1.1)"
@@ -198,8 +199,24 @@ def test_separated_but_few_round_medians_and_missing_versions_give_no_verdict() 
 
 
 def test_faster_is_a_change_too() -> None:
-    pair = compare_pair(_run("a", [2.0, 2.1, 2.2, 2.3]), _run("b", [1.0, 1.1, 1.0, 1.1]), "work", "s", "lower")
+    [pair] = judge(
+        [compare_pair(_run("a", [2.0, 2.1, 2.2, 2.3]), _run("b", [1.0, 1.1, 1.0, 1.1]), "work", "s", "lower")]
+    )
     assert pair.significant and "faster" in answer([pair])
+
+
+def test_the_pairs_of_a_bisect_are_one_family() -> None:
+    """Three pairs at 4 rounds: alone each separated pair reaches p = 0.029, but no Holm-corrected one can."""
+    runs = [
+        _run(v, [base + 0.01 * k for k in range(4)]) for v, base in (("1", 1.0), ("2", 2.0), ("3", 3.0), ("4", 4.0))
+    ]
+    raw = [compare_pair(a, b, "work", "s", "lower") for a, b in pairwise(runs)]
+    assert all(p.change is not None and p.change.p_value < 0.05 for p in raw)
+    assert not any(p.significant for p in raw)  # never corrected: never significant
+    judged = judge(raw)
+    assert not any(p.significant for p in judged)
+    assert all(p.verdict == "no verdict: 4 processes a version; `--rounds 5` gives one" for p in judged), judged
+    assert rounds_needed(["1", "2", "3", "4"]) == 5 and rounds_needed(["1", "2"]) == MIN_ROUNDS == 4
 
 
 def test_the_record_is_validated() -> None:

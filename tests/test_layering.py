@@ -50,6 +50,9 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "harness.time_to_target",
             "harness.assessment",
             "harness.compare",
+            "harness.change_points",
+            "harness.history",
+            "harness.noise_floor",
         ),
     ),
     (

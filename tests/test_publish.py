@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from harness.bisect import record
-from harness.bisect.verdict import VersionRun, answer, compare_pair
+from harness.bisect.verdict import VersionRun, answer, compare_pair, judge
 from harness.errors import HarnessError
 from harness.publish import publish_site
 from harness.publish.site import pairs_to_compare
@@ -38,9 +38,13 @@ JIT_CHECKS = [
 ]
 
 
+ROUNDS = 6
+
+
 def timed(name: str, center: float, seed: int, flops: float | None = None, sync: str = "ok") -> dict[str, Any]:
     m = metric(name, noisy(center, seed=seed), flops=flops, first=center * 3)
     m["sync"] = {"state": sync, "excess_median_s": 0.02, "sample_median_s": center}
+    m["round_medians"] = noisy(center, n=ROUNDS, seed=seed + 1000)  # interleaved processes: verdicts exist
     return m
 
 
@@ -55,6 +59,7 @@ def job(
         else [*JIT_CHECKS] + ([check("jit_vs_eager", 0.0, limit=1e-5)] if fw == "jax" else []),
     )
     doc["suite"] = suite
+    doc["settings"]["rounds"] = ROUNDS
     doc["started_at"] = doc["finished_at"] = f"2024-05-0{day}T12:00:00.000+00:00"
     doc["environment"] = {"machine": {"cpu": cpu}, "versions": {fw: version}}
     return doc
@@ -258,7 +263,7 @@ def bisect_doc(package: str = "jax") -> dict[str, Any]:
         center = 0.2 if version == "0.4.32" else 0.1
         medians = [center * (1 + 0.01 * ((k + i) % 3)) for k in range(5)]
         runs[version] = VersionRun(version, medians, [m for m in medians for _ in range(3)])
-    pairs = [compare_pair(runs[a], runs[b], "matmul", "s", "lower") for a, b in pairwise(BISECT_VERSIONS)]
+    pairs = judge([compare_pair(runs[a], runs[b], "matmul", "s", "lower") for a, b in pairwise(BISECT_VERSIONS)])
     header = {
         "id": BISECT[len("bisect-") :],
         "suite": "xla",

@@ -34,14 +34,24 @@ def doc(fw: str, matmul: float, seed: int, versions: dict[str, str] | None = Non
     return d
 
 
-def make(tmp: Path, name: str, scale: float, seed: int, versions: dict[str, str] | None = None) -> Path:
-    return write_run(tmp / name, [doc("numpy", 0.1 * scale, seed, versions), doc("jax", 0.05 * scale, seed + 1)])
+def make(
+    tmp: Path, name: str, scale: float, seed: int, versions: dict[str, str] | None = None, rounds: int = 6
+) -> Path:
+    """Two frameworks; `rounds` interleaved processes (their medians 1 % apart at random), 0 for one process."""
+    docs = [doc("numpy", 0.1 * scale, seed, versions), doc("jax", 0.05 * scale, seed + 1)]
+    for d in docs if rounds else []:
+        d["settings"]["rounds"] = rounds
+        for m in d["metrics"]:
+            rng = random.Random(seed * 7 + len(m["name"]))
+            m["round_medians"] = [m["stats"]["median"] * (1 + rng.gauss(0, 0.01)) for _ in range(rounds)]
+    return write_run(tmp / name, docs)
 
 
 def test_compare_finds_a_known_2x_and_calls_no_difference_not_significant(tmp_path: Path) -> None:
     a = load_run(make(tmp_path, "a", 1.0, 0))
     same = compare_runs(a, load_run(make(tmp_path, "same", 1.0, 10)))
     assert all(not c.significant and c.verdict == "not significant" for c in same.changes)
+    assert all(c.processes == (6, 6) and c.basis == "round medians" for c in same.changes)
     slower = compare_runs(a, load_run(make(tmp_path, "slow", 2.0, 20)))
     for change in slower.changes:
         assert change.significant and 1.9 < change.ratio < 2.1 and change.ci_low > 1.8
@@ -53,6 +63,73 @@ def test_compare_warns_about_differing_stacks(tmp_path: Path) -> None:
     a = load_run(make(tmp_path, "a", 1.0, 0))
     b = load_run(make(tmp_path, "b", 1.0, 1, versions={"numpy": "2.0"}))
     assert compare_runs(a, b).warnings == ["numpy: runs differ in versions"]
+
+
+def test_one_process_a_side_gives_the_ratio_and_no_verdict_however_large_the_change(tmp_path: Path) -> None:
+    """Samples of one process are not independent evidence about the code: 2x slower from one
+    process a side is a ratio, not a verdict, and --fail-above says it cannot judge it."""
+    a, slow = make(tmp_path, "a", 1.0, 0, rounds=0), make(tmp_path, "slow", 2.0, 20, rounds=0)
+    comparison = compare_runs(load_run(a), load_run(slow))
+    for change in comparison.changes:
+        assert change.processes == (1, 1) and 1.9 < change.ratio < 2.1 and change.p_value < 1e-4
+        assert not change.significant and change.verdict == "no verdict: 1 process a side; `--rounds 5` gives one"
+    proc = harness("compare", str(a), str(slow), "--fail-above", "10")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "--fail-above cannot judge 2 row(s) without a verdict" in proc.stderr
+    assert "no verdict on 2 of 2 rows" in proc.stdout
+    # Rounds on one side only: still one process on the other.
+    one_sided = compare_runs(load_run(a), load_run(make(tmp_path, "r", 2.0, 3)))
+    assert all(min(c.processes) == 1 and c.no_verdict for c in one_sided.changes)
+
+
+def test_the_rows_of_a_compare_are_one_family_holm_corrected(tmp_path: Path) -> None:
+    """Six rows at 5 processes a side; one row's raw p is 0.016 (one overlap in 5 vs 5): alone it
+    would be called, in a family of six it is not. Dropping the correction fails this test."""
+    from harness.statistics import holm
+
+    def run(name: str, shifted: bool) -> Path:
+        metrics = []
+        for k in range(6):
+            medians = [1.0 + 0.01 * i for i in range(5)]
+            if shifted and k == 0:
+                medians = [m + 0.035 for m in medians]  # one overlapping pair: U = 1, p = 4/252
+            m = metric(f"op{k}", [x for x in medians for _ in range(3)])
+            m["round_medians"] = medians
+            metrics.append(m)
+        d = result("numpy", metrics)
+        d["settings"]["rounds"] = 5
+        return write_run(tmp_path / name, [d])
+
+    comparison = compare_runs(load_run(run("a", False)), load_run(run("b", True)))
+    first = comparison.changes[0]
+    assert first.p_value < 0.05 and first.p_adjusted == pytest.approx(min(1.0, 6 * first.p_value))
+    assert not first.significant and first.verdict == "not significant"
+    assert all(c.no_verdict is None for c in comparison.changes)
+    assert holm([0.01, 0.04, 0.03, 0.005]) == pytest.approx([0.03, 0.06, 0.06, 0.02])
+
+
+def test_compare_writes_a_junit_report_one_case_per_verdict(tmp_path: Path) -> None:
+    import xml.etree.ElementTree as ET
+
+    a, slow = make(tmp_path, "a", 1.0, 0), make(tmp_path, "slow", 1.5, 5)
+    out = tmp_path / "compare.xml"
+    proc = harness("compare", str(a), str(slow), "--junit", str(out))
+    assert proc.returncode == 0, proc.stderr
+    suite = ET.parse(out).getroot().find("testsuite")
+    assert suite is not None and suite.get("tests") == "2" and suite.get("failures") == "2"
+    cases = suite.findall("testcase")
+    assert {c.get("classname") for c in cases} == {"harness.compare.xla.numpy", "harness.compare.xla.jax"}
+    assert all((f := c.find("failure")) is not None and "slower" in (f.get("message") or "") for c in cases)
+    # Above the gate: the same changes pass; one process a side: skipped, never passed or failed.
+    harness("compare", str(a), str(slow), "--junit", str(out), "--fail-above", "80")
+    assert ET.parse(out).getroot().find("testsuite").get("failures") == "0"  # type: ignore[union-attr]
+    single = make(tmp_path, "one", 1.5, 5, rounds=0)
+    harness("compare", str(make(tmp_path, "one-a", 1.0, 0, rounds=0)), str(single), "--junit", str(out))
+    skipped = ET.parse(out).getroot().findall(".//skipped")
+    assert len(skipped) == 2 and all("no verdict" in (s.get("message") or "") for s in skipped)
+    for bad in (tmp_path, tmp_path / "missing" / "x.xml"):
+        proc = harness("compare", str(a), str(slow), "--junit", str(bad))
+        assert proc.returncode == 2 and proc.stderr.startswith("error: --junit") and proc.stderr.count("\n") == 1
 
 
 def test_compare_cli_fail_above_and_formats(tmp_path: Path) -> None:
@@ -115,8 +192,9 @@ def test_compare_tests_significance_on_round_medians_when_both_runs_have_rounds(
     for change in comparison.changes:
         assert change.basis == "round medians"
         # Three independent observations a side cannot reach p < 0.05 (the exact minimum is 0.1),
-        # however many correlated samples each round pooled.
+        # however many correlated samples each round pooled: no verdict, and the rounds that give one.
         assert change.p_value == pytest.approx(0.1) and not change.significant
+        assert change.verdict == "no verdict: 3 processes a side; `--rounds 5` gives one"
     assert "(rounds)" in harness("compare", str(tmp_path / "a"), str(tmp_path / "b")).stdout
 
 

@@ -258,7 +258,8 @@ def test_planted_unsynchronised_jax_without_flops_is_flagged_and_exits_1(planted
     doc = read(run_folder(proc.stdout) / "jax.json")
     metric = doc["metrics"][0]
     assert metric["flops"] is None and metric["sync"]["state"] == "escaped"
-    assert metric["marks"] == {"escaped": [0, 1, 2, 3, 4]}  # every sample's barrier found the matmul running
+    # Every sample's barrier found the matmul running (a busy test machine may add `contended` marks).
+    assert metric["marks"]["escaped"] == [0, 1, 2, 3, 4]
     assert metric["warnings"] and "returned nothing" in metric["warnings"][0]
     row = next(line for line in proc.stdout.splitlines() if line.startswith("matmul "))
     assert "ESCAPED" in row and "x [" not in row.split("ESCAPED")[1]  # no ratio for the escaped cell
@@ -273,7 +274,7 @@ def test_planted_honest_jax_passes(planted: Path, tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stdout + proc.stderr
     doc = read(run_folder(proc.stdout) / "jax.json")
     assert doc["metrics"][0]["sync"]["state"] == "ok" and doc["metrics"][0]["warnings"] == []
-    assert doc["metrics"][0]["marks"] == {}
+    assert "escaped" not in doc["metrics"][0]["marks"]
     assert "ESCAPED" not in proc.stdout
 
 

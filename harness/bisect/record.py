@@ -43,6 +43,7 @@ def pair_record(pair: Pair) -> dict[str, Any]:
         "ci_high": _finite(change.ci_high) if change else None,
         "ci_coverage": change.ci_coverage if change else None,
         "p_value": _finite(change.p_value) if change else None,
+        "p_adjusted": _finite(change.p_adjusted) if change else None,  # Holm across the bisect's pairs
         "basis": change.basis if change else None,
         "significant": pair.significant,
         "verdict": pair.verdict,

@@ -44,9 +44,9 @@ def render(outcome: Outcome) -> str:
                 f"{pair.before} -> {pair.after}",
                 fmt_ratio(change.ratio),
                 fmt_interval(change.ci_low, change.ci_high, coverage),
-                fmt_p(change.p_value),
+                f"{fmt_p(change.p_value)} ({fmt_p(change.p_adjusted)})",
                 pair.verdict,
             ]
         )
-    pairs = table(pair_rows, ["change", "ratio", "interval", "p (round medians)", "verdict"], "simple")
+    pairs = table(pair_rows, ["change", "ratio", "interval", "p (Holm-adjusted)", "verdict"], "simple")
     return "\n\n".join([plain(head), versions, pairs, plain(doc["answer"]["text"])])

@@ -17,13 +17,14 @@ from harness.backends.local import LocalBackend
 from harness.bisect import record
 from harness.bisect.envs import Env, ensure_env, env_for
 from harness.bisect.locks import check_package, check_version, fetch_hashes, generate_lock
-from harness.bisect.verdict import MIN_ROUNDS, Pair, VersionRun, answer, compare_pair
+from harness.bisect.verdict import MIN_ROUNDS, Pair, VersionRun, answer, compare_pair, judge
 from harness.errors import HarnessError
 from harness.images import Engine, connect, ensure, sha256_file, stack_image
 from harness.plan import Job, Plan, get_framework, get_suite, make_plan
 from harness.run_folder import SUMMARY_FILE
 from harness.runner import execute, prepare_results_dir, say
 from harness.schema import InvalidResult, load_result, load_summary
+from harness.statistics import observations_needed
 from harness.text.escape import plain
 from suites.runtime.files import write_json_atomic, write_text_atomic
 
@@ -37,7 +38,7 @@ class Request:
     versions: list[str]
     results_dir: Path
     framework: str | None = None
-    rounds: int = MIN_ROUNDS
+    rounds: int | None = None  # None: the fewest with which the versions' pairs can give a verdict
     params: list[str] = field(default_factory=list)
     repeat: int | None = None
     find_links: list[Path] = field(default_factory=list)
@@ -88,10 +89,12 @@ def check_request(request: Request) -> None:
         check_version(version)
     if len(request.versions) < 2 or len(set(request.versions)) != len(request.versions):
         raise HarnessError("--versions must name at least two different versions")
-    if request.rounds < MIN_ROUNDS:
+    needed = rounds_needed(request.versions)
+    if request.rounds is not None and request.rounds < needed:
         raise HarnessError(
-            f"--rounds {request.rounds} is too few: with fewer than {MIN_ROUNDS} round medians per version no "
-            f"change can reach p < 0.05 (exact Mann-Whitney); use --rounds {MIN_ROUNDS} or more"
+            f"--rounds {request.rounds} is too few: with fewer than {needed} round medians per version no change "
+            f"between {len(request.versions)} versions can reach p < 0.05 (exact Mann-Whitney, Holm across the "
+            f"{len(request.versions) - 1} pairs); use --rounds {needed} or more"
         )
     for folder in request.find_links:
         if not folder.is_dir():
@@ -102,8 +105,14 @@ def check_request(request: Request) -> None:
         raise HarnessError("--wheelhouse builds the images of --backend docker; add it, or drop --wheelhouse")
 
 
+def rounds_needed(versions: list[str]) -> int:
+    """Rounds a version with which a change between any consecutive pair can be significant."""
+    return max(MIN_ROUNDS, observations_needed(max(len(versions) - 1, 1)))
+
+
 def run_bisect(request: Request, argv: list[str] | None = None) -> Outcome:
     check_request(request)
+    rounds = request.rounds or rounds_needed(request.versions)
     framework = choose_framework(request)
     image = stack_image(request.stack, "cpu")
     plan = make_plan(
@@ -143,8 +152,8 @@ def run_bisect(request: Request, argv: list[str] | None = None) -> Outcome:
         backends[version] = VenvBackend(env, request.echo)
         locks[version]["env"] = str(env.folder)
     done = 0
-    for number in range(1, request.rounds + 1):
-        say(f"== round {number}/{request.rounds}")
+    for number in range(1, rounds + 1):
+        say(f"== round {number}/{rounds}")
         if _run_round(plan, number, request, backends, folder, argv):
             break
         done = number
@@ -232,7 +241,7 @@ def _conclude(
         raise HarnessError(f"no version measured metric {request.metric!r} ({plain(problems)}); see {folder}")
     unit, better = str(metric["unit"]), str(metric["better"])
     versions = request.versions
-    pairs = [compare_pair(runs[a], runs[b], request.metric, unit, better) for a, b in pairwise(versions)]
+    pairs = judge([compare_pair(runs[a], runs[b], request.metric, unit, better) for a, b in pairwise(versions)])
     text = answer(pairs)
     header = {
         "id": plan.run_id,

@@ -4,17 +4,20 @@ Each round's median is one independent observation of a version (samples of one 
 caches and neighbours), so the Mann-Whitney test and the ratio's interval use the round medians, as
 `harness compare` does for interleaved runs. That is why a bisect needs MIN_ROUNDS rounds: with three
 observations per side the smallest two-sided exact p is 0.1, and no change could ever be significant.
+The consecutive pairs of one bisect are one family, Holm-corrected like the rows of a compare
+(`harness.compare.family`): with more versions, more rounds are needed for any verdict, and a pair
+that cannot reach one says how many.
 """
 
 from __future__ import annotations
 
 import statistics
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-from harness.compare import Change
-from harness.statistics import mann_whitney_u, ratio_interval
+from harness.compare import ROUNDS, Change, family
+from harness.statistics import mann_whitney_u, observations_needed, ratio_interval
 
-MIN_ROUNDS = 4
+MIN_ROUNDS = observations_needed(1)  # 4: one pair alone can reach p < 0.05
 
 
 @dataclass(frozen=True)
@@ -71,9 +74,20 @@ def compare_pair(a: VersionRun, b: VersionRun, metric: str, unit: str, better: s
         ci_high=interval.high,
         p_value=p,
         ci_coverage=interval.coverage,
-        basis="round medians",
+        basis=ROUNDS,
+        processes=(len(a.round_medians), len(b.round_medians)),
     )
     return Pair(a.version, b.version, change)
+
+
+def judge(pairs: list[Pair]) -> list[Pair]:
+    """The consecutive pairs as one family: Holm across them, no verdict where the rounds cannot give one."""
+    measured = [i for i, p in enumerate(pairs) if p.change is not None]
+    judged = family([c for i in measured if (c := pairs[i].change) is not None], "a version", "--rounds")
+    out = list(pairs)
+    for i, change in zip(measured, judged, strict=True):
+        out[i] = replace(pairs[i], change=change)
+    return out
 
 
 def first_change(pairs: list[Pair]) -> Pair | None:

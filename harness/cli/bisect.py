@@ -34,8 +34,12 @@ def bisect(
         Optional[str], typer.Option("--framework", "-f", help="[default: the suite's first framework on the stack]")
     ] = None,
     rounds: Annotated[
-        int, typer.Option(help=f"interleaved rounds V1 V2 ... Vn, K times (at least {MIN_ROUNDS})")
-    ] = MIN_ROUNDS,
+        Optional[int],
+        typer.Option(
+            help=f"interleaved rounds V1 V2 ... Vn, K times [default: the fewest with which the pairs can give a "
+            f"verdict: {MIN_ROUNDS} for two versions, more for more]"
+        ),
+    ] = None,
     param: Annotated[list[str], typer.Option("--param", "-p", help="suite parameter key=value; repeatable")] = [],  # noqa: B006
     repeat: Annotated[
         Optional[int], typer.Option(help="timed steady-state calls per metric [default: suite's]")

@@ -17,6 +17,8 @@ from harness.cli.catalog import describe, list_suites
 from harness.cli.checks import doctor, selftest
 from harness.cli.cluster import collect_command, export_app
 from harness.cli.data import app as data_app
+from harness.cli.history import history
+from harness.cli.noise import noise
 from harness.cli.publish import publish
 from harness.cli.reproduce import reproduce
 from harness.cli.results import compare, report, show
@@ -38,6 +40,8 @@ app.command("run")(run)
 app.command("calibrate")(calibrate_command)
 app.command("show")(show)
 app.command("compare")(compare)
+app.command("history")(history)
+app.command("noise")(noise)
 app.command("bisect")(bisect)
 app.command("report")(report)
 app.command("publish")(publish)

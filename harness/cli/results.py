@@ -9,14 +9,19 @@ from typing import Annotated, Optional
 import typer
 
 from harness.assessment import assess
+from harness.calibration import fingerprint
 from harness.cli.options import FormatOption, ResultsDir, RunRef, default_results_dir
-from harness.compare import compare_runs
+from harness.compare import Comparison, compare_runs
 from harness.errors import HarnessError
+from harness.noise_floor import explain
 from harness.report.comparison import render_comparison
 from harness.report.exports import Format, render_run
 from harness.report.folder import write_report
+from harness.report.junit import comparison_junit
 from harness.report.sparklines import render_plots
 from harness.run_folder import load_run, resolve_run
+from harness.safe_files import write_bytes_atomic
+from harness.text.escape import plain
 
 
 def show(
@@ -43,23 +48,62 @@ def compare(
     fail_above: Annotated[
         Optional[float], typer.Option("--fail-above", help="exit 1 on a significant slowdown above PCT percent")
     ] = None,
+    junit: Annotated[
+        Optional[Path],
+        typer.Option("--junit", help="also write a JUnit XML report here: one test case per verdict, for CI"),
+    ] = None,
     results_dir: ResultsDir = None,
     fmt: FormatOption = Format.table,
 ) -> None:
     """Two runs of one suite: per-metric ratio with its interval, significance, geometric mean."""
     if fail_above is not None and not (fail_above >= 0 and math.isfinite(fail_above)):  # nan would disable the gate
         raise HarnessError(f"--fail-above {fail_above} must be a finite percentage of 0 or more")
+    if junit is not None:
+        check_output_file(junit, "--junit")
     base = results_dir or default_results_dir()
     comparison = compare_runs(load_run(resolve_run(run_a, base)), load_run(resolve_run(run_b, base)))
+    comparison.floor.extend(_floor(comparison))
     typer.echo(render_comparison(comparison, fmt))
+    if junit is not None:
+        write_bytes_atomic(junit, comparison_junit(comparison, fail_above).encode("utf-8"))
+        typer.echo(f"junit: {plain(junit)}", err=True)
+    if fail_above is None:
+        return
+    missing = comparison.without_verdict
+    if missing:
+        # A gate that cannot see is said to be blind, not reported as passed.
+        typer.echo(
+            f"--fail-above cannot judge {len(missing)} row(s) without a verdict ({missing[0].no_verdict})",
+            err=True,
+        )
     worst = comparison.worst_significant_slowdown()
-    if fail_above is not None and worst is not None and worst.slowdown * 100 > fail_above:
+    if worst is not None and worst.slowdown * 100 > fail_above:
         typer.echo(
             f"significant slowdown above {fail_above:g} %: {worst.framework} {worst.metric} "
-            f"{worst.slowdown:.1%} worse (p={worst.p_value:.3g})",
+            f"{worst.slowdown:.1%} worse (p={worst.p_value:.3g}, Holm-adjusted {worst.p_adjusted:.3g})",
             err=True,
         )
         raise typer.Exit(1)
+
+
+def _floor(comparison: Comparison) -> list[str]:
+    """What this machine's noise floor says about the verdicts (for run B's device and threads)."""
+    first = next((r for r in comparison.b.results.values() if r["status"] == "ok"), None)
+    if first is None:
+        return []
+    return explain(comparison, fingerprint(first["device"], first["settings"].get("threads"), None))
+
+
+def check_output_file(path: Path, option: str) -> None:
+    """Refuse before any work what cannot take a report: a folder, a link, a missing parent folder."""
+    if path.is_symlink():
+        raise HarnessError(
+            f"{option} {plain(path)} is a symbolic link; give a plain file path (links are not followed)"
+        )
+    if path.is_dir():
+        raise HarnessError(f"{option} {plain(path)} is a folder; give a file path, e.g. {option} compare.xml")
+    if not path.parent.is_dir():
+        raise HarnessError(f"{option} {plain(path)}: the folder {plain(path.parent)} does not exist; create it first")
 
 
 def report(

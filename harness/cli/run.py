@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -10,12 +11,13 @@ from typing import Annotated, Optional
 
 import typer
 
-from harness import cache_home
+from harness import cache_home, noise_floor
 from harness.assessment import assess, run_exit_code
 from harness.backends.base import make_backend, resolve_backend
 from harness.calibration import attach as attach_calibration
 from harness.calibration import check_mode as check_calibrate_mode
 from harness.calibration import describe as describe_calibration
+from harness.calibration import fingerprint
 from harness.cli.options import (
     BackendName,
     BackendOption,
@@ -46,6 +48,8 @@ from harness.report.exports import Format, render_run
 from harness.rounds import execute_rounds
 from harness.run_folder import load_run, resolve_run, resume_plan
 from harness.runner import calibrate, execute, prepare_results_dir
+from harness.text.escape import plain
+from harness.text.numbers import fmt_share
 
 
 def run(
@@ -72,6 +76,15 @@ def run(
     data_dir: DataDir = None,
     quiet: Quiet = False,
     rounds: Annotated[int, typer.Option(help="run the frameworks round-robin K times and pool the samples")] = 1,
+    detect: Annotated[
+        Optional[str],
+        typer.Option(
+            "--detect",
+            metavar="PCT",
+            help="pick the rounds with which a compare of two such runs detects a change of PCT % "
+            "(from this machine's noise floor: `harness noise`)",
+        ),
+    ] = None,
     fmt: FormatOption = Format.table,
     memory: MemoryOption = None,
     cpus: CpusOption = None,
@@ -143,6 +156,10 @@ def run(
         require_dataset(Path(plan.jobs[0].data_dir), named, plan.suite)
     if rounds < 1:
         raise HarnessError(f"--rounds {rounds} must be at least 1")
+    if detect is not None:
+        if rounds != 1 or resume_dir is not None:
+            raise HarnessError("--detect picks the rounds itself; drop --rounds (and --resume)")
+        rounds = rounds_to_detect(plan, detect)
     options = backend_options(
         quiet=quiet, memory=memory, cpus=cpus, gpus=gpus, transfer=transfer, pythons=pythons
     )  # validated before anything starts, even for --dry-run
@@ -174,7 +191,42 @@ def run(
     typer.echo("")
     typer.echo(render_run(loaded, fmt, judged))
     typer.echo(f"\nrun folder: {run_dir}", err=fmt is not Format.table)
+    if judged.crowded:
+        typer.echo(f"run flagged: {judged.crowded}", err=True)
     raise typer.Exit(run_exit_code(loaded, judged))
+
+
+def rounds_to_detect(plan: Plan, detect: str) -> int:
+    """--detect PCT: the fewest rounds at which every planned metric's detectable change is PCT or less."""
+    try:
+        target = float(detect.strip().rstrip("%")) / 100
+    except ValueError:
+        target = math.nan
+    if not (0 < target < 10):
+        raise HarnessError(f"--detect {plain(detect)!r} is not a percentage above 0, e.g. --detect 3%")
+    job = plan.jobs[0]
+    machine = fingerprint(job.device, job.threads, None)
+    entry = noise_floor.load(machine).get(noise_floor.key(plan.suite, job.params, job.precision, job.device))
+    command = " ".join(["harness noise --suite", plan.suite, *(f"--param {k}={v}" for k, v in job.params.items())])
+    if entry is None:
+        raise HarnessError(f"--detect needs this machine's noise floor for this workload; measure it first: {command}")
+    planned = {j.framework for j in plan.jobs if j.skip_reason is None}
+    sigmas = [s for fw, per in entry["noise"].items() if fw in planned for s in per.values()]
+    if not sigmas:
+        raise HarnessError(f"the noise floor has none of {', '.join(sorted(planned))}; measure them: {command}")
+    found = noise_floor.rounds_for(sigmas, target, len(sigmas))
+    if found is None:
+        raise HarnessError(
+            f"--detect {detect}: even {noise_floor.MAX_ROUNDS} rounds cannot see a change that small here "
+            f"(between-process noise up to {fmt_share(max(sigmas))}); ask for a larger change"
+        )
+    cost = found * entry["seconds_per_round"]
+    typer.echo(
+        f"--detect {target:.1%}: {found} rounds (about {cost:.0f} s: {entry['seconds_per_round']:.1f} s a round "
+        f"in the noise run {entry['run_id']}); compare the run with another of {found} rounds",
+        err=True,
+    )
+    return found
 
 
 def _warm_caches_in_cache_home(plan: Plan) -> Plan:

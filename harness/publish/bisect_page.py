@@ -68,13 +68,14 @@ def _version_table(entry: PublishedBisect) -> Markup:
 
 def _pair_row(pair: dict[str, Any]) -> list[Content]:
     ratio, low, high, p = pair.get("ratio"), pair.get("ci_low"), pair.get("ci_high"), pair.get("p_value")
+    adjusted = pair.get("p_adjusted")  # absent from records written before the Holm correction
     coverage = pair.get("ci_coverage")
     shown = "" if coverage is None or coverage >= CONFIDENCE - 1e-9 else fmt_share(coverage)
     return [
         f"{pair['before']} -> {pair['after']}",
         fmt_ratio(ratio) if ratio is not None else "-",
         fmt_interval(low, high, shown) if low is not None and high is not None else "-",
-        fmt_p(p) if p is not None else "-",
+        (fmt_p(p) if p is not None else "-") + (f" ({fmt_p(adjusted)})" if adjusted is not None else ""),
         pair["verdict"],
     ]
 
@@ -104,7 +105,7 @@ def bisect_page(entry: PublishedBisect, suite_href: str | None) -> str:
             "as `harness compare` does for interleaved runs.",
         ),
         table(
-            ["change", "ratio", "interval", "p (round medians)", "verdict"],
+            ["change", "ratio", "interval", "p (Holm-adjusted)", "verdict"],
             pairs,
             significant,
             id="pairs",

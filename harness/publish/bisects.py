@@ -80,7 +80,7 @@ def check_types(doc: dict[str, Any]) -> None:
         if not isinstance(result.get("problem"), (str, type(None))):
             raise HarnessError(f"{where}.problem: expected text or null")
     for i, pair in enumerate(doc["pairs"]):
-        for key in ("ratio", "ci_low", "ci_high", "ci_coverage", "p_value"):
+        for key in ("ratio", "ci_low", "ci_high", "ci_coverage", "p_value", "p_adjusted"):
             if not _optional_number(pair.get(key)):
                 raise HarnessError(f"pairs[{i}].{key}: expected a finite number or null")
 

@@ -13,7 +13,7 @@ from harness.publish.collect import PublishedRun
 from harness.publish.flags import FlagBook
 from harness.publish.names import INDEX, run_file
 from harness.publish.page import Markup, join, lines, link, page, table, tag
-from harness.report.comparison import p_cell, ratio_cell
+from harness.report.comparison import evidence_lines, p_cell, ratio_cell
 from harness.text.escape import plain
 from harness.text.numbers import fmt_geomean, fmt_value
 
@@ -21,6 +21,8 @@ from harness.text.numbers import fmt_geomean, fmt_value
 def _verdict_class(change: Change) -> str:
     if change.excluded:
         return "flagged"
+    if change.no_verdict:
+        return "unjudged"
     if not change.significant:
         return "same"
     return "worse" if change.slowdown > 0 else "better"
@@ -33,7 +35,7 @@ def _flags(change: Change, a: PublishedRun, b: PublishedRun, book: FlagBook) -> 
 
 
 def _changes(comparison: Comparison, a: PublishedRun, b: PublishedRun, book: FlagBook) -> Markup:
-    headers = ["framework", "metric", "A", "B", "B/A [interval]", "p (Mann-Whitney)", "verdict", "flags"]
+    headers = ["framework", "metric", "A", "B", "B/A [interval]", "p (Holm-adjusted)", "verdict", "flags"]
     rows = [
         [
             plain(c.framework),
@@ -88,12 +90,13 @@ def compare_page(a: PublishedRun, b: PublishedRun, book: FlagBook, suite_href: s
         body.append(lines([f"WARNING: {plain(w)}" for w in comparison.warnings], class_="warnings"))
     body += [
         _changes(comparison, a, b, book),
-        lines(_summary(comparison)),
+        lines(_summary(comparison) + [plain(line) for line in evidence_lines(comparison)]),
         tag(
             "p",
-            'verdict: "not significant" unless p < 0.05 and the interval excludes 1; "excluded" when a metric '
-            "is flagged in either run. Intervals are 95 % unless the coverage they really have is printed inside "
-            "the brackets (few samples); (rounds) = per-round medians of interleaved rounds were the observations.",
+            '"excluded" when a metric is flagged in either run or the runs measured different work; "no verdict" '
+            "when either run has too few processes (rounds) for the test to reach significance. Intervals are 95 % "
+            "unless the coverage they really have is printed inside the brackets (few samples); (rounds) = "
+            "per-round medians of interleaved rounds were the observations.",
         ),
     ]
     return page(f"compare {a.run_id} {b.run_id}", join(body))

@@ -1,7 +1,9 @@
 """Every run of one suite as points per metric: median, the interval of the median, flags.
 
 One point per (run, framework, metric) of every job that produced numbers. The chart and the
-table under it are both built from these points, so what is drawn is what is written.
+table under it are both built from these points, so what is drawn is what is written. A series is
+one workload (harness/workload.py): runs at another size, precision, device or dataset get a
+series of their own, never a "jump" in this one.
 """
 
 from __future__ import annotations
@@ -9,6 +11,7 @@ from __future__ import annotations
 import statistics
 from dataclasses import dataclass, field
 
+from harness import workload
 from harness.publish import labels
 from harness.publish.collect import PublishedRun
 from harness.publish.flags import FlagBook
@@ -40,10 +43,13 @@ class MetricHistory:
     unit: str
     better: str
     points: list[Point] = field(default_factory=list)
+    workload: str = ""  # shown when the suite's runs measured more than one workload
+    workload_key: str = ""  # harness/workload.py's key: what the change points of this chart are matched by
 
     @property
     def title(self) -> str:
-        return plain(self.name if self.unit in ("s", "") else f"{self.name} [{self.unit}]")
+        name = self.name if self.unit in ("s", "") else f"{self.name} [{self.unit}]"
+        return plain(f"{name} ({self.workload})" if self.workload else name)
 
     def scale(self) -> tuple[float, str]:
         """(divisor, unit) for the chart's axis: times in the unit of the typical median."""
@@ -86,7 +92,8 @@ def _point(position: int, entry: PublishedRun, fw: str, metric: Metric, flags: l
 
 def suite_history(runs: list[PublishedRun], book: FlagBook) -> list[MetricHistory]:
     """Per metric (in the order metrics first appear), every point of every run, oldest first."""
-    metrics: dict[tuple[str, str], MetricHistory] = {}
+    metrics: dict[tuple[str, str, str], MetricHistory] = {}
+    labels_of: dict[tuple[str, str, str], str] = {}
     for position, entry in enumerate(runs):
         flags, notes = book.flags(entry), book.notes(entry)
         for fw, result in entry.run.results.items():
@@ -95,8 +102,14 @@ def suite_history(runs: list[PublishedRun], book: FlagBook) -> list[MetricHistor
             for metric in result["metrics"]:
                 if not metric["samples"]:
                     continue
-                key = (metric["name"], metric["unit"])
-                history = metrics.setdefault(key, MetricHistory(metric["name"], metric["unit"], metric["better"]))
+                key = (metric["name"], metric["unit"], workload.key(result, metric))
+                labels_of.setdefault(key, workload.label(result))
+                history = metrics.setdefault(
+                    key, MetricHistory(metric["name"], metric["unit"], metric["better"], workload_key=key[2])
+                )
                 found = (fw, metric["name"])
                 history.points.append(_point(position, entry, fw, metric, flags.get(found, []), notes.get(found, [])))
+    if len({key[2] for key in metrics}) > 1:
+        for key, history in metrics.items():
+            history.workload = labels_of[key]
     return list(metrics.values())

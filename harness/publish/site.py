@@ -11,10 +11,13 @@ import contextlib
 import datetime as dt
 import os
 import stat
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from harness import workload
 from harness.errors import HarnessError
+from harness.history import find_changes, series_of
 from harness.publish.bisect_page import bisect_label, bisect_page
 from harness.publish.collect import Catalogue, PublishedRun, collect
 from harness.publish.compare_page import compare_page
@@ -23,7 +26,8 @@ from harness.publish.history import suite_history
 from harness.publish.index_page import index_page
 from harness.publish.names import GENERATED, INDEX, bisect_file, compare_file, run_file, suite_file
 from harness.publish.run_page import run_page
-from harness.publish.suite_page import suite_page
+from harness.publish.suite_page import Changes, suite_page
+from harness.result_types import Metric, Result
 from harness.safe_files import real_folder, write_bytes_atomic
 from harness.text.escape import plain
 
@@ -56,6 +60,40 @@ def pairs_to_compare(count: int, max_pairs: int) -> list[tuple[int, int]]:
     if len(every) <= max_pairs:
         return every
     return sorted({(i - 1, i) for i in range(1, count)} | {(i, count - 1) for i in range(count - 1)})
+
+
+def run_workload(entry: PublishedRun) -> str:
+    """The workload of a run (its first job's; a run measures one suite at one setting)."""
+    first = next(iter(entry.run.results.values()), None)
+    return workload.key(first) if first is not None else ""
+
+
+def workload_pairs(runs: list[PublishedRun], max_pairs: int) -> list[tuple[int, int]]:
+    """`pairs_to_compare` within each workload: runs of different work are never put side by side."""
+    groups: dict[str, list[int]] = {}
+    for position, entry in enumerate(runs):
+        groups.setdefault(run_workload(entry), []).append(position)
+    found = [(group[i], group[j]) for group in groups.values() for i, j in pairs_to_compare(len(group), max_pairs)]
+    return sorted(found)
+
+
+def _change_points(runs: list[PublishedRun], book: FlagBook) -> Changes:
+    """Every series' change points, by (metric, workload); none when ruptures is missing (said once)."""
+    found: Changes = {}
+    for series in series_of([(entry.run, book.assessment(entry)) for entry in runs]):
+        try:
+            shifts = find_changes(series)
+        except HarnessError as error:
+            print(f"publish: no change points on the charts: {error}", file=sys.stderr)
+            return {}
+        if shifts:
+            key = workload.key(series.points[0].result, _metric(series.points[0].result, series.metric))
+            found.setdefault((series.metric, key), []).extend(shifts)
+    return found
+
+
+def _metric(result: Result, name: str) -> Metric | None:
+    return next((m for m in result["metrics"] if m["name"] == name), None)
 
 
 def check_paths(results_dir: Path, out: Path) -> None:
@@ -103,11 +141,12 @@ def _publish_suite(
 ) -> int:
     href = suite_file(number)
     pairs: dict[str, str] = {}
-    for i, j in pairs_to_compare(len(runs), max_pairs):
+    for i, j in workload_pairs(runs, max_pairs):
         name = compare_file(runs[i].key, runs[j].key)
         _write(out, name, compare_page(runs[i], runs[j], book, href))
         pairs[f"{i}-{j}"] = name
-    _write(out, href, suite_page(suite, runs, suite_history(runs, book), book, pairs, bisects))
+    changes = _change_points(runs, book)
+    _write(out, href, suite_page(suite, runs, suite_history(runs, book), book, pairs, bisects, changes))
     for entry in runs:
         _write(out, run_file(entry.key), run_page(entry, book, href))
     return len(pairs)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from harness.history import ChangePoint
 from harness.publish import labels
 from harness.publish.collect import PublishedRun
 from harness.publish.flags import FlagBook
@@ -16,6 +17,8 @@ from harness.publish.history import MetricHistory
 from harness.publish.names import INDEX, run_file
 from harness.publish.page import Markup, join, lines, link, page, table, tag
 from harness.report import palette
+from harness.text.escape import plain
+from harness.text.numbers import fmt_ratio
 
 SERIES_BY = (("framework", "framework"), ("machine", "framework on each machine"), ("version", "framework version"))
 
@@ -24,10 +27,25 @@ def _tick(entry: PublishedRun, position: int) -> str:
     return entry.started.strftime("%m-%d %H:%M") if entry.started else f"run {position + 1}"
 
 
-def chart_data(runs: list[PublishedRun], histories: list[MetricHistory], pairs: dict[str, str]) -> dict[str, Any]:
+Changes = dict[tuple[str, str], list[ChangePoint]]  # (metric name, workload key) -> its change points
+
+
+def change_text(c: ChangePoint) -> str:
+    """`numpy: 1.15x between run-06 and run-07 (numpy 1.0 -> 2.0)`: one change point in words."""
+    what = "; ".join(c.changed) or "nothing recorded differs"
+    return plain(
+        f"{c.series.framework}: level {fmt_ratio(c.ratio)} ({'worse' if c.worse else 'better'}) between "
+        f"{c.before.run_id} and {c.after.run_id} ({what})"
+    )
+
+
+def chart_data(
+    runs: list[PublishedRun], histories: list[MetricHistory], pairs: dict[str, str], changes: Changes | None = None
+) -> dict[str, Any]:
     """What site.js draws: inert strings and finite numbers only (text/html.data_element writes it into the page)."""
     metrics = []
     for history in histories:
+        found = (changes or {}).get((history.name, history.workload_key), [])
         scale, _ = history.scale()
         points = [
             {
@@ -44,7 +62,8 @@ def chart_data(runs: list[PublishedRun], histories: list[MetricHistory], pairs: 
             }
             for p in history.points
         ]
-        metrics.append({"title": history.title, "axis": history.axis_label(), "points": points})
+        marks = [{"x": c.after.position, "worse": c.worse, "text": change_text(c)} for c in found]
+        metrics.append({"title": history.title, "axis": history.axis_label(), "points": points, "changes": marks})
     return {
         "runs": [
             {"tick": _tick(e, i), "title": f"{e.run_id} ({e.started_text})", "file": run_file(e.key)}
@@ -73,7 +92,8 @@ def _picker(runs: list[PublishedRun]) -> Markup:
             tag(
                 "p",
                 "The verdicts of `harness compare`: per framework and metric the ratio B/A with its interval, "
-                "a Mann-Whitney test, and flagged metrics excluded. A is always the earlier run.",
+                "a Mann-Whitney test on the rounds' medians, Holm-corrected across the rows, and flagged metrics "
+                "excluded. A is always the earlier run.",
             ),
             tag(
                 "div",
@@ -114,7 +134,7 @@ def _runs_table(runs: list[PublishedRun], book: FlagBook, pairs: dict[str, str])
     return table(headers, rows, classes, id="suite-runs", class_="data")
 
 
-def _metric_section(number: int, history: MetricHistory) -> Markup:
+def _metric_section(number: int, history: MetricHistory, found: list[ChangePoint]) -> Markup:
     rows, classes = [], []
     for p in history.points:
         rows.append(
@@ -139,6 +159,9 @@ def _metric_section(number: int, history: MetricHistory) -> Markup:
                 tag("h2", history.title),
                 tag("p", history.axis_label(), class_="axis"),
                 tag("div", "", id=f"chart-{number}", class_="chart"),
+                lines([f"change point: {change_text(c)}" for c in found], class_="change-points")
+                if found
+                else tag("p", "No change point in this history.", class_="no-change"),
                 table(headers, rows, classes, class_="data points"),
             ]
         ),
@@ -153,6 +176,7 @@ def suite_page(
     book: FlagBook,
     pairs: dict[str, str],
     bisects: list[tuple[str, str]] | None = None,
+    changes: Changes | None = None,
 ) -> str:
     """`bisects`: (page, label) of this suite's version bisects; the page is one of the site's own names."""
     series = tag(
@@ -176,14 +200,15 @@ def suite_page(
             "Points: the median of the steady samples; whiskers: the 95 % interval of the median (where fewer "
             "samples allow less, the table says what it covers). Red rings are FLAGGED numbers (escaped sync, "
             "implausible rate, or a framework that is not comparable): drawn apart, never as normal points; the "
-            "table names each flag.",
+            "table names each flag. Dashed vertical lines are change points (`harness history`): where a "
+            "framework's level shifted, between the two runs they separate.",
         ),
         tag("div", series, class_="picker"),
-        join(_metric_section(i, h) for i, h in enumerate(histories)),
+        join(_metric_section(i, h, (changes or {}).get((h.name, h.workload_key), [])) for i, h in enumerate(histories)),
     ]
     if bisects:
         body += [
             tag("h2", "Version bisects"),
             lines([link(href, label) for href, label in bisects], class_="bisects"),
         ]
-    return page(f"suite {suite}", join(body), data=chart_data(runs, histories, pairs), charts=True)
+    return page(f"suite {suite}", join(body), data=chart_data(runs, histories, pairs, changes), charts=True)

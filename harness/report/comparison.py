@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import asdict
 from typing import Any
 
-from harness.compare import Change, Comparison
+from harness.compare import CORRECTION, ROUNDS, Change, Comparison
 from harness.report.exports import Format, html_page, to_csv
 from harness.statistics import CONFIDENCE
 from harness.text import escape, html
@@ -14,7 +15,8 @@ from harness.text.numbers import fmt_geomean, fmt_interval, fmt_p, fmt_ratio, fm
 
 CHANGE_FIELDS = (
     "framework", "metric", "unit", "better", "median_a", "median_b", "ratio", "ci_low", "ci_high",
-    "ci_coverage", "basis", "p_value", "significant", "verdict",
+    "ci_coverage", "basis", "processes_a", "processes_b", "p_value", "p_adjusted", "no_verdict", "significant",
+    "verdict",
 )  # fmt: skip
 
 
@@ -22,6 +24,9 @@ def change_rows(comparison: Comparison) -> list[dict[str, Any]]:
     rows = []
     for c in comparison.changes:
         row = asdict(c)
+        row["processes_a"], row["processes_b"] = row.pop("processes")
+        if math.isnan(c.p_adjusted):  # never corrected: excluded from the family (JSON has no NaN)
+            row["p_adjusted"] = None
         row["significant"] = c.significant
         row["verdict"] = c.verdict
         rows.append(row)
@@ -34,12 +39,27 @@ def ratio_cell(c: Change) -> str:
         return "-"
     claimed = None if c.ci_coverage >= CONFIDENCE - 1e-9 else fmt_share(c.ci_coverage)
     return f"{fmt_ratio(c.ratio)} {fmt_interval(c.ci_low, c.ci_high, claimed)}" + (
-        " (rounds)" if c.basis == "round medians" else ""
+        " (rounds)" if c.basis == ROUNDS else ""
     )
 
 
 def p_cell(c: Change) -> str:
-    return "-" if c.excluded else fmt_p(c.p_value)
+    """`p (Holm-adjusted p)`; "-" where no test is made (excluded, or too few processes for one)."""
+    return "-" if c.excluded or c.no_verdict else f"{fmt_p(c.p_value)} ({fmt_p(c.p_adjusted)})"
+
+
+def evidence_lines(comparison: Comparison) -> list[str]:
+    """How the verdicts were reached: the unit of evidence, the correction, and rows without a verdict."""
+    family = sum(1 for c in comparison.changes if c.excluded is None)
+    lines = [
+        f"verdicts: one observation per process (each round's median); significant when the {CORRECTION}-adjusted "
+        f"p < 0.05 across the {family} compared rows (at most a 5 % chance of any false alarm in this compare) "
+        "and the interval excludes 1"
+    ]
+    missing = comparison.without_verdict
+    if missing:
+        lines.append(f"no verdict on {len(missing)} of {family} rows: {missing[0].no_verdict}")
+    return lines + comparison.floor
 
 
 def _table(comparison: Comparison, tablefmt: str) -> str:
@@ -48,7 +68,7 @@ def _table(comparison: Comparison, tablefmt: str) -> str:
 
 
 def _rows(comparison: Comparison) -> tuple[list[str], list[list[str]]]:
-    headers = ["framework", "metric", "A", "B", "B/A [interval]", "p (Mann-Whitney)", "verdict"]
+    headers = ["framework", "metric", "A", "B", "B/A [interval]", f"p ({CORRECTION}-adjusted)", "verdict"]
     rows = [
         [
             c.framework,
@@ -71,8 +91,10 @@ def _summary_lines(comparison: Comparison) -> list[str]:
     lines.append(f"geometric mean of time ratios B/A, all: {fmt_geomean(comparison.geomean())}")
     lines.append(
         "intervals: 95 % unless the coverage they really have is printed inside the brackets (few samples); "
-        "(rounds) = per-round medians of interleaved rounds were the observations"
+        "(rounds) = per-round medians of interleaved rounds were the observations, else the samples of one "
+        "process a side (they say how steady that process was, not how the code differs)"
     )
+    lines += evidence_lines(comparison)
     lines += [f"WARNING: {w}" for w in comparison.warnings]
     return lines
 
@@ -85,7 +107,8 @@ def render_comparison(comparison: Comparison, fmt: Format) -> str:
     if fmt is Format.json:
         doc = {
             "format": "harness-comparison",
-            "version": 1,
+            "version": 2,  # 2: verdicts from processes, Holm-adjusted (p_adjusted, no_verdict, processes_*)
+            "correction": CORRECTION.lower(),
             "a": a,
             "b": b,
             "changes": change_rows(comparison),

@@ -5,9 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 from harness import assessment
-from harness.assessment import Assessment
+from harness.assessment import Assessment, framework_ratio
 from harness.run_folder import Run
-from harness.statistics import describe, ratio_interval
+from harness.statistics import describe
 
 RECORD_FIELDS = (
     "run_id", "suite", "framework", "stack", "backend", "device", "status", "metric", "kind", "unit", "better",
@@ -15,7 +15,7 @@ RECORD_FIELDS = (
     "first_call", "flops", "flops_per_s", "peak_fraction", "achievable_fraction",
     "bytes", "bytes_per_s", "bandwidth_peak_fraction", "bandwidth_achievable_fraction",
     "sync", "plausible", "excluded", "comparable", "not_comparable_reason",
-    "ratio_to_baseline", "ratio_ci_low", "ratio_ci_high", "ratio_ci_coverage", "ci_coverage",
+    "ratio_to_baseline", "ratio_ci_low", "ratio_ci_high", "ratio_ci_coverage", "ratio_ci_basis", "ci_coverage",
 )  # fmt: skip
 
 
@@ -35,13 +35,14 @@ def metric_records(run: Run, judged: Assessment | None = None) -> list[dict[str,
             why = excluded.get((fw, metric["name"]))
             plausible = not (why or "").startswith("implausible")
             base = base_metrics.get(metric["name"])
-            ratio = low = high = coverage = None
+            ratio = low = high = coverage = basis = None
             usable = why is None and (run.baseline, metric["name"]) not in excluded and fw not in flagged
             if base and base["stats"]["median"] and usable:
                 ratio = metric["stats"]["median"] / base["stats"]["median"]
                 if fw != run.baseline and min(len(base["samples"]), len(metric["samples"])) >= 3:
-                    interval = ratio_interval(base["samples"], metric["samples"])
+                    interval, between = framework_ratio(base, metric)
                     low, high, coverage = interval.low, interval.high, interval.coverage
+                    basis = "round medians" if between else "samples within one process"
             records.append(
                 {
                     "run_id": result["run_id"],
@@ -86,6 +87,7 @@ def metric_records(run: Run, judged: Assessment | None = None) -> list[dict[str,
                     "ratio_ci_low": low,
                     "ratio_ci_high": high,
                     "ratio_ci_coverage": coverage,
+                    "ratio_ci_basis": basis,
                     "ci_coverage": summary.ci_coverage,
                 }
             )

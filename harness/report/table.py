@@ -6,11 +6,11 @@ from collections.abc import Callable
 from typing import Any
 
 from harness import assessment, time_to_target
-from harness.assessment import SYNC_ESCAPED, Assessment
+from harness.assessment import CONTENDED, SYNC_ESCAPED, Assessment, framework_ratio
 from harness.plausibility import ESCAPED, IMPLAUSIBLE, Finding
 from harness.result_types import Metric, Result
 from harness.run_folder import Run, code_label
-from harness.statistics import BOOTSTRAP_MIN_N, UNSTABLE_RELATIVE_IQR, ratio_interval
+from harness.statistics import BOOTSTRAP_MIN_N, UNSTABLE_RELATIVE_IQR
 from harness.text import escape
 from harness.text.numbers import (
     fmt_giga,
@@ -56,11 +56,19 @@ def _sample_ratio(metric: Metric, base: Metric | None) -> str:
     ratio = metric["stats"]["median"] / base["stats"]["median"]
     if metric is base or len(metric["samples"]) < 3 or len(base["samples"]) < 3:
         return f" ({fmt_ratio(ratio)})"
-    interval = ratio_interval(base["samples"], metric["samples"])
+    interval, _ = framework_ratio(base, metric)
     return f" ({fmt_ratio(ratio)} {fmt_interval(interval.low, interval.high, interval.claimed)})"
 
 
-def _steady_cell(metric: Metric, base: Metric | None, excluded: str | None) -> str:
+def _label(excluded: str) -> str:
+    if excluded == SYNC_ESCAPED:
+        return "ESCAPED"
+    return "CONTENDED" if excluded.startswith(CONTENDED) else "IMPLAUSIBLE"
+
+
+def _steady_cell(
+    metric: Metric, base: Metric | None, excluded: str | None, contended: tuple[int, int] | None = None
+) -> str:
     stats = metric["stats"]
     median, iqr = stats["median"], stats["iqr"]
     if stats["n"] == 1:  # one sample has no spread to show
@@ -69,8 +77,10 @@ def _steady_cell(metric: Metric, base: Metric | None, excluded: str | None) -> s
         text = f"{fmt_time(median)} ±{fmt_time(iqr, scale_from=median).split()[0]}"
     else:
         text = f"{fmt_value(median, metric['unit'])} ±{fmt_value(iqr, '')}"
+    if contended is not None and contended[0]:
+        text += f" [contended {contended[0]}/{contended[1]}]"
     if excluded is not None:
-        return f"{'ESCAPED' if excluded == SYNC_ESCAPED else 'IMPLAUSIBLE'} {text}"
+        return f"{_label(excluded)} {text}"
     unstable = median and iqr / abs(median) > UNSTABLE_RELATIVE_IQR
     return ("~" if unstable else "") + text + _sample_ratio(metric, base)
 
@@ -129,7 +139,11 @@ def timing_rows(judged: Assessment) -> tuple[list[str], list[list[str]]]:
         if variants:
             label += " (" + ", ".join(f"{fw} {v}" for fw, v in variants.items()) + ")"
         rows.append(
-            [label] + [_steady_cell(m, anchor(fw), excluded.get((fw, name))) if m else "-" for fw, m in per_fw.items()]
+            [label]
+            + [
+                _steady_cell(m, anchor(fw), excluded.get((fw, name)), judged.contention.get((fw, name))) if m else "-"
+                for fw, m in per_fw.items()
+            ]
         )
         if any(m is not None and m.get("first_call") is not None for m in per_fw.values()):
             rows.append(
@@ -153,6 +167,17 @@ def timing_rows(judged: Assessment) -> tuple[list[str], list[list[str]]]:
                 ]
             )
     return headers, rows
+
+
+def _interval_basis(run: Run) -> str:
+    """What the ratio intervals rest on: processes (rounds), or the samples within one process."""
+    rounds = max((r["settings"].get("rounds") or 1 for r in run.results.values()), default=1)
+    if rounds >= 2:
+        return f"intervals: from the {rounds} round medians per framework (one observation per process)"
+    return (
+        "intervals: within one process (its samples; they show how steady it was, not how the frameworks differ: "
+        "`--rounds 4` or more gives intervals between processes)"
+    )
 
 
 def _bound_quantities(judged: Assessment, frameworks: list[str], name: str) -> set[str]:
@@ -274,10 +299,11 @@ def render(run: Run, tablefmt: str = "simple", judged: Assessment | None = None)
         parts.append("")
         parts.append(
             "cells: median ±IQR of the steady samples, (ratio to "
-            f"{run.baseline} [95 % interval; with under {BOOTSTRAP_MIN_N} samples a side, the order-statistic range "
-            f"and the % it really covers]); ~ = unstable (IQR > {fmt_share(UNSTABLE_RELATIVE_IQR)} of median); "
+            f"{run.baseline} [95 % interval; with under {BOOTSTRAP_MIN_N} observations a side, the order-statistic "
+            f"range and the % it really covers]); ~ = unstable (IQR > {fmt_share(UNSTABLE_RELATIVE_IQR)} of median); "
             "first call = trace/compile + one run"
         )
+        parts.append(_interval_basis(run))
     for fw, result in run.results.items():
         wanted = result["settings"].get("precision")
         got = judged.precision(fw)
@@ -363,6 +389,21 @@ def _integrity_lines(judged: Assessment, title: Callable[[str], list[str]], bull
                     f"{fmt_giga(f.ceiling or 0)} {f.unit} ({f.basis}){sync_note}; excluded from ratios"
                 )
             )
+    contended = [(key, k, n) for key, (k, n) in judged.contention.items() if k]
+    if contended:
+        lines += title("contended samples (the CPU was shared while the clock ran; kept in the statistics)")
+        lines += [bullet(f"  {fw} {name}: {k} of {n} samples") for (fw, name), k, n in contended]
+        if judged.crowded:
+            lines.append(bullet(f"  RUN FLAGGED: {judged.crowded}"))
+    throttled = [
+        (fw, m["name"], len(found), len(m["samples"]))
+        for fw, result in run.results.items()
+        for m in _metrics(result).values()
+        if (found := (m.get("contention") or {}).get("throttled"))
+    ]
+    if throttled:
+        lines += title("throttled samples (NVML: the GPU was held below its clocks; kept in the statistics)")
+        lines += [bullet(f"  {fw} {name}: {k} of {n} samples") for fw, name, k, n in throttled]
     unchecked = [
         f"{fw} {m['name']}: {(m.get('sync') or {}).get('why', 'no barrier evidence in the result')}"
         for fw, result in run.results.items()

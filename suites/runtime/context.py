@@ -18,7 +18,7 @@ from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 from typing import Any
 
-from suites.runtime import marks, syncguard
+from suites.runtime import contention, marks, syncguard
 from suites.runtime.spec import SuiteSpec
 from suites.runtime.stats import summarize
 
@@ -198,18 +198,31 @@ class Context:
             sync(fn())
         raw: list[float] = []
         probes: list[syncguard.Probe | None] = []
+        before: list[contention.Reading] = []
+        after: list[contention.Reading] = []
+        gpu: list[tuple[float | None, int | None]] = []
         gc_was_enabled = gc.isenabled()
         gc.disable()  # a collection inside one sample is noise another framework doesn't pay
         try:
             with self.meter() as meter:  # entered and left outside every sample's clock
+                clock_state = getattr(meter, "clock_state", None)  # GPU jobs: NVML's SM clock and reasons
                 for _ in range(repeat):
+                    before.append(contention.read(before=True))  # outside the clock, like the probe
                     elapsed, out = self._timed(fn, sync)
+                    after.append(contention.read(before=False))
+                    if clock_state is not None:
+                        gpu.append(clock_state())
                     probes.append(self.probe_escape())  # outside the clock
                     raw.append(elapsed)
         finally:
             if gc_was_enabled:
                 gc.enable()
         samples = [elapsed * scale for elapsed in raw]
+        seen = contention.record(before, after, gpu if len(gpu) == len(raw) else None)
+        found_marks = self.sample_marks(raw, probes)  # raw and scaled samples share their order
+        for reason in (marks.CONTENDED, marks.THROTTLED):
+            if seen.get(reason):
+                found_marks[reason] = list(seen[reason])
         self.metrics.append(
             {
                 "name": name,
@@ -226,7 +239,8 @@ class Context:
                 "dtype": dtype,
                 "synchronised": synchronise,
                 "sync": self.sync_record(raw, probes, (first, first_probe)),
-                "marks": self.sample_marks(raw, probes),  # raw and scaled samples share their order
+                "marks": found_marks,
+                "contention": seen,
                 "warnings": warnings,
             }
         )

@@ -266,6 +266,23 @@ class EnergyMeter:
             if self._stop.wait(self.interval_s):
                 return
 
+    def clock_state(self) -> tuple[float | None, int | None]:
+        """(SM clock in MHz, clock-event reason bits) now; (None, None) where NVML cannot say.
+
+        Read after each timed sample (outside its clock): a sample during which the GPU was held
+        back (power cap, thermal, a hardware slowdown) is marked `throttled` (contention.py).
+        """
+        nvml, handle = self._nvml, self._handle
+        if nvml is None or handle is None:
+            return None, None
+        sm = _read(nvml, lambda: nvml.nvmlDeviceGetClockInfo(handle, nvml.NVML_CLOCK_SM))
+        # Renamed in NVML 12.2 (throttle -> clocks event); the old name stays in older drivers.
+        reasons_of = getattr(nvml, "nvmlDeviceGetCurrentClocksEventReasons", None) or getattr(
+            nvml, "nvmlDeviceGetCurrentClocksThrottleReasons", None
+        )
+        reasons = _read(nvml, lambda: reasons_of(handle)) if reasons_of is not None else None
+        return (float(sm) if sm is not None else None), (int(reasons) if reasons is not None else None)
+
     def __enter__(self) -> EnergyMeter:
         self._open()
         if self._method == COUNTER:

@@ -68,6 +68,25 @@
     ctx.restore();
   }
 
+  // Change points (`harness history`): a dashed line between the last run of the old level and
+  // the first of the new one, red where the level got worse; the text is in the table below.
+  function drawChanges(u, changes) {
+    var ctx = u.ctx;
+    var ratio = window.devicePixelRatio || 1;
+    ctx.save();
+    (changes || []).forEach(function (c) {
+      var x = u.valToPos(c.x - 0.5, "x", true);
+      ctx.strokeStyle = c.worse ? FLAG : "#006400";
+      ctx.lineWidth = 1.5 * ratio;
+      ctx.setLineDash([6 * ratio, 4 * ratio]);
+      ctx.beginPath();
+      ctx.moveTo(x, u.bbox.top);
+      ctx.lineTo(x, u.bbox.top + u.bbox.height);
+      ctx.stroke();
+    });
+    ctx.restore();
+  }
+
   function legendValue(texts) {
     return function (u, value, seriesIdx, idx) {
       return idx === null || idx === undefined || texts[idx] === null ? "--" : texts[idx];
@@ -152,7 +171,7 @@
         { label: metric.axis, size: 70 },
       ],
       series: series,
-      hooks: { draw: [function (u) { drawIntervals(u, whiskers); }] },
+      hooks: { draw: [function (u) { drawIntervals(u, whiskers); drawChanges(u, metric.changes); }] },
     };
     return new uPlot(options, columns, element);
   }

@@ -1,0 +1,106 @@
+"""`harness noise`: measure (or read from a rounds run) this machine's between-process noise floor."""
+
+from __future__ import annotations
+
+import time
+from typing import Annotated, Optional
+
+import typer
+
+from harness.backends.base import make_backend, resolve_backend
+from harness.calibration import fingerprint
+from harness.cli.options import (
+    BackendName,
+    BackendOption,
+    Device,
+    DeviceOption,
+    Precision,
+    PrecisionOption,
+    Quiet,
+    ResultsDir,
+    ThreadsOption,
+    backend_options,
+    default_data_dir,
+    default_results_dir,
+)
+from harness.errors import HarnessError
+from harness.noise_floor import MIN_ROUNDS, detectable, store
+from harness.plan import make_plan
+from harness.rounds import execute_rounds
+from harness.run_folder import Run, load_run, resolve_run
+from harness.text.escape import plain
+from harness.text.numbers import fmt_share
+
+DEFAULT_ROUNDS = 8
+SHOWN_ROUNDS = (4, 5, 6, 8)
+
+
+def noise(
+    run_ref: Annotated[
+        Optional[str], typer.Argument(metavar="[RUN]", help="a finished run with --rounds 3+ to read the floor from")
+    ] = None,
+    suite: Annotated[
+        Optional[str], typer.Option("--suite", "-s", help="measure: the suite to run A/A rounds of")
+    ] = None,
+    frameworks: Annotated[Optional[str], typer.Option("--frameworks", "-f", help="comma-separated")] = None,
+    param: Annotated[list[str], typer.Option("--param", "-p", help="suite parameter key=value; repeatable")] = [],  # noqa: B006
+    repeat: Annotated[Optional[int], typer.Option(help="timed calls per metric [default: suite's]")] = None,
+    rounds: Annotated[int, typer.Option(help="A/A rounds: processes of the same code, interleaved")] = DEFAULT_ROUNDS,
+    device: DeviceOption = Device("cpu"),
+    backend: BackendOption = BackendName("auto"),
+    threads: ThreadsOption = None,
+    precision: PrecisionOption = Precision("fp32"),
+    results_dir: ResultsDir = None,
+    quiet: Quiet = False,
+) -> None:
+    """How much each metric moves between two processes of the same code on this machine (an A/A
+    experiment), stored per machine and workload: `compare` and `run --detect` read it."""
+    base = results_dir or default_results_dir()
+    if (run_ref is None) == (suite is None):
+        raise HarnessError("give either RUN (a finished run with --rounds 3 or more) or --suite S to measure one")
+    if run_ref is not None:
+        loaded = load_run(resolve_run(run_ref, base))
+        seconds = sum(r["duration_s"] or 0.0 for r in loaded.results.values())
+        _report(loaded, seconds, _rounds_of(loaded), device.value, threads)
+        return
+    if not MIN_ROUNDS <= rounds <= 50:
+        raise HarnessError(
+            f"--rounds {rounds}: a noise floor needs {MIN_ROUNDS} to 50 rounds (default {DEFAULT_ROUNDS})"
+        )
+    name = resolve_backend(backend.value, pythons={}, gpus=None, device=device.value)
+    plan = make_plan(
+        suite=suite or "", frameworks=frameworks, params=param, repeat=repeat, warmup=None, device=device.value,
+        threads=threads, baseline=None, backend=name, data_dir=str(default_data_dir().resolve()),
+        precision=precision.value,
+    )  # fmt: skip
+    chosen = make_backend(name, backend_options(quiet=quiet))
+    began = time.perf_counter()
+    run_dir = execute_rounds(plan, chosen, base, rounds, argv=["harness", "noise"])
+    _report(load_run(run_dir), time.perf_counter() - began, rounds, device.value, threads)
+
+
+def _rounds_of(loaded: Run) -> int:
+    found = {r["settings"].get("rounds") or 1 for r in loaded.results.values() if r["status"] == "ok"}
+    if not found or min(found) < MIN_ROUNDS:
+        raise HarnessError(
+            f"run {plain(loaded.summary.get('run_id'))} has {min(found, default=0)} round(s); a noise floor needs "
+            f"{MIN_ROUNDS} or more: `harness run ... --rounds {DEFAULT_ROUNDS}`, or `harness noise --suite S`"
+        )
+    return min(found)
+
+
+def _report(loaded: Run, seconds: float, rounds: int, device: str, threads: int | None) -> None:
+    machine = fingerprint(device, threads, None)
+    entry = store(machine, loaded, rounds, seconds)
+    typer.echo(f"noise floor of machine {machine} at {entry['label']} (run {entry['run_id']}, {rounds} rounds):")
+    metrics = sum(len(per) for per in entry["noise"].values())
+    for fw, per in entry["noise"].items():
+        for metric, sigma in per.items():
+            reach = []
+            for k in SHOWN_ROUNDS:
+                found = detectable(sigma, k, metrics)
+                reach.append(f"{k}: {fmt_share(found) if found is not None else 'none'}")
+            typer.echo(
+                f"  {plain(fw)} {plain(metric)}: {fmt_share(sigma)} between processes; smallest change a compare "
+                f"of {metrics} rows detects at rounds " + ", ".join(reach)
+            )

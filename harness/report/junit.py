@@ -1,0 +1,65 @@
+"""A comparison as a JUnit XML report: one test case per (framework, metric) verdict.
+
+Every CI system reads JUnit XML, so a regression shows up as a failed check beside the build
+instead of a number in a log. A case fails on a significant slowdown (above `--fail-above` when
+given), is skipped where no verdict exists (excluded metric, too few processes), and passes
+otherwise; the message carries the same numbers `harness compare` prints.
+"""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+
+from harness.compare import Change, Comparison
+from harness.report.comparison import evidence_lines, p_cell, ratio_cell
+from harness.text.escape import plain
+from harness.text.numbers import fmt_value
+
+
+def fails(change: Change, fail_above: float | None) -> bool:
+    """The gate of `--fail-above` (percent), or any significant slowdown when it is not given."""
+    threshold = 0.0 if fail_above is None else fail_above / 100
+    return change.significant and change.slowdown > threshold
+
+
+def _case(parent: ET.Element, suite: str, change: Change, fail_above: float | None) -> None:
+    # plain(): names come from result files; control characters are not even legal in XML 1.0.
+    case = ET.SubElement(
+        parent, "testcase", classname=plain(f"harness.compare.{suite}.{change.framework}"), name=plain(change.metric)
+    )
+    numbers = (
+        f"A {fmt_value(change.median_a, plain(change.unit))}, B {fmt_value(change.median_b, plain(change.unit))}, "
+        f"B/A {ratio_cell(change)}, p {p_cell(change)}: {plain(change.verdict)}"
+    )
+    if change.excluded or change.no_verdict:
+        ET.SubElement(case, "skipped", message=plain(change.verdict))
+    elif fails(change, fail_above):
+        limit = "" if fail_above is None else f" (above --fail-above {fail_above:g} %)"
+        ET.SubElement(case, "failure", message=plain(change.verdict) + limit, type="regression").text = numbers
+    ET.SubElement(case, "system-out").text = numbers
+
+
+def comparison_junit(comparison: Comparison, fail_above: float | None) -> str:
+    suite = str(comparison.a.summary.get("suite"))
+    a, b = comparison.a.summary.get("run_id"), comparison.b.summary.get("run_id")
+    cases = comparison.changes
+    failures = sum(1 for c in cases if not (c.excluded or c.no_verdict) and fails(c, fail_above))
+    skipped = sum(1 for c in cases if c.excluded or c.no_verdict)
+    root = ET.Element("testsuites", name="harness compare", tests=str(len(cases)), failures=str(failures))
+    group = ET.SubElement(
+        root,
+        "testsuite",
+        name=plain(f"compare {a} {b} ({suite})"),
+        tests=str(len(cases)),
+        failures=str(failures),
+        errors="0",
+        skipped=str(skipped),
+    )
+    properties = ET.SubElement(group, "properties")
+    for name, value in (("run_a", a), ("run_b", b), ("suite", suite)):
+        ET.SubElement(properties, "property", name=name, value=plain(value))
+    for change in cases:
+        _case(group, suite, change, fail_above)
+    ET.SubElement(group, "system-out").text = "\n".join(plain(line) for line in evidence_lines(comparison))
+    ET.indent(root)
+    return ET.tostring(root, encoding="unicode", xml_declaration=True) + "\n"
