@@ -75,11 +75,13 @@ class Change:
     # Set by `family` only: a Change nobody corrected across its family is never significant.
     p_adjusted: float = math.nan
     no_verdict: str | None = None  # why the evidence cannot give a verdict (too few processes)
+    # Set by noise_floor.apply: the run-to-run change this row stayed within (it is then not significant).
+    within_sessions: float | None = None
 
     @property
     def significant(self) -> bool:
         inside = self.ci_low <= 1.0 <= self.ci_high or math.isnan(self.ci_low)
-        tested = self.excluded is None and self.no_verdict is None
+        tested = self.excluded is None and self.no_verdict is None and self.within_sessions is None
         return tested and self.p_adjusted < ALPHA and not inside
 
     @property
@@ -93,6 +95,8 @@ class Change:
             return f"excluded: {self.excluded}"
         if self.no_verdict:
             return f"no verdict: {self.no_verdict}"
+        if self.within_sessions is not None:
+            return f"not significant (within run-to-run noise, {fmt_change(self.within_sessions)})"
         if not self.significant:
             return "not significant"
         if self.better == "lower":
@@ -153,12 +157,28 @@ def metadata_warnings(a: Run, b: Run) -> list[str]:
 
 
 def _round_medians(metric: Metric) -> list[float]:
-    """Per-round medians of a pooled metric (harness/rounds.py); [] for a single-round run."""
+    """Per-round medians of a pooled metric (harness/rounds.py); [] for a single-round run.
+
+    A round most of whose samples were contended (the CPU was shared while it ran) measured its
+    neighbours: its median is left out of the test, so a hog in one round is not a "regression".
+    """
     found = metric.get("round_medians")
     if not isinstance(found, list) or len(found) < 2:
         return []
     ok = all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in found)
-    return [float(v) for v in found] if ok else []
+    if not ok:
+        return []
+    sizes = metric.get("round_sizes")
+    contended = set((metric.get("contention") or {}).get("contended") or [])
+    if not contended or not isinstance(sizes, list) or len(sizes) != len(found):
+        return [float(v) for v in found]
+    kept, start = [], 0
+    for median, size in zip(found, sizes, strict=True):
+        disturbed = sum(1 for i in range(start, start + size) if i in contended)
+        if disturbed * 2 <= size:
+            kept.append(float(median))
+        start += size
+    return kept
 
 
 def family(changes: list[Change], what: str = "a side", option: str = "--rounds") -> list[Change]:
@@ -169,16 +189,17 @@ def family(changes: list[Change], what: str = "a side", option: str = "--rounds"
     """
     tested = [i for i, c in enumerate(changes) if c.excluded is None]
     needed = observations_needed(len(tested))
-    adjusted = holm([changes[i].p_value for i in tested])
+    reasons: dict[int, str] = {}
+    for i in tested:
+        processes = changes[i].processes
+        if smallest_exact_p(*processes) * len(tested) >= ALPHA:
+            fewest = min(processes)
+            reasons[i] = f"{fewest} process{'es' if fewest != 1 else ''} {what}; `{option} {needed}` gives one"
+    # A row without a verdict enters Holm as p = 1: its samples' p says nothing about the code.
+    adjusted = holm([1.0 if i in reasons else changes[i].p_value for i in tested])
     out = list(changes)
     for i, p in zip(tested, adjusted, strict=True):
-        c = changes[i]
-        fewest = min(c.processes)
-        reason = None
-        if smallest_exact_p(*c.processes) * len(tested) >= ALPHA:
-            count = f"{fewest} process{'es' if fewest != 1 else ''}"
-            reason = f"{count} {what}; `{option} {needed}` gives one"
-        out[i] = replace(c, p_adjusted=p, no_verdict=reason)
+        out[i] = replace(changes[i], p_adjusted=p, no_verdict=reasons.get(i))
     return out
 
 

@@ -21,7 +21,9 @@ import math
 import random
 import statistics
 from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
+from statistics import NormalDist
 from typing import Any
 
 from harness import cache_home, workload
@@ -113,18 +115,51 @@ def _problem(doc: Any) -> str | None:
     return None
 
 
-def store(fingerprint: str, run: Run, rounds: int, seconds: float) -> dict[str, Any]:
-    """Record a rounds run's between-process noise for its workload; returns the entry."""
-    first = next((r for r in run.results.values() if r["status"] == "ok"), None)
-    noise = between_processes(run)
+def between_sessions(runs: list[Run], within: dict[str, dict[str, float]]) -> dict[str, dict[str, float]]:
+    """framework -> metric -> the run-to-run (session) standard deviation of log medians beyond what
+    the process noise of each run's rounds explains; needs two runs or more."""
+    found: dict[str, dict[str, float]] = {}
+    for fw, per in within.items():
+        for metric, process in per.items():
+            levels: list[float] = []
+            counts: list[int] = []
+            for run in runs:
+                result = run.results.get(fw)
+                if result is None or result["status"] != "ok":
+                    continue
+                match = [m for m in result["metrics"] if m["name"] == metric]
+                medians = (match[0].get("round_medians") or []) if match else []
+                if len(medians) < MIN_ROUNDS:
+                    continue
+                logs = [math.log(m) for m in medians if m > 0]
+                levels.append(statistics.fmean(logs))
+                counts.append(len(logs))
+            if len(levels) >= 2:
+                extra = statistics.variance(levels) - process**2 / statistics.fmean(counts)
+                found.setdefault(fw, {})[metric] = math.sqrt(max(extra, 0.0))
+    return found
+
+
+def store(fingerprint: str, runs: list[Run], rounds: int, seconds: float) -> dict[str, Any]:
+    """Record the between-process (and, from two runs on, between-session) noise of these runs of one
+    workload; returns the entry."""
+    first = next((r for run in runs for r in run.results.values() if r["status"] == "ok"), None)
+    per_run = [between_processes(run) for run in runs]
+    noise: dict[str, dict[str, float]] = {}
+    for fw in {fw for found in per_run for fw in found}:
+        for metric in {m for found in per_run for m in found.get(fw, {})}:
+            values = [found[fw][metric] for found in per_run if metric in found.get(fw, {})]
+            noise.setdefault(fw, {})[metric] = math.sqrt(statistics.fmean(v * v for v in values))  # pooled
     if first is None or not noise:
-        raise HarnessError(f"run {plain(run.summary.get('run_id'))} has no metric with {MIN_ROUNDS}+ round medians")
-    entry = {
+        raise HarnessError(f"run {plain(runs[0].summary.get('run_id'))} has no metric with {MIN_ROUNDS}+ round medians")
+    entry: dict[str, Any] = {
         "label": workload.label(first),
-        "run_id": plain(run.summary.get("run_id")),
+        "run_id": ", ".join(plain(run.summary.get("run_id")) for run in runs),
         "rounds": rounds,
-        "seconds_per_round": seconds / rounds,
+        "sessions_measured": len(runs),
+        "seconds_per_round": seconds / (rounds * len(runs)),
         "noise": noise,
+        "sessions": between_sessions(runs, noise) if len(runs) >= 2 else {},
     }
     with cache_home.locked(folder() / ".lock", "the noise floor"):
         workloads = load(fingerprint)
@@ -132,6 +167,41 @@ def store(fingerprint: str, run: Run, rounds: int, seconds: float) -> dict[str, 
         doc = {"format": FORMAT, "version": VERSION, "fingerprint": fingerprint, "workloads": workloads}
         write_bytes_atomic(file_for(fingerprint), (json.dumps(doc, indent=2) + "\n").encode())
     return entry
+
+
+def session_gate(sigma: float, family: int) -> float:
+    """How far apart (log ratio) two sessions' levels must be before a verdict may call it a change:
+    the two-sided Bonferroni normal quantile for the family, times sqrt 2 (two sessions) x sigma."""
+    z = NormalDist().inv_cdf(1 - ALPHA / (2 * max(family, 1)))
+    return z * math.sqrt(2) * sigma
+
+
+def apply(comparison: Comparison, machine: str) -> Comparison:
+    """The comparison with this machine's noise floor brought in: a significant row whose change is
+    within the run-to-run (session) noise becomes "not significant", and the footer says what the
+    floor lets the verdicts see (or that there is none)."""
+    b = comparison.b
+    first = next((r for r in b.results.values() if r["status"] == "ok"), None)
+    if first is None:
+        return comparison
+    entry = load(machine).get(key_of(first))
+    lines = explain(comparison, entry, first)
+    if entry is None:
+        return replace(comparison, floor=lines)
+    family = sum(1 for c in comparison.changes if c.excluded is None)
+    changes = []
+    held = 0
+    for c in comparison.changes:
+        sigma = (entry.get("sessions", {}).get(c.framework) or {}).get(c.metric)
+        if c.significant and sigma is not None and c.ratio > 0 and abs(math.log(c.ratio)) < session_gate(sigma, family):
+            c = replace(c, within_sessions=math.exp(session_gate(sigma, family)) - 1)
+            held += 1
+        changes.append(c)
+    if held:
+        lines.append(
+            f"{held} row(s) significant between processes but within this machine's run-to-run noise: not significant"
+        )
+    return replace(comparison, changes=changes, floor=lines)
 
 
 @functools.lru_cache(maxsize=256)
@@ -212,20 +282,15 @@ def rounds_for(sigmas: list[float], target: float, family: int) -> int | None:
     return high
 
 
-def explain(comparison: Comparison, machine: str) -> list[str]:
+def explain(comparison: Comparison, entry: dict[str, Any] | None, first: Result) -> list[str]:
     """Lines for `compare`: the smallest change its verdicts can see, or that no floor exists."""
-    b = comparison.b
-    first = next((r for r in b.results.values() if r["status"] == "ok"), None)
-    if first is None:
-        return []
-    entry = load(machine).get(key_of(first))
     if entry is None:
         command = " ".join(
             ["harness noise --suite", first["suite"], *(f"--param {k}={v}" for k, v in first["params"].items())]
         )
         return [
             f"no noise floor for this machine at {workload.label(first)}: how small a change these verdicts can see "
-            f"is unknown; `{command}` measures it"
+            f"is unknown, and so is the run-to-run noise they cannot tell from a change; `{command}` measures both"
         ]
     family = sum(1 for c in comparison.changes if c.excluded is None)
     parts = []
@@ -234,10 +299,12 @@ def explain(comparison: Comparison, machine: str) -> list[str]:
         if c.excluded is not None or sigma is None:
             continue
         found = detectable(sigma, min(c.processes), family)
-        parts.append(f"{c.framework} {c.metric} {fmt_share(found) if found is not None else 'none'}")
+        session = (entry.get("sessions", {}).get(c.framework) or {}).get(c.metric)
+        gate = f", run-to-run {fmt_share(math.exp(session_gate(session, family)) - 1)}" if session is not None else ""
+        parts.append(f"{c.framework} {c.metric} {fmt_share(found) if found is not None else 'none'}{gate}")
     if not parts:
         return []
     return [
-        f"smallest change a verdict here detects (80 % of the time; this machine's noise floor, run "
+        f"smallest change a verdict here detects (80 % of the time; this machine's noise floor, runs "
         f"{entry['run_id']}): " + ", ".join(parts)
     ]

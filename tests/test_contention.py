@@ -181,3 +181,21 @@ def test_a_gpu_sample_under_throttling_is_marked_through_nvml() -> None:
     ctx = _gpu_context(clock, old, repeat=2)
     ctx.measure("matmul", call)
     assert next(m for m in ctx.metrics if m["name"] == "matmul")["contention"]["throttled"] == [0, 1]
+
+
+def test_compare_leaves_out_a_round_whose_samples_were_mostly_contended(tmp_path: Path) -> None:
+    from harness.compare import compare_runs
+
+    def rounds_run(name: str, level: float, hogged: set[int]) -> Path:
+        medians = [level * (1 + 0.002 * k) for k in range(6)]
+        samples = [m for m in medians for _ in range(4)]
+        m = _timed("matmul", [], n=len(samples))
+        m["samples"], m["stats"] = samples, metric("x", samples)["stats"]
+        m["round_medians"], m["round_sizes"] = medians, [4] * 6
+        m["contention"]["contended"] = [r * 4 + i for r in sorted(hogged) for i in range(3)]  # 3 of 4 samples
+        d = result("numpy", [m])
+        d["settings"]["rounds"] = 6
+        return write_run(tmp_path / name, [d])
+
+    comparison = compare_runs(load_run(rounds_run("a", 1.0, set())), load_run(rounds_run("b", 1.0, {2})))
+    assert comparison.changes[0].processes == (6, 5)  # round 3 of B measured its neighbour

@@ -37,10 +37,10 @@ def _params() -> dict[str, Any]:
     return dict(plan.jobs[0].params)
 
 
-def rounds_run(path: Path, spread: float, seed: int, rounds: int = 6) -> Path:
+def rounds_run(path: Path, spread: float, seed: int, rounds: int = 6, scale: float = 1.0) -> Path:
     rng = random.Random(seed)
     docs = []
-    for fw, level in (("numpy", 0.1), ("jax", 0.05)):
+    for fw, level in (("numpy", 0.1 * scale), ("jax", 0.05 * scale)):
         m = metric("matmul", [level] * 12)
         m["round_medians"] = [level * (1 + rng.gauss(0, spread)) for _ in range(rounds)]
         d = result(fw, [m])
@@ -91,3 +91,19 @@ def test_a_run_without_rounds_is_no_noise_floor_and_a_tampered_file_is_refused(t
     with pytest.raises(HarnessError, match="delete it and run `harness noise` again"):
         noise_floor.load(machine)
     assert noise_floor.between_processes(load_run(rounds_run(tmp_path / "r", 0.01, 4)))["jax"]["matmul"] > 0
+
+
+def test_runs_that_drift_apart_set_a_gate_no_verdict_passes_below(tmp_path: Path) -> None:
+    """Three A/A runs whose levels differ by several % (a drifting machine): their spread is the
+    run-to-run noise, and a 4 % "change" between two later runs is within it; 40 % is not."""
+    drifted = [rounds_run(tmp_path / f"s{i}", 0.005, i, scale=f) for i, f in enumerate((0.95, 1.0, 1.05))]
+    proc = harness("noise", *map(str, drifted))
+    assert proc.returncode == 0 and "run to run" in proc.stdout, proc.stdout + proc.stderr
+    [entry] = noise_floor.load(fingerprint("cpu", None, None)).values()
+    assert 0.02 < entry["sessions"]["numpy"]["matmul"] < 0.08 and entry["sessions_measured"] == 3
+    a = rounds_run(tmp_path / "a", 0.005, 10)
+    small = harness("compare", str(a), str(rounds_run(tmp_path / "b", 0.005, 11, scale=1.04)))
+    assert "not significant (within run-to-run noise" in small.stdout, small.stdout
+    assert "within this machine's run-to-run noise" in small.stdout
+    large = harness("compare", str(a), str(rounds_run(tmp_path / "c", 0.005, 12, scale=1.4)), "--fail-above", "10")
+    assert large.returncode == 1 and "% slower" in large.stdout

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from typing import Annotated, Optional
 
 import typer
@@ -25,19 +26,23 @@ from harness.cli.options import (
 )
 from harness.errors import HarnessError
 from harness.noise_floor import MIN_ROUNDS, detectable, store
-from harness.plan import make_plan
+from harness.plan import make_plan, new_run_id
 from harness.rounds import execute_rounds
 from harness.run_folder import Run, load_run, resolve_run
 from harness.text.escape import plain
 from harness.text.numbers import fmt_share
 
-DEFAULT_ROUNDS = 8
+DEFAULT_ROUNDS = 6
+DEFAULT_SESSIONS = 3
 SHOWN_ROUNDS = (4, 5, 6, 8)
 
 
 def noise(
-    run_ref: Annotated[
-        Optional[str], typer.Argument(metavar="[RUN]", help="a finished run with --rounds 3+ to read the floor from")
+    run_refs: Annotated[
+        Optional[list[str]],
+        typer.Argument(
+            metavar="[RUN]...", help="finished runs of one workload with --rounds 3+ to read the floor from"
+        ),
     ] = None,
     suite: Annotated[
         Optional[str], typer.Option("--suite", "-s", help="measure: the suite to run A/A rounds of")
@@ -45,7 +50,12 @@ def noise(
     frameworks: Annotated[Optional[str], typer.Option("--frameworks", "-f", help="comma-separated")] = None,
     param: Annotated[list[str], typer.Option("--param", "-p", help="suite parameter key=value; repeatable")] = [],  # noqa: B006
     repeat: Annotated[Optional[int], typer.Option(help="timed calls per metric [default: suite's]")] = None,
-    rounds: Annotated[int, typer.Option(help="A/A rounds: processes of the same code, interleaved")] = DEFAULT_ROUNDS,
+    rounds: Annotated[int, typer.Option(help="A/A rounds a session: processes of the same code, interleaved")] = (
+        DEFAULT_ROUNDS
+    ),
+    sessions: Annotated[
+        int, typer.Option(help="separate runs of those rounds: how far whole runs drift apart (2 or more)")
+    ] = DEFAULT_SESSIONS,
     device: DeviceOption = Device("cpu"),
     backend: BackendOption = BackendName("auto"),
     threads: ThreadsOption = None,
@@ -53,20 +63,22 @@ def noise(
     results_dir: ResultsDir = None,
     quiet: Quiet = False,
 ) -> None:
-    """How much each metric moves between two processes of the same code on this machine (an A/A
-    experiment), stored per machine and workload: `compare` and `run --detect` read it."""
+    """How much each metric moves between two processes, and between two runs, of the same code on this
+    machine (A/A experiments), stored per machine and workload: `compare` and `run --detect` read it."""
     base = results_dir or default_results_dir()
-    if (run_ref is None) == (suite is None):
-        raise HarnessError("give either RUN (a finished run with --rounds 3 or more) or --suite S to measure one")
-    if run_ref is not None:
-        loaded = load_run(resolve_run(run_ref, base))
-        seconds = sum(r["duration_s"] or 0.0 for r in loaded.results.values())
-        _report(loaded, seconds, _rounds_of(loaded), device.value, threads)
+    if bool(run_refs) == (suite is not None):
+        raise HarnessError("give either RUN... (finished runs with --rounds 3 or more) or --suite S to measure")
+    if run_refs:
+        loaded = [load_run(resolve_run(ref, base)) for ref in run_refs]
+        seconds = sum(r["duration_s"] or 0.0 for run in loaded for r in run.results.values())
+        _report(loaded, seconds, min(_rounds_of(run) for run in loaded), device.value, threads)
         return
     if not MIN_ROUNDS <= rounds <= 50:
         raise HarnessError(
             f"--rounds {rounds}: a noise floor needs {MIN_ROUNDS} to 50 rounds (default {DEFAULT_ROUNDS})"
         )
+    if not 1 <= sessions <= 20:
+        raise HarnessError(f"--sessions {sessions} must be 1 to 20 (default {DEFAULT_SESSIONS}; 1 measures no drift)")
     name = resolve_backend(backend.value, pythons={}, gpus=None, device=device.value)
     plan = make_plan(
         suite=suite or "", frameworks=frameworks, params=param, repeat=repeat, warmup=None, device=device.value,
@@ -75,8 +87,11 @@ def noise(
     )  # fmt: skip
     chosen = make_backend(name, backend_options(quiet=quiet))
     began = time.perf_counter()
-    run_dir = execute_rounds(plan, chosen, base, rounds, argv=["harness", "noise"])
-    _report(load_run(run_dir), time.perf_counter() - began, rounds, device.value, threads)
+    runs = []
+    for _ in range(sessions):
+        planned = replace(plan, run_id=new_run_id(plan.suite))
+        runs.append(load_run(execute_rounds(planned, chosen, base, rounds, argv=["harness", "noise"])))
+    _report(runs, time.perf_counter() - began, rounds, device.value, threads)
 
 
 def _rounds_of(loaded: Run) -> int:
@@ -89,10 +104,12 @@ def _rounds_of(loaded: Run) -> int:
     return min(found)
 
 
-def _report(loaded: Run, seconds: float, rounds: int, device: str, threads: int | None) -> None:
+def _report(runs: list[Run], seconds: float, rounds: int, device: str, threads: int | None) -> None:
     machine = fingerprint(device, threads, None)
-    entry = store(machine, loaded, rounds, seconds)
-    typer.echo(f"noise floor of machine {machine} at {entry['label']} (run {entry['run_id']}, {rounds} rounds):")
+    entry = store(machine, runs, rounds, seconds)
+    typer.echo(
+        f"noise floor of machine {machine} at {entry['label']} ({len(runs)} run(s) of {rounds} rounds: {entry['run_id']}):"
+    )
     metrics = sum(len(per) for per in entry["noise"].values())
     for fw, per in entry["noise"].items():
         for metric, sigma in per.items():
@@ -100,7 +117,11 @@ def _report(loaded: Run, seconds: float, rounds: int, device: str, threads: int 
             for k in SHOWN_ROUNDS:
                 found = detectable(sigma, k, metrics)
                 reach.append(f"{k}: {fmt_share(found) if found is not None else 'none'}")
+            session = (entry["sessions"].get(fw) or {}).get(metric)
+            drift = f"; run to run {fmt_share(session)} more" if session is not None else ""
             typer.echo(
-                f"  {plain(fw)} {plain(metric)}: {fmt_share(sigma)} between processes; smallest change a compare "
-                f"of {metrics} rows detects at rounds " + ", ".join(reach)
+                f"  {plain(fw)} {plain(metric)}: {fmt_share(sigma)} between processes{drift}; smallest change a "
+                f"compare of {metrics} rows detects at rounds " + ", ".join(reach)
             )
+    if len(runs) < 2:
+        typer.echo("  one run only: how far whole runs drift apart is not measured (`--sessions 3`)")

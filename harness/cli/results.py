@@ -13,7 +13,7 @@ from harness.calibration import fingerprint
 from harness.cli.options import FormatOption, ResultsDir, RunRef, default_results_dir
 from harness.compare import Comparison, compare_runs
 from harness.errors import HarnessError
-from harness.noise_floor import explain
+from harness.noise_floor import apply
 from harness.report.comparison import render_comparison
 from harness.report.exports import Format, render_run
 from harness.report.folder import write_report
@@ -62,7 +62,7 @@ def compare(
         check_output_file(junit, "--junit")
     base = results_dir or default_results_dir()
     comparison = compare_runs(load_run(resolve_run(run_a, base)), load_run(resolve_run(run_b, base)))
-    comparison.floor.extend(_floor(comparison))
+    comparison = _with_floor(comparison)
     typer.echo(render_comparison(comparison, fmt))
     if junit is not None:
         write_bytes_atomic(junit, comparison_junit(comparison, fail_above).encode("utf-8"))
@@ -86,12 +86,12 @@ def compare(
         raise typer.Exit(1)
 
 
-def _floor(comparison: Comparison) -> list[str]:
-    """What this machine's noise floor says about the verdicts (for run B's device and threads)."""
+def _with_floor(comparison: Comparison) -> Comparison:
+    """The comparison judged with this machine's noise floor (for run B's device and threads)."""
     first = next((r for r in comparison.b.results.values() if r["status"] == "ok"), None)
     if first is None:
-        return []
-    return explain(comparison, fingerprint(first["device"], first["settings"].get("threads"), None))
+        return comparison
+    return apply(comparison, fingerprint(first["device"], first["settings"].get("threads"), None))
 
 
 def check_output_file(path: Path, option: str) -> None:

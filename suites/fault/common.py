@@ -37,4 +37,5 @@ def run(ctx: Context) -> None:
         os._exit(0)
     if mode == "slow-start":
         time.sleep(ctx.params["delay_s"])
-    ctx.measure("noop", lambda: sum(range(1000)))
+    size = ctx.params["work"]  # benchmarks/false_alarms.py plants a slowdown by editing this line in a copy
+    ctx.measure("noop", lambda: sum(range(size)))

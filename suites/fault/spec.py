@@ -13,6 +13,7 @@ SPEC = SuiteSpec(
         Param("target", "str", "all", "which framework's job goes wrong", choices=("all", "numpy", "jax", "pytorch")),
         Param("delay_s", "float", 2.0, "slow-start: seconds before the work starts", min=0, max=3600),
         Param("oom_cap_mb", "int", 4096, "oom: give up (failed) if no limit stopped us by then", min=1),
+        Param("work", "int", 1000, "ok: the timed call sums range(work)", min=1, max=10**9),
     ),
     repeat=3,
     warmup=0,

@@ -10,8 +10,9 @@ nothing in the result said so. Around every timed sample (outside its clock) the
   every other task used, the hypervisor's steal time, and how many tasks were runnable.
 
 `/proc/stat` counts in clock ticks (10 ms), so the others' and steal shares are taken over a
-window of neighbouring samples at least `WINDOW_S` long around each sample, and are null (unknown)
-for a metric whose samples together last under `MIN_SPAN_S`. A sample is marked
+window at least `WINDOW_S` long around each sample: its neighbours, and for a metric whose samples
+are too short, the job's earlier readings (from its start on); null (unknown) where even those
+span under `MIN_SPAN_S`. A sample is marked
 `contended` when, over its window, other tasks used at least `OTHERS_MIN_CORES` of a core *and*
 they and the job together asked for more cores than the job may use, or the hypervisor stole at
 least `STEAL_MIN_CORES`; or when the sample itself was pre-empted (an involuntary switch) and got
@@ -97,11 +98,14 @@ def usable_cores() -> int:
         return os.cpu_count() or 1
 
 
-def _window(starts: Sequence[float], ends: Sequence[float], i: int) -> tuple[int, int]:
-    """Samples lo..hi centred on i whose readings span at least WINDOW_S (or all there are)."""
-    centre = (starts[i] + ends[i]) / 2
-    lo = min(i, max(0, bisect.bisect_right(starts, centre - WINDOW_S / 2) - 1))
-    hi = max(i, min(len(ends) - 1, bisect.bisect_left(ends, centre + WINDOW_S / 2)))
+def _window(times: Sequence[float], start: float, end: float) -> tuple[int, int]:
+    """Readings lo, hi (indices into the time-ordered `times`) around [start, end], at least
+    WINDOW_S apart where the readings reach that far: centred, then widened backwards."""
+    centre = (start + end) / 2
+    hi = min(len(times) - 1, max(bisect.bisect_left(times, max(end, centre + WINDOW_S / 2)), 0))
+    lo = max(0, bisect.bisect_right(times, min(start, centre - WINDOW_S / 2)) - 1)
+    if times[hi] - times[lo] < WINDOW_S:  # the metric's own samples are short: look further back
+        lo = max(0, bisect.bisect_right(times, times[hi] - WINDOW_S) - 1)
     return lo, hi
 
 
@@ -127,11 +131,14 @@ def record(
     before: Sequence[Reading],
     after: Sequence[Reading],
     gpu: Sequence[tuple[float | None, int | None]] | None = None,
+    past: Sequence[Reading] = (),
 ) -> dict[str, Any]:
     """The metric's `contention` field: per sample what the process got, and which were contended.
 
     The readings' own clock times each sample (a suite's clock may be another); `gpu`: per
-    sample, (SM clock MHz, NVML clock-event reasons) read after it (GPU jobs only)."""
+    sample, (SM clock MHz, NVML clock-event reasons) read after it (GPU jobs only); `past`: the
+    job's earlier readings (its start, earlier metrics), which give a metric whose samples are
+    too short for the tick counters a window that reaches back far enough."""
     n = len(after)
     walls = [after[i].at - before[i].at for i in range(n)]
     cores = usable_cores()
@@ -139,11 +146,12 @@ def record(
     switches = [max(0, after[i].switches - before[i].switches) for i in range(n)]
     others: list[float | None] = []
     steal: list[float | None] = []
-    starts, ends = [r.at for r in before], [r.at for r in after]
+    timeline = sorted([*past, *before, *after], key=lambda r: r.at)
+    times = [r.at for r in timeline]
     for i in range(n):
-        lo, hi = _window(starts, ends, i)
-        span = after[hi].at - before[lo].at
-        b0, b1 = before[lo], after[hi]
+        lo, hi = _window(times, before[i].at, after[i].at)
+        b0, b1 = timeline[lo], timeline[hi]
+        span = b1.at - b0.at
         # Under MIN_SPAN_S the tick counters cannot resolve a share: unknown, not zero.
         if span < MIN_SPAN_S or b0.busy_s is None or b1.busy_s is None or b0.steal_s is None or b1.steal_s is None:
             others.append(None)
@@ -179,3 +187,8 @@ def record(
         "window_s": WINDOW_S,
         "contended": contended,
     }
+
+
+# The job's first reading, taken when the job runtime is imported (before any framework is): a
+# first metric whose samples are short reaches back to it for its window.
+STARTED = read(before=False)

@@ -87,6 +87,8 @@ class Context:
         # time-to-target outcome; written to the result's `dataset` and `training` fields.
         self.dataset: dict[str, Any] | None = None
         self.training: dict[str, Any] = {}
+        # Every contention reading of this job, from its start: short metrics' windows reach back into it.
+        self._timeline: list[contention.Reading] = [contention.STARTED, contention.read(before=False)]
 
     def _timed(self, fn: Callable[[], Any], sync: Sync) -> tuple[float, Any]:
         start = self._clock()
@@ -218,7 +220,8 @@ class Context:
             if gc_was_enabled:
                 gc.enable()
         samples = [elapsed * scale for elapsed in raw]
-        seen = contention.record(before, after, gpu if len(gpu) == len(raw) else None)
+        seen = contention.record(before, after, gpu if len(gpu) == len(raw) else None, self._timeline)
+        self._timeline.extend(r for pair in zip(before, after, strict=True) for r in pair)
         found_marks = self.sample_marks(raw, probes)  # raw and scaled samples share their order
         for reason in (marks.CONTENDED, marks.THROTTLED):
             if seen.get(reason):
