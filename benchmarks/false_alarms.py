@@ -5,8 +5,9 @@ Four experiments, all on the local backend, CPU, with a fresh cache home:
 1. A/A, quiet, default rounds (1): the same `xla` run (numpy, jax, matrix_size=512) N times, every
    pair compared.
    Reported: the share of compares with at least one "significant" row (the family-wise false
-   alarm rate), by compare's rule now and by the rule before issue 21 (samples of one process,
-   p < 0.05 and the interval excluding 1, no correction), on the same pairs.
+   alarm rate), by compare's rule now (with this machine's noise floor, and without it) and by the
+   rule before issue 21 (samples of one process, p < 0.05 and the interval excluding 1, no
+   correction), on the same pairs.
 2. A/A, quiet, at the rounds `run --detect 10%` recommends (from `harness noise`): the same.
 3. A CPU hog (one busy process per core) started part-way into each of N runs at those rounds:
    the share of samples taken under the hog that are marked `contended`, the share of quiet
@@ -39,7 +40,9 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from harness.compare import ROUNDS, compare_runs  # noqa: E402
+from harness.calibration import fingerprint  # noqa: E402
+from harness.compare import ROUNDS, Comparison, compare_runs, paired_metrics  # noqa: E402
+from harness.noise_floor import apply  # noqa: E402
 from harness.run_folder import Run, load_run  # noqa: E402
 from harness.statistics import ALPHA, mann_whitney_u, observations_needed, ratio_interval  # noqa: E402
 
@@ -82,34 +85,39 @@ def run(env: dict[str, str], results: Path, args: list[str], rounds: int, repo: 
 def old_rule(a: Run, b: Run) -> int:
     """Rows the rule before issue 21 called significant: round medians where both have them, else samples."""
     called = 0
-    for fw, ra in a.results.items():
-        rb = b.results.get(fw)
-        if rb is None or ra["status"] != "ok" or rb["status"] != "ok":
-            continue
-        by_name = {m["name"]: m for m in rb["metrics"]}
-        for ma in ra["metrics"]:
-            mb = by_name.get(ma["name"])
-            if mb is None:
-                continue
-            xa, xb = ma.get("round_medians") or [], mb.get("round_medians") or []
-            if not (len(xa) >= 2 and len(xb) >= 2):
-                xa, xb = ma["samples"], mb["samples"]
-            interval = ratio_interval(xa, xb)
-            p = mann_whitney_u(xa, xb)[1]
-            called += p < ALPHA and not (interval.low <= 1 <= interval.high)
+    for _, _, _, ma, mb in paired_metrics(a, b):
+        xa, xb = ma.get("round_medians") or [], mb.get("round_medians") or []
+        if not (len(xa) >= 2 and len(xb) >= 2):
+            xa, xb = ma["samples"], mb["samples"]
+        interval = ratio_interval(xa, xb)
+        p = mann_whitney_u(xa, xb)[1]
+        called += p < ALPHA and not (interval.low <= 1 <= interval.high)
     return called
 
 
+def judged(a: Run, b: Run) -> Comparison:
+    """What `harness compare A B` decides: compare_runs, then this machine's noise floor (if measured)."""
+    return apply(compare_runs(a, b), fingerprint("cpu", None, None))
+
+
 def alarms(pairs: list[tuple[Path, Path]]) -> dict[str, Any]:
-    now = before = rows = 0
+    """Share of compares with at least one significant row: now (with and without the noise floor), before."""
+    now = processes_only = before = rows = 0
     for a_dir, b_dir in pairs:
         a, b = load_run(a_dir), load_run(b_dir)
-        comparison = compare_runs(a, b)
-        rows = len(comparison.changes)
-        now += any(c.significant for c in comparison.changes)
+        plain = compare_runs(a, b)
+        rows = len(plain.changes)
+        processes_only += any(c.significant for c in plain.changes)
+        now += any(c.significant for c in judged(a, b).changes)
         before += old_rule(a, b) > 0
-    n = len(pairs)
-    return {"pairs": n, "rows": rows, "now": now / n if n else None, "before": before / n if n else None}
+    n = len(pairs) or 1
+    return {
+        "pairs": len(pairs),
+        "rows": rows,
+        "now": now / n,
+        "without_floor": processes_only / n,
+        "before": before / n,
+    }
 
 
 def _time(value: Any) -> float | None:
@@ -191,7 +199,8 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=Path("false_alarms.json"))
     options = parser.parse_args()
     home = Path(tempfile.mkdtemp(prefix="false-alarms-"))
-    env = dict(os.environ, HARNESS_CACHE_HOME=str(home / "cache"), HARNESS_CALIBRATE="never")
+    os.environ["HARNESS_CACHE_HOME"] = str(home / "cache")  # this process reads the noise floor too
+    env = dict(os.environ, HARNESS_CALIBRATE="never")
     results = home / "results"
     figures: dict[str, Any] = {}
     began = time.time()
@@ -233,7 +242,7 @@ def main() -> None:
         slow = [run(env, results, FAULT, fault_rounds, repo=copy) for _ in range(3)]
         called = total = 0
         for a_dir, b_dir in itertools.product(base, slow):
-            comparison = compare_runs(load_run(a_dir), load_run(b_dir))
+            comparison = judged(load_run(a_dir), load_run(b_dir))
             for c in comparison.changes:
                 total += 1
                 called += c.significant and c.slowdown > 0 and c.basis == ROUNDS

@@ -14,14 +14,14 @@ twenty unchanged metrics would be "significant". The p-values are Holm-adjusted 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from harness import assessment, workload
 from harness.assessment import Assessment
 from harness.errors import HarnessError
-from harness.result_types import Metric
+from harness.result_types import Metric, Result
 from harness.run_folder import Run
 from harness.statistics import (
     ALPHA,
@@ -203,6 +203,19 @@ def family(changes: list[Change], what: str = "a side", option: str = "--rounds"
     return out
 
 
+def paired_metrics(a: Run, b: Run) -> Iterator[tuple[str, Result, Result, Metric, Metric]]:
+    """(framework, result A, result B, metric A, metric B) for every metric both runs measured with an ok job."""
+    for fw, result_a in a.results.items():
+        result_b = b.results.get(fw)
+        if result_b is None or result_a["status"] != "ok" or result_b["status"] != "ok":
+            continue
+        metrics_b = {m["name"]: m for m in result_b["metrics"]}
+        for ma in result_a["metrics"]:
+            mb = metrics_b.get(ma["name"])
+            if mb is not None:
+                yield fw, result_a, result_b, ma, mb
+
+
 def compare_runs(a: Run, b: Run, judged_a: Assessment | None = None, judged_b: Assessment | None = None) -> Comparison:
     """`judged_a`, `judged_b`: the runs' assessments when the caller has them (else made here)."""
     suite_a, suite_b = a.summary.get("suite"), b.summary.get("suite")
@@ -214,49 +227,43 @@ def compare_runs(a: Run, b: Run, judged_a: Assessment | None = None, judged_b: A
     # something else: its speed is not a comparison (issue: "50 % faster" from a wrong answer).
     off_a, off_b = judged_a.not_comparable, judged_b.not_comparable
     changes = []
-    for fw, result_a in a.results.items():
-        result_b = b.results.get(fw)
-        if result_b is None or result_a["status"] != "ok" or result_b["status"] != "ok":
+    for fw, result_a, result_b, ma, mb in paired_metrics(a, b):
+        if ma["stats"]["median"] == 0:
             continue
-        metrics_b = {m["name"]: m for m in result_b["metrics"]}
-        for ma in result_a["metrics"]:
-            mb = metrics_b.get(ma["name"])
-            if mb is None or ma["stats"]["median"] == 0:
-                continue
-            # Samples of one process are not independent (one warm cache, one neighbour); where both
-            # runs have interleaved rounds, each round's median is one independent observation.
-            xa, xb = _round_medians(ma), _round_medians(mb)
-            basis = ROUNDS if xa and xb else SAMPLES
-            processes = (len(xa), len(xb)) if xa and xb else (len(xa) or 1, len(xb) or 1)
-            if not (xa and xb):
-                xa, xb = ma["samples"], mb["samples"]
-            interval = ratio_interval(xa, xb)
-            _, p = mann_whitney_u(xa, xb)
-            key = (fw, ma["name"])
-            excluded = bad_a.get(key) or bad_b.get(key)
-            if fw in off_a or fw in off_b:
-                excluded = f"not comparable in run {'A' if fw in off_a else 'B'} ({(off_a.get(fw) or off_b.get(fw))})"
-            differs = workload.differences(result_a, result_b, ma, mb)
-            if differs:
-                excluded = f"not the same workload ({'; '.join(differs)})"
-            changes.append(
-                Change(
-                    framework=fw,
-                    metric=ma["name"],
-                    unit=ma["unit"],
-                    better=ma["better"],
-                    median_a=ma["stats"]["median"],
-                    median_b=mb["stats"]["median"],
-                    ratio=mb["stats"]["median"] / ma["stats"]["median"],
-                    ci_low=interval.low,
-                    ci_high=interval.high,
-                    p_value=p,
-                    excluded=excluded,
-                    ci_coverage=interval.coverage,
-                    basis=basis,
-                    processes=processes,
-                )
+        # Samples of one process are not independent (one warm cache, one neighbour); where both
+        # runs have interleaved rounds, each round's median is one independent observation.
+        xa, xb = _round_medians(ma), _round_medians(mb)
+        basis = ROUNDS if xa and xb else SAMPLES
+        processes = (len(xa), len(xb)) if xa and xb else (len(xa) or 1, len(xb) or 1)
+        if not (xa and xb):
+            xa, xb = ma["samples"], mb["samples"]
+        interval = ratio_interval(xa, xb)
+        _, p = mann_whitney_u(xa, xb)
+        key = (fw, ma["name"])
+        excluded = bad_a.get(key) or bad_b.get(key)
+        if fw in off_a or fw in off_b:
+            excluded = f"not comparable in run {'A' if fw in off_a else 'B'} ({(off_a.get(fw) or off_b.get(fw))})"
+        differs = workload.differences(result_a, result_b, ma, mb)
+        if differs:
+            excluded = f"not the same workload ({'; '.join(differs)})"
+        changes.append(
+            Change(
+                framework=fw,
+                metric=ma["name"],
+                unit=ma["unit"],
+                better=ma["better"],
+                median_a=ma["stats"]["median"],
+                median_b=mb["stats"]["median"],
+                ratio=mb["stats"]["median"] / ma["stats"]["median"],
+                ci_low=interval.low,
+                ci_high=interval.high,
+                p_value=p,
+                excluded=excluded,
+                ci_coverage=interval.coverage,
+                basis=basis,
+                processes=processes,
             )
+        )
     if not changes:
         raise HarnessError("the two runs share no successful (framework, metric) pair; nothing to compare")
     return Comparison(a=a, b=b, changes=family(changes), warnings=metadata_warnings(a, b))

@@ -169,6 +169,24 @@ def store(fingerprint: str, runs: list[Run], rounds: int, seconds: float) -> dic
     return entry
 
 
+def drift(entry: dict[str, Any], framework: str, metric: str) -> float | None:
+    """The run-to-run noise a verdict must clear: the measured drift, but never less than the process
+    noise. A few runs measure drift poorly: three A/A runs here measured none for a metric whose later
+    runs sat 25 % apart (a run lands in a fast or a slow mode and stays there), so a run's level is
+    taken to be at least as uncertain as one of its processes."""
+    process = (entry["noise"].get(framework) or {}).get(metric)
+    if process is None:
+        return None
+    measured = (entry.get("sessions", {}).get(framework) or {}).get(metric)
+    return max(float(process), float(measured or 0.0))
+
+
+def reachable(sigma: float, family: int) -> float:
+    """The smallest change (0.1 = 10 %) two separate runs reveal 80 % of the time when their levels
+    drift by `sigma` (log): it must clear the gate by the drift's own 80 % quantile."""
+    return math.exp(session_gate(sigma, family) + NormalDist().inv_cdf(POWER) * math.sqrt(2) * sigma) - 1
+
+
 def session_gate(sigma: float, family: int) -> float:
     """How far apart (log ratio) two sessions' levels must be before a verdict may call it a change:
     the two-sided Bonferroni normal quantile for the family, times sqrt 2 (two sessions) x sigma."""
@@ -192,7 +210,7 @@ def apply(comparison: Comparison, machine: str) -> Comparison:
     changes = []
     held = 0
     for c in comparison.changes:
-        sigma = (entry.get("sessions", {}).get(c.framework) or {}).get(c.metric)
+        sigma = drift(entry, c.framework, c.metric)
         if c.significant and sigma is not None and c.ratio > 0 and abs(math.log(c.ratio)) < session_gate(sigma, family):
             c = replace(c, within_sessions=math.exp(session_gate(sigma, family)) - 1)
             held += 1
@@ -299,8 +317,8 @@ def explain(comparison: Comparison, entry: dict[str, Any] | None, first: Result)
         if c.excluded is not None or sigma is None:
             continue
         found = detectable(sigma, min(c.processes), family)
-        session = (entry.get("sessions", {}).get(c.framework) or {}).get(c.metric)
-        gate = f", run-to-run {fmt_share(math.exp(session_gate(session, family)) - 1)}" if session is not None else ""
+        session = drift(entry, c.framework, c.metric)
+        gate = f" (run to run: {fmt_share(math.exp(session_gate(session, family)) - 1)})" if session is not None else ""
         parts.append(f"{c.framework} {c.metric} {fmt_share(found) if found is not None else 'none'}{gate}")
     if not parts:
         return []

@@ -214,12 +214,14 @@ def rounds_to_detect(plan: Plan, detect: str) -> int:
     sigmas = [s for fw, per in entry["noise"].items() if fw in planned for s in per.values()]
     if not sigmas:
         raise HarnessError(f"the noise floor has none of {', '.join(sorted(planned))}; measure them: {command}")
-    drift = [s for fw, per in (entry.get("sessions") or {}).items() if fw in planned for s in per.values()]
-    gate = math.exp(noise_floor.session_gate(max(drift), len(sigmas))) - 1 if drift else 0.0
-    if target <= gate:
+    drifts = [
+        d for fw, per in entry["noise"].items() if fw in planned for m in per if (d := noise_floor.drift(entry, fw, m))
+    ]
+    floor = noise_floor.reachable(max(drifts), len(sigmas)) if drifts else 0.0
+    if target < floor:
         raise HarnessError(
-            f"--detect {detect}: whole runs drift apart by up to {fmt_share(gate)} on this machine, so no number of "
-            "rounds lets a compare of two runs see less; interleave both versions in one run (harness bisect) instead"
+            f"--detect {detect}: whole runs drift apart so far on this machine that no number of rounds lets a "
+            f"compare of two runs see under {fmt_share(floor)}; interleave both versions in one run (harness bisect)"
         )
     found = noise_floor.rounds_for(sigmas, target, len(sigmas))
     if found is None:
