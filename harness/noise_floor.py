@@ -106,12 +106,13 @@ def _problem(doc: Any) -> str | None:
             return f"workloads[{plain(name)!r}].rounds: expected a count of {MIN_ROUNDS} or more"
         if not _number(entry.get("seconds_per_round")):
             return f"workloads[{plain(name)!r}].seconds_per_round: expected a number"
-        noise = entry.get("noise")
-        if not isinstance(noise, dict) or not all(
-            isinstance(per, dict) and all(isinstance(m, str) and _number(v) for m, v in per.items())
-            for per in noise.values()
-        ):
-            return f"workloads[{plain(name)!r}].noise: expected framework -> metric -> a number"
+        for field in ("noise", "sessions"):
+            found = entry.get(field, {} if field == "sessions" else None)  # sessions: absent before --sessions
+            if not isinstance(found, dict) or not all(
+                isinstance(per, dict) and all(isinstance(m, str) and _number(v) for m, v in per.items())
+                for per in found.values()
+            ):
+                return f"workloads[{plain(name)!r}].{field}: expected framework -> metric -> a number"
     return None
 
 
@@ -132,6 +133,8 @@ def between_sessions(runs: list[Run], within: dict[str, dict[str, float]]) -> di
                 if len(medians) < MIN_ROUNDS:
                     continue
                 logs = [math.log(m) for m in medians if m > 0]
+                if len(logs) < MIN_ROUNDS:
+                    continue
                 levels.append(statistics.fmean(logs))
                 counts.append(len(logs))
             if len(levels) >= 2:

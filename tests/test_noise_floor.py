@@ -69,7 +69,11 @@ def test_harness_noise_stores_the_floor_and_compare_and_detect_read_it(tmp_path:
                   "--backend", "local")  # fmt: skip
     assert dry.returncode == 0, dry.stderr
     assert "--detect 5.0%: " in dry.stderr and " rounds (about " in dry.stderr
-    for bad, words in (("0", "not a percentage"), ("x%", "not a percentage"), ("0.001%", "whole runs drift apart so far")):
+    for bad, words in (
+        ("0", "not a percentage"),
+        ("x%", "not a percentage"),
+        ("0.001%", "whole runs drift apart so far"),
+    ):
         proc = harness("run", "--suite", "xla", "-f", "numpy", "-p", "matrix_size=8", "--detect", bad, "--dry-run",
                        "--backend", "local")  # fmt: skip
         assert proc.returncode == 2 and words in proc.stderr and proc.stderr.count("\n") == 1, proc.stderr
@@ -89,6 +93,10 @@ def test_a_run_without_rounds_is_no_noise_floor_and_a_tampered_file_is_refused(t
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps({"format": "harness-noise", "version": 1, "workloads": {"x": {"label": 1}}}))
     with pytest.raises(HarnessError, match="delete it and run `harness noise` again"):
+        noise_floor.load(machine)
+    entry = {"label": "x", "rounds": 6, "seconds_per_round": 1.0, "noise": {"numpy": {"m": 0.01}}, "sessions": "x"}
+    path.write_text(json.dumps({"format": "harness-noise", "version": 1, "workloads": {"x": entry}}))
+    with pytest.raises(HarnessError, match=r"\.sessions: expected framework -> metric -> a number"):
         noise_floor.load(machine)
     assert noise_floor.between_processes(load_run(rounds_run(tmp_path / "r", 0.01, 4)))["jax"]["matmul"] > 0
 
