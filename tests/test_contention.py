@@ -199,3 +199,12 @@ def test_compare_leaves_out_a_round_whose_samples_were_mostly_contended(tmp_path
 
     comparison = compare_runs(load_run(rounds_run("a", 1.0, set())), load_run(rounds_run("b", 1.0, {2})))
     assert comparison.changes[0].processes == (6, 5)  # round 3 of B measured its neighbour
+
+
+def test_long_samples_keep_their_own_window_and_short_ones_do_not_reach_into_another_era(two_cores: None) -> None:
+    walls = [8.0] * 3  # samples longer than the look-back: each is still its own window
+    assert contention.record(*readings(walls, cpu_rate=1.0, others=1.0))["contended"] == [0, 1, 2]
+    before, after = readings([0.001] * 5, cpu_rate=1.0, others=1.0)
+    ancient = Reading(before[0].at - 600.0, 0.0, 0, 0.0, 0.0, 1)  # ten minutes before: another era
+    found = contention.record(before, after, past=[ancient])
+    assert found["others_cores"] is None and found["contended"] == []

@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from typing import Any
 
 WINDOW_S = 0.2  # >= 20 clock ticks: the others' share is resolved to about 5 % of a core
+LOOKBACK_S = 5.0  # a window never reaches further back than this (a job's imports take about that)
 MIN_SPAN_S = 0.05  # 5 ticks: below this the others' share is not resolved at all (recorded as null)
 OTHERS_MIN_CORES = 0.5  # another task busy half a core or more beside the job
 STEAL_MIN_CORES = 0.1
@@ -106,6 +107,9 @@ def _window(times: Sequence[float], start: float, end: float) -> tuple[int, int]
     lo = max(0, bisect.bisect_right(times, min(start, centre - WINDOW_S / 2)) - 1)
     if times[hi] - times[lo] < WINDOW_S:  # the metric's own samples are short: look further back
         lo = max(0, bisect.bisect_right(times, times[hi] - WINDOW_S) - 1)
+    # ... but not into another era: a reading older than LOOKBACK_S says nothing about this sample.
+    own = min(bisect.bisect_left(times, start), hi)  # the sample's own first reading: always inside
+    lo = max(lo, min(bisect.bisect_left(times, times[hi] - LOOKBACK_S), own))
     return lo, hi
 
 

@@ -29,7 +29,7 @@ HANG = ("--suite", "fault", "--frameworks", "numpy", "--param", "mode=hang")
 # scratch HOME; the local one inherits the caller's), and the image/venv record local runs lack.
 VOLATILE = ("run_id", "started_at", "finished_at", "duration_s", "backend", "image")
 VOLATILE_ENVIRONMENT = ("launch", "caches", "cold_path", "variables")
-TIMINGS = ("first_call", "samples", "stats")
+TIMINGS = ("first_call", "samples", "stats", "contention", "marks")  # marks: contended samples differ too
 
 
 @pytest.fixture(scope="module")
