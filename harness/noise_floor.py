@@ -33,7 +33,7 @@ from harness.errors import HarnessError
 from harness.result_types import Result
 from harness.run_folder import Run
 from harness.safe_files import write_bytes_atomic
-from harness.statistics import ALPHA, smallest_exact_p
+from harness.statistics import ALPHA, smallest_exact_p, u_distribution
 from harness.text.escape import plain
 from harness.text.numbers import fmt_share
 
@@ -254,21 +254,7 @@ def detectable_shift(rounds: int, family: int) -> float | None:
 
 def _critical_u(n: int, threshold: float) -> int:
     """The largest U whose exact two-sided p (n vs n, no ties) is below `threshold`."""
-    # table[(a, b)][k]: arrangements of a and b observations with U = k (the standard recurrence).
-    table: dict[tuple[int, int], list[int]] = {}
-    for a in range(n + 1):
-        for b in range(n + 1):
-            if a == 0 or b == 0:
-                table[(a, b)] = [1]
-                continue
-            left, right = table[(a - 1, b)], table[(a, b - 1)]
-            merged = [0] * (a * b + 1)
-            for k, c in enumerate(left):
-                merged[k + b] += c
-            for k, c in enumerate(right):
-                merged[k] += c
-            table[(a, b)] = merged
-    counts = table[(n, n)]
+    counts = u_distribution(n, n)
     total = sum(counts)
     tail, critical = 0, -1
     for u, c in enumerate(counts):

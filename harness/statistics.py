@@ -12,6 +12,7 @@ is exact and distribution-free (at n = 3 the range [min, max] holds the median w
 
 from __future__ import annotations
 
+import functools
 import math
 import random
 from collections.abc import Sequence
@@ -184,29 +185,28 @@ def describe(samples: Sequence[float]) -> Summary:
     )
 
 
+@functools.lru_cache(maxsize=64)
+def u_distribution(n1: int, n2: int) -> tuple[int, ...]:
+    """counts[k] = the arrangements of n1 and n2 tie-free observations giving U = k (the standard recurrence)."""
+    table: dict[tuple[int, int], list[int]] = {}
+    for a in range(n1 + 1):
+        for b in range(n2 + 1):
+            if a == 0 or b == 0:
+                table[(a, b)] = [1]
+                continue
+            left, right = table[(a - 1, b)], table[(a, b - 1)]  # largest value from the first sample: adds b to U
+            merged = [0] * (a * b + 1)
+            for k, c in enumerate(left):
+                merged[k + b] += c
+            for k, c in enumerate(right):
+                merged[k] += c
+            table[(a, b)] = merged
+    return tuple(table[(n1, n2)])
+
+
 def _exact_u_pvalue(u: float, n1: int, n2: int) -> float:
     """Two-sided exact p-value of U (no ties) by counting, for small samples."""
-    # counts[k] = number of arrangements giving U = k, built by the standard recurrence
-    counts: dict[tuple[int, int], list[int]] = {}
-
-    def dist(a: int, b: int) -> list[int]:
-        if (a, b) in counts:
-            return counts[(a, b)]
-        if a == 0 or b == 0:
-            result = [1]
-        else:
-            left = dist(a - 1, b)  # largest value from the first sample: adds b to U
-            right = dist(a, b - 1)
-            size = a * b + 1
-            result = [0] * size
-            for k, c in enumerate(left):
-                result[k + b] += c
-            for k, c in enumerate(right):
-                result[k] += c
-        counts[(a, b)] = result
-        return result
-
-    d = dist(n1, n2)
+    d = u_distribution(n1, n2)
     total = sum(d)
     u_small = min(u, n1 * n2 - u)
     tail = sum(c for k, c in enumerate(d) if k <= u_small + 1e-9)

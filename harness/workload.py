@@ -23,13 +23,17 @@ def _first(doc: dict[str, Any], keys: tuple[str, ...]) -> Any:
     return next((doc[k] for k in keys if doc.get(k)), None)
 
 
+def _params_text(params: Mapping[str, Any]) -> str:
+    return ", ".join(f"{k}={v}" for k, v in sorted(params.items())) or "-"
+
+
 def workload(result: Result, metric: Metric | None = None) -> dict[str, str]:
     """The defining fields as short text, in a fixed order (a metric adds its code-path variant)."""
     settings = _dict(result.get("settings"))
     dataset = _dict(result.get("dataset"))
     fields = {
         "suite": str(result.get("suite")),
-        "params": ", ".join(f"{k}={v}" for k, v in sorted(_dict(result.get("params")).items())) or "-",
+        "params": _params_text(_dict(result.get("params"))),
         "precision": str(settings.get("precision") or "fp32"),
         "device": str(result.get("device")),
         "dataset": str(_first(dataset, ("used_fingerprint", "fingerprint", "sha256", "name")) or "-"),
@@ -64,7 +68,7 @@ def plan_key(suite: str, params: Mapping[str, Any], precision: str, device: str)
     """The workload as a plan knows it before any job ran (no dataset fingerprint, no variant)."""
     fields = {
         "suite": suite,
-        "params": ", ".join(f"{k}={v}" for k, v in sorted(params.items())) or "-",
+        "params": _params_text(params),
         "precision": precision,
         "device": device,
     }
