@@ -15,9 +15,13 @@ Four experiments, all on the local backend, CPU, with a fresh cache home:
 4. Planted slowdowns: a copy of the project whose hidden `fault` suite does 5 %, 10 % or 30 % more
    work in its timed call (a code change, the same workload), at the rounds `--detect 10%`
    recommends for it; the share of (pair, framework) rows called significantly slower.
+5. The same, interleaved in one session (`harness ab BASELINE CANDIDATE`, the rounds
+   `harness ab --detect 10%` picks): A/A (both sides this checkout) for false alarms, and each
+   planted slowdown as the candidate for detection.
 
     python benchmarks/false_alarms.py            # about 15 minutes on the 2-core development machine
     python benchmarks/false_alarms.py --runs 4   # fewer runs per experiment
+    python benchmarks/false_alarms.py --only ab  # experiment 5 alone (about 40 minutes)
 
 Prints a Markdown table and writes every figure as JSON beside it (--out). Nothing is asserted.
 """
@@ -157,13 +161,17 @@ def flagged_shares(run_dirs: list[Path], hog_at: dict[Path, float] | None = None
     }  # fmt: skip
 
 
-def detect_rounds(env: dict[str, str], results: Path, args: list[str]) -> tuple[int, str]:
-    """`harness noise` on the workload, then the rounds `run --detect 10%` picks."""
-    proc = harness(env, "noise", *args, "--rounds", "6", "--sessions", "3", "--backend", "local", "--results-dir",
-                   str(results), "-q")  # fmt: skip
-    if proc.returncode != 0:
-        raise SystemExit(proc.stdout + proc.stderr)
-    dry = harness(env, "run", *args, "--detect", "10%", "--dry-run", "--backend", "local")
+def detect_rounds(env: dict[str, str], results: Path, args: list[str], command: str = "run") -> tuple[int, str]:
+    """`harness noise` on the workload (once), then the rounds `run` (or `ab`) `--detect 10%` picks."""
+    proc = subprocess.CompletedProcess[str]([], 0, "", "")
+    if not harness(env, command, *(["HEAD"] if command == "ab" else []), *args, "--detect", "10%", "--dry-run",
+                   "--backend", "local").stderr.startswith("--detect"):  # fmt: skip
+        proc = harness(env, "noise", *args, "--rounds", "6", "--sessions", "3", "--backend", "local", "--results-dir",
+                       str(results), "-q")  # fmt: skip
+        if proc.returncode != 0:
+            raise SystemExit(proc.stdout + proc.stderr)
+    dry = harness(env, command, *(["HEAD"] if command == "ab" else []), *args, "--detect", "10%", "--dry-run",
+                  "--backend", "local")  # fmt: skip
     line = next((x for x in dry.stderr.splitlines() if x.startswith("--detect")), "")
     if not line:  # refused (too noisy for 10 %): the rounds compare's "no verdict" message names instead
         print(f"--detect 10% refused: {dry.stderr.strip()}; using compare's minimum", file=sys.stderr)
@@ -193,9 +201,51 @@ def hog_during(env: dict[str, str], results: Path, args: list[str], rounds: int,
     return run_dir, started[0] if started else float("inf")
 
 
+def ab(env: dict[str, str], results: Path, args: list[str], rounds: int, baseline: Path, candidate: Path) -> Comparison:
+    """One `harness ab` session, judged as `harness ab` (and `compare` of its two runs) judges it."""
+    proc = harness(env, "ab", str(baseline), str(candidate), *args, "--rounds", str(rounds), "--backend", "local",
+                   "--results-dir", str(results), "-q")  # fmt: skip
+    found = {}
+    for line in (proc.stdout + proc.stderr).splitlines():
+        for side in ("baseline", "candidate"):
+            if line.startswith(f"{side} run: "):
+                found[side] = Path(line.split(": ", 1)[1].strip())
+    if len(found) != 2:
+        raise SystemExit(f"no run folders in the output (exit {proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
+    return judged(load_run(found["baseline"]), load_run(found["candidate"]))
+
+
+def interleaved(env: dict[str, str], results: Path, home: Path, runs: int, say: Any) -> dict[str, Any]:
+    """Experiment 5: A/A and planted slowdowns, each side of a pair interleaved in one `harness ab` session."""
+    figures: dict[str, Any] = {}
+    rounds, floor = detect_rounds(env, results, FAULT, command="ab")
+    figures["ab_detect_10_rounds"], figures["ab_noise"] = rounds, floor
+    say(f"5: harness ab at the {rounds} rounds `ab --detect 10%` picks")
+    alarms_seen = rows = 0
+    for _ in range(runs):
+        comparison = ab(env, results, FAULT, rounds, REPO, REPO)
+        alarms_seen += any(c.significant for c in comparison.changes)
+        rows = len(comparison.changes)
+    figures["ab_aa"] = {"sessions": runs, "rows": rows, "false_alarm": alarms_seen / runs}
+    say(f"   A/A: {figures['ab_aa']}")
+    for slowdown, count in ((0.10, runs), (0.05, max(2, runs // 2)), (0.30, max(2, runs // 2))):
+        copy = home / f"planted-{1 + slowdown}"
+        copy = copy if copy.is_dir() else planted(home, 1 + slowdown)
+        called = total = 0
+        for _ in range(count):
+            for c in ab(env, results, FAULT, rounds, REPO, copy).changes:
+                total += 1
+                called += c.significant and c.slowdown > 0 and c.basis == ROUNDS
+        key = f"ab_planted_{int(slowdown * 100)}"
+        figures[key] = {"sessions": count, "rows": total, "detected": called / total if total else None}
+        say(f"   {slowdown:.0%}: {figures[key]}")
+    return figures
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--runs", type=int, default=6, help="runs per A/A experiment")
+    parser.add_argument("--only", choices=("ab",), help="run experiment 5 (harness ab) alone")
     parser.add_argument("--out", type=Path, default=Path("false_alarms.json"))
     options = parser.parse_args()
     home = Path(tempfile.mkdtemp(prefix="false-alarms-"))
@@ -207,6 +257,13 @@ def main() -> None:
 
     def say(text: str) -> None:
         print(f"[{time.time() - began:6.0f} s] {text}", file=sys.stderr, flush=True)
+
+    if options.only == "ab":
+        figures.update(interleaved(env, results, home, options.runs, say))
+        figures["seconds"] = time.time() - began
+        options.out.write_text(json.dumps(figures, indent=2) + "\n")
+        print(json.dumps(figures, indent=2))
+        return
 
     say("1: A/A, default rounds")
     singles = [run(env, results, XLA, 1) for _ in range(options.runs)]
@@ -248,6 +305,7 @@ def main() -> None:
                 called += c.significant and c.slowdown > 0 and c.basis == ROUNDS
         figures[f"planted_{int(slowdown * 100)}"] = {"rows": total, "detected": called / total if total else None}
         say(f"   {slowdown:.0%}: {figures[f'planted_{int(slowdown * 100)}']}")
+    figures.update(interleaved(env, results, home, options.runs, say))
     figures["seconds"] = time.time() - began
     options.out.write_text(json.dumps(figures, indent=2) + "\n")
     print(json.dumps(figures, indent=2))

@@ -26,10 +26,11 @@ from pathlib import Path
 from statistics import NormalDist
 from typing import Any
 
-from harness import cache_home, workload
-from harness.calibration import read_json_file
+from harness import cache_home, interleaved, workload
+from harness.calibration import fingerprint, read_json_file
 from harness.compare import Comparison
 from harness.errors import HarnessError
+from harness.plan import Plan
 from harness.result_types import Result
 from harness.run_folder import Run
 from harness.safe_files import write_bytes_atomic
@@ -206,8 +207,13 @@ def apply(comparison: Comparison, machine: str) -> Comparison:
     if first is None:
         return comparison
     entry = load(machine).get(key_of(first))
-    lines = explain(comparison, entry, first)
-    if entry is None:
+    session = interleaved.partners(comparison.a.summary, comparison.b.summary)
+    lines = explain(comparison, entry, first, session)
+    if session:
+        # Both sides ran round by round in one session: whatever the machine drifted, it drifted
+        # under both, so the between-process test alone decides.
+        lines.append("the runs are the two sides of one interleaved session (harness ab): run-to-run drift cancels")
+    if entry is None or session:
         return replace(comparison, floor=lines)
     family = sum(1 for c in comparison.changes if c.excluded is None)
     changes = []
@@ -289,15 +295,71 @@ def rounds_for(sigmas: list[float], target: float, family: int) -> int | None:
     return high
 
 
-def explain(comparison: Comparison, entry: dict[str, Any] | None, first: Result) -> list[str]:
-    """Lines for `compare`: the smallest change its verdicts can see, or that no floor exists."""
+def command(suite: str, params: Mapping[str, Any]) -> str:
+    """The command that measures the noise floor of this workload."""
+    return " ".join(["harness noise --suite", suite, *(f"--param {k}={v}" for k, v in params.items())])
+
+
+def parse_target(detect: str) -> float:
+    """--detect PCT as a share (3% -> 0.03)."""
+    try:
+        target = float(detect.strip().rstrip("%")) / 100
+    except ValueError:
+        target = math.nan
+    if not (0 < target < 10):
+        raise HarnessError(f"--detect {plain(detect)!r} is not a percentage above 0, e.g. --detect 3%")
+    return target
+
+
+def plan_rounds(plan: Plan, detect: str, *, interleaved: bool) -> tuple[int, str]:
+    """--detect PCT: the fewest rounds at which every planned metric's detectable change is PCT or
+    less, and a line saying so and what they cost. Two separate runs must also clear the machine's
+    run-to-run drift, which no number of rounds does; two interleaved sides (`harness ab`) need not."""
+    target = parse_target(detect)
+    job = plan.jobs[0]
+    machine = fingerprint(job.device, job.threads, None)
+    entry = load(machine).get(key(plan.suite, job.params, job.precision, job.device))
+    how = command(plan.suite, job.params)
     if entry is None:
-        command = " ".join(
-            ["harness noise --suite", first["suite"], *(f"--param {k}={v}" for k, v in first["params"].items())]
+        raise HarnessError(f"--detect needs this machine's noise floor for this workload; measure it first: {how}")
+    planned = {j.framework for j in plan.jobs if j.skip_reason is None}
+    sigmas = [s for fw, per in entry["noise"].items() if fw in planned for s in per.values()]
+    if not sigmas:
+        raise HarnessError(f"the noise floor has none of {', '.join(sorted(planned))}; measure them: {how}")
+    if not interleaved:
+        drifts = [d for fw, per in entry["noise"].items() if fw in planned for m in per if (d := drift(entry, fw, m))]
+        floor = reachable(max(drifts), len(sigmas)) if drifts else 0.0
+        if target < floor:
+            raise HarnessError(
+                f"--detect {detect}: whole runs drift apart so far on this machine that no number of rounds lets "
+                f"a compare of two runs see under {fmt_share(floor)}; measure both versions in one session: "
+                "harness ab BASELINE CANDIDATE --suite ... --detect ..."
+            )
+    found = rounds_for(sigmas, target, len(sigmas))
+    if found is None:
+        raise HarnessError(
+            f"--detect {detect}: even {MAX_ROUNDS} rounds cannot see a change that small here "
+            f"(between-process noise up to {fmt_share(max(sigmas))}); ask for a larger change"
         )
+    sides = 2 if interleaved else 1
+    cost = found * entry["seconds_per_round"] * sides
+    each = f"{found} rounds a side" if interleaved else f"{found} rounds"
+    then = "" if interleaved else f"; compare the run with another of {found} rounds"
+    return found, (
+        f"--detect {target:.1%}: {each} (about {cost:.0f} s: {entry['seconds_per_round']:.1f} s a round in the "
+        f"noise run {entry['run_id']}){then}"
+    )
+
+
+def explain(comparison: Comparison, entry: dict[str, Any] | None, first: Result, session: bool = False) -> list[str]:
+    """Lines for `compare`: the smallest change its verdicts can see, or that no floor exists
+    (`session`: the runs are one interleaved session, so no run-to-run allowance applies)."""
+    if entry is None:
+        how = command(first["suite"], first["params"])
+        unknown = "" if session else ", and so is the run-to-run noise they cannot tell from a change"
         return [
             f"no noise floor for this machine at {workload.label(first)}: how small a change these verdicts can see "
-            f"is unknown, and so is the run-to-run noise they cannot tell from a change; `{command}` measures both"
+            f"is unknown{unknown}; `{how}` measures {'it' if session else 'both'}"
         ]
     family = sum(1 for c in comparison.changes if c.excluded is None)
     parts = []
@@ -306,8 +368,8 @@ def explain(comparison: Comparison, entry: dict[str, Any] | None, first: Result)
         if c.excluded is not None or sigma is None:
             continue
         found = detectable(sigma, min(c.processes), family)
-        session = drift(entry, c.framework, c.metric)
-        gate = f" (run to run: {fmt_share(math.exp(session_gate(session, family)) - 1)})" if session is not None else ""
+        apart = None if session else drift(entry, c.framework, c.metric)
+        gate = f" (run to run: {fmt_share(math.exp(session_gate(apart, family)) - 1)})" if apart is not None else ""
         parts.append(f"{c.framework} {c.metric} {fmt_share(found) if found is not None else 'none'}{gate}")
     if not parts:
         return []

@@ -6,10 +6,11 @@ instead of whichever happened to run last.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import statistics
 import sys
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, cast
 
@@ -112,36 +113,74 @@ def _pooled_contention(same: list[Metric]) -> dict[str, Any] | None:
     return pooled
 
 
+@dataclass
+class Side:
+    """One run folder of an interleaved execution: its plan, the backend (and so the code) it runs
+    with, and what its summary and plan record beyond a plain run (e.g. its A/B partner)."""
+
+    plan: Plan
+    backend: Backend
+    run_dir: Path
+    code: dict[str, Any] | None = None  # None: this checkout's suites
+    extra: dict[str, Any] = field(default_factory=dict)
+    label: str = ""  # printed before its jobs when several sides alternate
+    round_dirs: list[Path] = field(default_factory=list)
+
+
 def execute_rounds(plan: Plan, backend: Backend, results_dir: Path, rounds: int, argv: list[str] | None = None) -> Path:
     prepare_results_dir(results_dir)
     run_dir = results_dir / plan.run_id
     run_dir.mkdir(parents=True, exist_ok=False)
-    with run_lock(run_dir):
-        return _execute_rounds(plan, backend, run_dir, rounds, argv)
+    execute_interleaved([Side(plan, backend, run_dir)], rounds, argv)
+    return run_dir
 
 
-def _execute_rounds(plan: Plan, backend: Backend, run_dir: Path, rounds: int, argv: list[str] | None) -> Path:
-    writer = RunWriter(run_dir, plan, backend.name, argv)
-    writer.start(plan_extra={"rounds": rounds})
-    round_dirs = []
-    interrupted = False
-    for number in range(1, rounds + 1):
-        print(f"== round {number}/{rounds}", flush=True)
-        # A time-to-target round trains from its own seed (the variation that figure really has).
-        jobs = tuple(replace(job, params=time_to_target.round_params(job.params, number)) for job in plan.jobs)
-        round_dir = execute(replace(plan, run_id=f"round-{number}", jobs=jobs), backend, run_dir / "rounds", argv)
-        round_dirs.append(round_dir)
-        try:
-            stopped = bool(load_summary(round_dir / SUMMARY_FILE).get("interrupted"))
-        except HarnessError as error:
-            print(f"warning: {error}", file=sys.stderr)
-            stopped = True
-        if stopped:
-            interrupted = True
-            break
+def execute_interleaved(sides: list[Side], rounds: int, argv: list[str] | None = None) -> None:
+    """K rounds of every side's jobs, the sides alternating A B, B A, A B ... (so a drift that is
+    linear in time hits them alike), each side pooled into its own run folder (already made)."""
+    with contextlib.ExitStack() as stack:
+        for side in sides:
+            stack.enter_context(run_lock(side.run_dir))
+        writers = []
+        for side in sides:
+            writer = RunWriter(side.run_dir, side.plan, side.backend.name, argv, side.code)
+            writer.summary.update(side.extra)
+            writer.start(plan_extra={"rounds": rounds, **side.extra})
+            writers.append(writer)
+        interrupted = False
+        for number in range(1, rounds + 1):
+            print(f"== round {number}/{rounds}", flush=True)
+            for side in sides if number % 2 else sides[::-1]:
+                if len(sides) > 1:
+                    print(f"-- {side.label or side.plan.run_id}", flush=True)
+                if _run_round(side, number, argv):
+                    interrupted = True
+                    break
+            if interrupted:
+                break
+        for side, writer in zip(sides, writers, strict=True):
+            _pool_side(side, writer, interrupted)
+
+
+def _run_round(side: Side, number: int, argv: list[str] | None) -> bool:
+    """Round `number` of one side; True when it was interrupted (or its summary is unreadable)."""
+    # A time-to-target round trains from its own seed (the variation that figure really has).
+    jobs = tuple(replace(job, params=time_to_target.round_params(job.params, number)) for job in side.plan.jobs)
+    round_plan = replace(side.plan, run_id=f"round-{number}", jobs=jobs)
+    round_dir = execute(round_plan, side.backend, side.run_dir / "rounds", argv, code=side.code)
+    side.round_dirs.append(round_dir)
+    try:
+        return bool(load_summary(round_dir / SUMMARY_FILE).get("interrupted"))
+    except HarnessError as error:
+        print(f"warning: {error}", file=sys.stderr)
+        return True
+
+
+def _pool_side(side: Side, writer: RunWriter, interrupted: bool) -> None:
+    plan = side.plan
     for job in plan.jobs:
         docs = []
-        for folder in round_dirs:
+        for folder in side.round_dirs:
             try:
                 doc = load_result(folder / job.result_file())
             except InvalidResult as error:
@@ -154,5 +193,4 @@ def _execute_rounds(plan: Plan, backend: Backend, run_dir: Path, rounds: int, ar
             docs.append(doc)
         if docs:
             writer.add(job, pool(docs, plan.run_id))
-    writer.finish(rounds=len(round_dirs), interrupted=interrupted)
-    return run_dir
+    writer.finish(rounds=len(side.round_dirs), interrupted=interrupted)

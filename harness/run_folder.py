@@ -117,7 +117,9 @@ def summary_entry(job: Job, result: Result) -> dict[str, Any]:
     }
 
 
-def new_summary(plan: Plan, backend: str, command: list[str] | None) -> dict[str, Any]:
+def new_summary(
+    plan: Plan, backend: str, command: list[str] | None, code: dict[str, Any] | None = None
+) -> dict[str, Any]:
     return {
         "run_id": plan.run_id,
         "suite": plan.suite,
@@ -127,7 +129,7 @@ def new_summary(plan: Plan, backend: str, command: list[str] | None) -> dict[str
         "command": command if command is not None else sys.argv,
         "started_at": utc_now(),
         "finished_at": None,
-        "code": describe_code(),
+        "code": code if code is not None else describe_code(),
         "jobs": [],
     }
 
@@ -147,10 +149,12 @@ def read_plan_record(folder: Path) -> Any:
 class RunWriter:
     """One run folder being written: `start`, then `add` per job, then `finish`."""
 
-    def __init__(self, run_dir: Path, plan: Plan, backend: str, command: list[str] | None) -> None:
+    def __init__(
+        self, run_dir: Path, plan: Plan, backend: str, command: list[str] | None, code: dict[str, Any] | None = None
+    ) -> None:
         self.dir = run_dir
         self.plan = plan
-        self.summary = new_summary(plan, backend, command)
+        self.summary = new_summary(plan, backend, command, code)
 
     def start(self, *, plan_extra: dict[str, Any] | None = None, write_plan: bool = True) -> None:
         """The plan (unless resuming one) and an empty summary, before the first job starts."""
@@ -224,23 +228,25 @@ def suites_digest(root: Path = SUITES) -> str:
     return digest.hexdigest()
 
 
-def _git(*args: str) -> str | None:
-    if shutil.which("git") is None or not (REPO / ".git").exists():
+def _git(root: Path, *args: str) -> str | None:
+    # Only a checkout's own .git (a folder, or a worktree's file): a copy inside another repository
+    # (a results folder, /tmp in a repo) must not take that repository's commit as its own.
+    if shutil.which("git") is None or not (root / ".git").exists():
         return None
     env = dict(os.environ, GIT_OPTIONAL_LOCKS="0")  # reading must never take the index lock
     try:
-        proc = subprocess.run(["git", "-C", str(REPO), *args], capture_output=True, text=True, timeout=10, env=env)
+        proc = subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True, timeout=10, env=env)
     except (OSError, subprocess.TimeoutExpired):
         return None
     return proc.stdout if proc.returncode == 0 else None
 
 
-def describe_code() -> dict[str, Any]:
+def describe_code(suites: Path = SUITES) -> dict[str, Any]:
     """`code` of a run's summary: suites digest, git commit (or None) and whether it was dirty."""
-    head = (_git("rev-parse", "HEAD") or "").strip()
-    status = _git("status", "--porcelain", "--untracked-files=no")
+    head = (_git(suites.parent, "rev-parse", "HEAD") or "").strip()
+    status = _git(suites.parent, "status", "--porcelain", "--untracked-files=no")
     return {
-        "suites_sha256": suites_digest(),
+        "suites_sha256": suites_digest(suites),
         "git_commit": head if GIT_COMMIT.fullmatch(head) else None,
         "git_dirty": None if status is None else bool(status.strip()),
     }

@@ -213,8 +213,10 @@ def execute(
     argv: list[str] | None = None,
     *,
     resume_dir: Path | None = None,
+    code: dict[str, Any] | None = None,
 ) -> Path:
-    """Run the plan's jobs; with `resume_dir`, only the jobs of that run that are not ok."""
+    """Run the plan's jobs; with `resume_dir`, only the jobs of that run that are not ok. `code`
+    describes the suites the backend runs (default: this checkout's)."""
     if resume_dir is None:
         prepare_results_dir(results_dir)
         run_dir = results_dir / plan.run_id
@@ -223,12 +225,14 @@ def execute(
         prepare_results_dir(resume_dir.parent)
         run_dir = resume_dir
     with run_lock(run_dir):
-        return _execute(plan, backend, run_dir, argv, resume=resume_dir is not None)
+        return _execute(plan, backend, run_dir, argv, resume=resume_dir is not None, code=code)
 
 
-def _execute(plan: Plan, backend: Backend, run_dir: Path, argv: list[str] | None, resume: bool) -> Path:
+def _execute(
+    plan: Plan, backend: Backend, run_dir: Path, argv: list[str] | None, resume: bool, code: dict[str, Any] | None
+) -> Path:
     previous = _previous_results(run_dir, plan) if resume else {}
-    writer = RunWriter(run_dir, plan, backend.name, argv)
+    writer = RunWriter(run_dir, plan, backend.name, argv, code)
     # Written before the first job: a harness killed during it leaves a run `--resume` can finish.
     writer.start(write_plan=not resume)
     interrupted = False

@@ -433,12 +433,28 @@ def summary_problem(doc: Any) -> str | None:
     command = doc.get("command")
     if command is not None and not (isinstance(command, list) and all(isinstance(a, str) for a in command)):
         return "command: expected a list of strings"
+    if doc.get("interleaved") is not None:
+        found = interleaved_problem(doc["interleaved"])
+        if found:
+            return found
     if doc.get("code") is not None:
         return code_problem(doc["code"])
     return None
 
 
 GIT_COMMIT = re.compile(r"[0-9a-f]{40}")
+AB_SIDES = ("baseline", "candidate")  # `harness ab`: harness/interleaved.py
+
+
+def interleaved_problem(value: Any) -> str | None:
+    """Why a summary's `interleaved` field (one side of an A/B session) is malformed, or None."""
+    if not isinstance(value, dict) or set(value) != {"side", "partner"}:
+        return "interleaved: expected an object with side and partner"
+    if value["side"] not in AB_SIDES:
+        return f"interleaved.side: expected one of {', '.join(AB_SIDES)}"
+    if not isinstance(value["partner"], str) or not RUN_ID.fullmatch(value["partner"]):
+        return "interleaved.partner: expected a run id"
+    return None
 
 
 def code_problem(code: Any) -> str | None:

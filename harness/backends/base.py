@@ -28,6 +28,7 @@ from harness.errors import HarnessError
 from harness.images import engine_problem
 from harness.plan import Job
 from harness.text.escape import plain
+from suites.runtime.registry import SUITES_DIR
 
 # Resource limits from the command line (`--memory 2g`, `--cpus 1.5`), shared by all backends.
 _UNITS = {"": 1, "b": 1, "k": 2**10, "m": 2**20, "g": 2**30, "t": 2**40}
@@ -89,6 +90,7 @@ class BackendOptions:
     wheelhouse: Path | None = None  # docker: build missing images from these wheels only
     transfer: str = "auto"  # docker: bind | copy | auto (copy for an engine not on this machine)
     pinned: Mapping[str, dict[str, Any]] = field(default_factory=dict)  # docker: stack -> recorded image
+    suites_dir: Path = SUITES_DIR  # local, docker: the suites the jobs run (`harness ab`: a checkout's)
 
 
 class Backend(Protocol):

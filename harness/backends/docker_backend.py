@@ -145,8 +145,10 @@ class DockerBackend:
         base_image: str = DEFAULT_BASE_IMAGE,
         pinned: dict[str, dict[str, Any]] | None = None,
         transfer: str = "bind",
+        suites_dir: Path = SUITES_DIR,
     ) -> None:
         self.engine = engine
+        self.suites_dir = suites_dir  # mounted read-only as the jobs' code (another checkout's in `harness ab`)
         self.pinned = pinned or {}  # stack -> a result's recorded image, used as is (harness reproduce)
         self.transfer = transfer  # bind: host folders mounted; copy: named volumes via the API (remote)
         self.echo = echo
@@ -222,7 +224,7 @@ class DockerBackend:
         uid, gid = self.container_user()
         if volumes is None:
             mounts = [
-                Mount(SUITES_MOUNT, str(SUITES_DIR), type="bind", read_only=True),
+                Mount(SUITES_MOUNT, str(self.suites_dir), type="bind", read_only=True),
                 Mount(RESULTS_MOUNT, str(work.resolve()), type="bind", read_only=False),
             ]
             if job.data_dir is not None and Path(job.data_dir).is_dir():
@@ -322,7 +324,7 @@ class DockerBackend:
     def _volumes(self, job: Job, run_id: str, image: Ensured, spec: bytes) -> Any:
         uid, gid = self.container_user()
         results = tar_writable_dir(OUT_SUBDIR, uid, gid, {job_spec.JOB_FILE: spec})
-        fills = {SUITES_MOUNT: tar_folder(SUITES_DIR), RESULTS_MOUNT: results}
+        fills = {SUITES_MOUNT: tar_folder(self.suites_dir), RESULTS_MOUNT: results}
         if job.data_dir is not None and Path(job.data_dir).is_dir():
             fills[DATA_MOUNT] = tar_folder(Path(job.data_dir), skip_caches=False)
         labels = {f"{LABEL}.run-id": run_id, f"{LABEL}.suite": job.suite, f"{LABEL}.framework": job.framework}
@@ -433,4 +435,5 @@ def from_options(options: BackendOptions) -> DockerBackend:
         wheelhouse=options.wheelhouse,
         transfer=mode,
         pinned=dict(options.pinned),
+        suites_dir=options.suites_dir,
     )

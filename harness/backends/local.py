@@ -44,10 +44,17 @@ _PRCTL = _prctl()
 class LocalBackend:
     name = "local"
 
-    def __init__(self, pythons: dict[str, str] | None = None, echo: bool = True, limits: Limits | None = None) -> None:
+    def __init__(
+        self,
+        pythons: dict[str, str] | None = None,
+        echo: bool = True,
+        limits: Limits | None = None,
+        suites_dir: Path = SUITES_DIR,
+    ) -> None:
         self.pythons = pythons or {}
         self.echo = echo
         self.limits = limits or Limits()
+        self.suites_dir = suites_dir  # the code the jobs run (another checkout's in `harness ab`)
 
     def _child_setup(self, parent: int) -> None:
         """Runs in the child before exec: die with the harness, then the local stand-ins for limits."""
@@ -63,7 +70,10 @@ class LocalBackend:
             os.sched_setaffinity(0, allowed[: max(1, math.ceil(self.limits.cpus))])
 
     def python_for(self, stack: str) -> str:
-        return self.pythons.get(stack, sys.executable)
+        python = self.pythons.get(stack, sys.executable)
+        # A path is taken from the user's folder, not the job's (it starts in the suites' root); a bare
+        # name is looked up on PATH as given.
+        return os.path.abspath(python) if os.sep in python else python
 
     def run_job(self, job: Job, run_id: str, run_dir: Path) -> JobOutcome:
         outcome, found = job_folder.run_in_folder(
@@ -72,20 +82,22 @@ class LocalBackend:
         return job_folder.note_harvest(outcome, found)
 
     def _run(self, job: Job, run_id: str, logs: Path, work: Path) -> JobOutcome:
+        work = Path(os.path.abspath(work))  # the job starts in another folder (below): no relative paths
         cache_dir = None
         if job.cache == "warm" and job.cache_dir is not None:
-            cache_dir = str(Path(job.cache_dir) / job.stack)  # one per stack: versions never mix
+            cache_dir = os.path.abspath(Path(job.cache_dir) / job.stack)  # one per stack: versions never mix
             Path(cache_dir).mkdir(parents=True, exist_ok=True)
         spec = job.spec(
             run_id=run_id,
             backend=self.name,
             result_path=str(work / job.result_file()),
-            data_dir=job.data_dir,  # the job sees the host's folders as they are
+            # the job sees the host's folders as they are (made absolute, links not followed)
+            data_dir=None if job.data_dir is None else os.path.abspath(job.data_dir),
             cache_dir=cache_dir,
         )
         cmd = job_command(str(job_spec.write(work, spec)), python=self.python_for(job.stack))
         env = dict(os.environ)
-        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(SUITES_DIR.parent), env.get("PYTHONPATH")]))
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(self.suites_dir.parent), env.get("PYTHONPATH")]))
         env["PYTHONUNBUFFERED"] = "1"
         stdout_log, stderr_log = logs / f"{job.framework}.stdout.log", logs / f"{job.framework}.stderr.log"
         stdout_sink, stderr_sink = create(logs, stdout_log.name), create(logs, stderr_log.name)
@@ -100,6 +112,9 @@ class LocalBackend:
                 stdin=subprocess.DEVNULL,
                 env=env,
                 start_new_session=True,
+                # `python -m` puts the working folder first on sys.path: run from the suites' root, so
+                # a `suites` package in whatever folder the user is in is never the code that runs.
+                cwd=self.suites_dir.parent,
                 preexec_fn=lambda: self._child_setup(parent),
             )
         except OSError as error:  # e.g. a --python path that does not exist: this job fails, the run goes on
@@ -142,4 +157,6 @@ class LocalBackend:
 
 
 def from_options(options: BackendOptions) -> LocalBackend:
-    return LocalBackend(pythons=dict(options.pythons), echo=options.echo, limits=options.limits)
+    return LocalBackend(
+        pythons=dict(options.pythons), echo=options.echo, limits=options.limits, suites_dir=options.suites_dir
+    )

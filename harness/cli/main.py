@@ -12,6 +12,7 @@ import typer
 from typer.exceptions import TyperException
 
 from harness.assessment import INTERRUPTED
+from harness.cli.ab import ab_command
 from harness.cli.bisect import bisect
 from harness.cli.catalog import describe, list_suites
 from harness.cli.checks import doctor, selftest
@@ -43,6 +44,7 @@ app.command("compare")(compare)
 app.command("history")(history)
 app.command("noise")(noise)
 app.command("bisect")(bisect)
+app.command("ab")(ab_command)
 app.command("report")(report)
 app.command("publish")(publish)
 app.command("reproduce")(reproduce)

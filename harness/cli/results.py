@@ -56,13 +56,22 @@ def compare(
     fmt: FormatOption = Format.table,
 ) -> None:
     """Two runs of one suite: per-metric ratio with its interval, significance, geometric mean."""
+    check_gate_options(fail_above, junit)
+    base = results_dir or default_results_dir()
+    comparison = compare_runs(load_run(resolve_run(run_a, base)), load_run(resolve_run(run_b, base)))
+    conclude(with_floor(comparison), fmt, fail_above, junit)
+
+
+def check_gate_options(fail_above: float | None, junit: Path | None) -> None:
+    """--fail-above and --junit, refused before any work."""
     if fail_above is not None and not (fail_above >= 0 and math.isfinite(fail_above)):  # nan would disable the gate
         raise HarnessError(f"--fail-above {fail_above} must be a finite percentage of 0 or more")
     if junit is not None:
         check_output_file(junit, "--junit")
-    base = results_dir or default_results_dir()
-    comparison = compare_runs(load_run(resolve_run(run_a, base)), load_run(resolve_run(run_b, base)))
-    comparison = _with_floor(comparison)
+
+
+def conclude(comparison: Comparison, fmt: Format, fail_above: float | None, junit: Path | None) -> None:
+    """Print a judged comparison, write its JUnit report, and exit 1 past --fail-above."""
     typer.echo(render_comparison(comparison, fmt))
     if junit is not None:
         write_bytes_atomic(junit, comparison_junit(comparison, fail_above).encode("utf-8"))
@@ -86,7 +95,7 @@ def compare(
         raise typer.Exit(1)
 
 
-def _with_floor(comparison: Comparison) -> Comparison:
+def with_floor(comparison: Comparison) -> Comparison:
     """The comparison judged with this machine's noise floor (for run B's device and threads)."""
     first = next((r for r in comparison.b.results.values() if r["status"] == "ok"), None)
     if first is None:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import math
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -17,7 +16,6 @@ from harness.backends.base import make_backend, resolve_backend
 from harness.calibration import attach as attach_calibration
 from harness.calibration import check_mode as check_calibrate_mode
 from harness.calibration import describe as describe_calibration
-from harness.calibration import fingerprint
 from harness.cli.options import (
     BackendName,
     BackendOption,
@@ -48,8 +46,6 @@ from harness.report.exports import Format, render_run
 from harness.rounds import execute_rounds
 from harness.run_folder import load_run, resolve_run, resume_plan
 from harness.runner import calibrate, execute, prepare_results_dir
-from harness.text.escape import plain
-from harness.text.numbers import fmt_share
 
 
 def run(
@@ -159,7 +155,8 @@ def run(
     if detect is not None:
         if rounds != 1 or resume_dir is not None:
             raise HarnessError("--detect picks the rounds itself; drop --rounds (and --resume)")
-        rounds = rounds_to_detect(plan, detect)
+        rounds, line = noise_floor.plan_rounds(plan, detect, interleaved=False)
+        typer.echo(line, err=True)
     options = backend_options(
         quiet=quiet, memory=memory, cpus=cpus, gpus=gpus, transfer=transfer, pythons=pythons
     )  # validated before anything starts, even for --dry-run
@@ -194,48 +191,6 @@ def run(
     if judged.crowded:
         typer.echo(f"run flagged: {judged.crowded}", err=True)
     raise typer.Exit(run_exit_code(loaded, judged))
-
-
-def rounds_to_detect(plan: Plan, detect: str) -> int:
-    """--detect PCT: the fewest rounds at which every planned metric's detectable change is PCT or less."""
-    try:
-        target = float(detect.strip().rstrip("%")) / 100
-    except ValueError:
-        target = math.nan
-    if not (0 < target < 10):
-        raise HarnessError(f"--detect {plain(detect)!r} is not a percentage above 0, e.g. --detect 3%")
-    job = plan.jobs[0]
-    machine = fingerprint(job.device, job.threads, None)
-    entry = noise_floor.load(machine).get(noise_floor.key(plan.suite, job.params, job.precision, job.device))
-    command = " ".join(["harness noise --suite", plan.suite, *(f"--param {k}={v}" for k, v in job.params.items())])
-    if entry is None:
-        raise HarnessError(f"--detect needs this machine's noise floor for this workload; measure it first: {command}")
-    planned = {j.framework for j in plan.jobs if j.skip_reason is None}
-    sigmas = [s for fw, per in entry["noise"].items() if fw in planned for s in per.values()]
-    if not sigmas:
-        raise HarnessError(f"the noise floor has none of {', '.join(sorted(planned))}; measure them: {command}")
-    drifts = [
-        d for fw, per in entry["noise"].items() if fw in planned for m in per if (d := noise_floor.drift(entry, fw, m))
-    ]
-    floor = noise_floor.reachable(max(drifts), len(sigmas)) if drifts else 0.0
-    if target < floor:
-        raise HarnessError(
-            f"--detect {detect}: whole runs drift apart so far on this machine that no number of rounds lets a "
-            f"compare of two runs see under {fmt_share(floor)}; interleave both versions in one run (harness bisect)"
-        )
-    found = noise_floor.rounds_for(sigmas, target, len(sigmas))
-    if found is None:
-        raise HarnessError(
-            f"--detect {detect}: even {noise_floor.MAX_ROUNDS} rounds cannot see a change that small here "
-            f"(between-process noise up to {fmt_share(max(sigmas))}); ask for a larger change"
-        )
-    cost = found * entry["seconds_per_round"]
-    typer.echo(
-        f"--detect {target:.1%}: {found} rounds (about {cost:.0f} s: {entry['seconds_per_round']:.1f} s a round "
-        f"in the noise run {entry['run_id']}); compare the run with another of {found} rounds",
-        err=True,
-    )
-    return found
 
 
 def _warm_caches_in_cache_home(plan: Plan) -> Plan:

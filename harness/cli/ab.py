@@ -1,0 +1,142 @@
+"""`harness ab`: a baseline and a candidate version of the suites, interleaved in one session, compared."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from harness import ab, noise_floor
+from harness.backends.base import resolve_backend
+from harness.cli.options import (
+    BackendName,
+    BackendOption,
+    DataDir,
+    Device,
+    DeviceOption,
+    FormatOption,
+    Precision,
+    PrecisionOption,
+    Quiet,
+    ResultsDir,
+    ThreadsOption,
+    backend_options,
+    default_data_dir,
+    default_results_dir,
+)
+from harness.cli.results import check_gate_options, conclude, with_floor
+from harness.compare import compare_runs
+from harness.data.store import require as require_dataset
+from harness.errors import HarnessError
+from harness.plan import make_plan
+from harness.report.exports import Format
+from harness.run_folder import load_run
+
+
+def ab_command(
+    baseline: Annotated[
+        str,
+        typer.Argument(
+            metavar="BASELINE",
+            help="the code before: a checkout of this project (a folder holding suites/) or a git revision",
+        ),
+    ],
+    candidate: Annotated[
+        Optional[str],
+        typer.Argument(metavar="[CANDIDATE]", help="the code after, the same way [default: this checkout]"),
+    ] = None,
+    suite: Annotated[str, typer.Option("--suite", "-s", help="suite name (see `harness list`)")] = "",
+    frameworks: Annotated[
+        Optional[str], typer.Option("--frameworks", "-f", help="comma-separated; default: all of the suite's")
+    ] = None,
+    param: Annotated[list[str], typer.Option("--param", "-p", help="suite parameter key=value; repeatable")] = [],  # noqa: B006
+    repeat: Annotated[
+        Optional[int], typer.Option(help="timed steady-state calls per metric [default: suite's]")
+    ] = None,
+    rounds: Annotated[
+        Optional[int],
+        typer.Option(
+            help=f"rounds a side, alternating A B, B A ... [default: {ab.DEFAULT_ROUNDS}, or what --detect picks]"
+        ),
+    ] = None,
+    detect: Annotated[
+        Optional[str],
+        typer.Option(
+            "--detect",
+            metavar="PCT",
+            help="pick the rounds that detect a change of PCT % (from this machine's noise floor: `harness noise`)",
+        ),
+    ] = None,
+    device: DeviceOption = Device("cpu"),
+    backend: BackendOption = BackendName("auto"),
+    threads: ThreadsOption = None,
+    precision: PrecisionOption = Precision("fp32"),
+    timeout: Annotated[Optional[float], typer.Option(help="per-job time limit in seconds [default: suite's]")] = None,
+    fail_above: Annotated[
+        Optional[float], typer.Option("--fail-above", help="exit 1 on a significant slowdown above PCT percent")
+    ] = None,
+    junit: Annotated[
+        Optional[Path],
+        typer.Option("--junit", help="also write a JUnit XML report here: one test case per verdict, for CI"),
+    ] = None,
+    results_dir: ResultsDir = None,
+    data_dir: DataDir = None,
+    fmt: FormatOption = Format.table,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="validate and print the plan; start nothing")] = False,
+    quiet: Quiet = False,
+) -> None:
+    """Measure two versions of the suites in one session, round by round (A B, B A, ...), and compare
+    them: run-to-run drift hits both sides alike, so a change smaller than it can be seen."""
+    if not suite:
+        raise HarnessError("--suite is required (see `harness list`)")
+    check_gate_options(fail_above, junit)
+    for given in (baseline, candidate):
+        if given is not None:
+            ab.check_tree(given)
+    backend_name = resolve_backend(backend.value, pythons={}, gpus=None, device=device.value)
+    ab.check_backend(backend_name)
+    plan = make_plan(
+        suite=suite,
+        frameworks=frameworks,
+        params=param,
+        repeat=repeat,
+        warmup=None,
+        device=device.value,
+        threads=threads,
+        baseline=None,
+        backend=backend_name,
+        timeout_s=timeout,
+        data_dir=str((data_dir or default_data_dir()).resolve()),
+        precision=precision.value,
+    )
+    named = plan.jobs[0].params.get("dataset") if plan.jobs else None
+    if isinstance(named, str) and plan.jobs[0].data_dir is not None:
+        require_dataset(Path(plan.jobs[0].data_dir), named, plan.suite)
+    if detect is not None:
+        if rounds is not None:
+            raise HarnessError("--detect picks the rounds itself; drop --rounds")
+        rounds, line = noise_floor.plan_rounds(plan, detect, interleaved=True)
+        typer.echo(line, err=True)
+    chosen = ab.check_rounds(rounds if rounds is not None else ab.DEFAULT_ROUNDS)
+    options = backend_options(quiet=quiet)
+    if dry_run:
+        typer.echo(
+            f"plan: {plan.suite}, {chosen} rounds a side, baseline {baseline}, candidate {candidate or 'this checkout'}"
+        )
+        return
+    request = ab.Request(
+        plan=plan,
+        baseline=baseline,
+        candidate=candidate,
+        rounds=chosen,
+        results_dir=results_dir or default_results_dir(),
+        backend=backend_name,
+        options=options,
+    )
+    before, after = ab.run_ab(request, argv=["harness"] + sys.argv[1:])
+    comparison = with_floor(compare_runs(load_run(before), load_run(after)))
+    typer.echo("")
+    typer.echo(f"baseline run: {before}\ncandidate run: {after}", err=fmt is not Format.table)
+    conclude(comparison, fmt, fail_above, junit)
