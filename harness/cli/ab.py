@@ -136,7 +136,11 @@ def ab_command(
         options=options,
     )
     before, after = ab.run_ab(request, argv=["harness"] + sys.argv[1:])
-    comparison = with_floor(compare_runs(load_run(before), load_run(after)))
     typer.echo("")
     typer.echo(f"baseline run: {before}\ncandidate run: {after}", err=fmt is not Format.table)
-    conclude(comparison, fmt, fail_above, junit)
+    try:
+        comparison = compare_runs(load_run(before), load_run(after))
+    except HarnessError as error:  # e.g. a side whose jobs all failed: the runs are kept, the session failed
+        typer.echo(f"error: {error}; see the two run folders", err=True)
+        raise typer.Exit(1) from None
+    conclude(with_floor(comparison), fmt, fail_above, junit)
