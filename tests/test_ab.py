@@ -7,6 +7,7 @@ import json
 import shutil
 import subprocess
 from pathlib import Path
+
 import pytest
 
 from harness import ab, interleaved, noise_floor

@@ -65,6 +65,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "harness.k8s",
             "harness.compose_steps",
             "harness.bisect",
+            "harness.ab",
             "harness.selftest",
             "harness.doctor",
             "harness.reproduce",
