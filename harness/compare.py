@@ -14,7 +14,7 @@ twenty unchanged metrics would be "significant". The p-values are Holm-adjusted 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -133,7 +133,8 @@ class Comparison:
         return max(bad, key=lambda c: c.slowdown, default=None)
 
 
-def _get(doc: Mapping[str, Any], path: tuple[str, ...]) -> Any:
+def field_at(doc: Any, *path: str) -> Any:
+    """doc[path[0]][path[1]]..., or None where a level is missing or not an object."""
     node: Any = doc
     for key in path:
         if not isinstance(node, dict):
@@ -147,7 +148,9 @@ def metadata_warnings(a: Run, b: Run) -> list[str]:
     for fw in a.results:
         if fw not in b.results:
             continue
-        differing = [label for label, path in COMPARED_FIELDS if _get(a.results[fw], path) != _get(b.results[fw], path)]
+        differing = [
+            label for label, path in COMPARED_FIELDS if field_at(a.results[fw], *path) != field_at(b.results[fw], *path)
+        ]
         if differing:
             warnings.append(f"{fw}: runs differ in {', '.join(differing)}")
     codes = [(run.summary.get("code") or {}).get("suites_sha256") for run in (a, b)]

@@ -17,6 +17,7 @@ from typing import Any
 
 from harness import change_points, workload
 from harness.assessment import Assessment
+from harness.compare import field_at
 from harness.result_types import Metric, Result
 from harness.run_folder import Run
 from harness.text.escape import plain
@@ -97,12 +98,6 @@ def series_of(runs: Sequence[tuple[Run, Assessment]]) -> list[Series]:
     return list(found.values())
 
 
-def _get(doc: Any, *path: str) -> Any:
-    for key in path:
-        doc = doc.get(key) if isinstance(doc, dict) else None
-    return doc
-
-
 # What else can differ between two runs of one workload: (label, summary or result, path, characters kept).
 FACTS: tuple[tuple[str, str, tuple[str, ...], int], ...] = (
     ("suites' code", "summary", ("code", "suites_sha256"), 12),
@@ -118,15 +113,15 @@ FACTS: tuple[tuple[str, str, tuple[str, ...], int], ...] = (
 
 
 def _fact(point: Point, source: str, path: tuple[str, ...], cut: int) -> Any:
-    value = _get(point.summary if source == "summary" else point.result, *path)
+    value = field_at(point.summary if source == "summary" else point.result, *path)
     return str(value)[:cut] if cut and value is not None else value
 
 
 def provenance_diff(a: Point, b: Point) -> list[str]:
     """What differs between two runs of one series, in words: where to look for the cause."""
     changed = []
-    versions_a = _get(a.result, "environment", "versions") or {}
-    versions_b = _get(b.result, "environment", "versions") or {}
+    versions_a = field_at(a.result, "environment", "versions") or {}
+    versions_b = field_at(b.result, "environment", "versions") or {}
     for package in dict.fromkeys([*versions_a, *versions_b]):
         if versions_a.get(package) != versions_b.get(package):
             changed.append(f"{package} {versions_a.get(package, '-')} -> {versions_b.get(package, '-')}")

@@ -226,7 +226,8 @@ def apply(comparison: Comparison, machine: str) -> Comparison:
         changes.append(c)
     if held:
         lines.append(
-            f"{held} row(s) significant between processes but within this machine's run-to-run noise: not significant"
+            f"{held} row(s) significant between processes but within this machine's run-to-run noise: not "
+            "significant (`harness ab BASELINE CANDIDATE` measures two versions in one session, where it cancels)"
         )
     return replace(comparison, changes=changes, floor=lines)
 

@@ -125,7 +125,7 @@ def test_sides_alternate_round_by_round_so_a_linear_drift_hits_both_alike(tmp_pa
         assert json.loads((side.run_dir / "plan.json").read_text())["rounds"] == 4
 
 
-def _checkout(root: Path, plant: bool) -> Path:
+def checkout(root: Path, plant: bool) -> Path:
     shutil.copytree(REPO / "suites", root / "suites", ignore=shutil.ignore_patterns("__pycache__"))
     if plant:
         common = root / "suites" / "fault" / "common.py"
@@ -138,7 +138,7 @@ def _checkout(root: Path, plant: bool) -> Path:
 def test_each_side_runs_its_own_code_and_records_it(tmp_path: Path) -> None:
     """Real jobs on the local backend: the candidate's planted edit fails only the candidate's jobs,
     and each side's summary names the suites digest it ran (the baseline's: this checkout's)."""
-    candidate = _checkout(tmp_path / "candidate", plant=True)
+    candidate = checkout(tmp_path / "candidate", plant=True)
     results = tmp_path / "results"
     proc = harness("ab", str(REPO), str(candidate), "--suite", "fault", "-f", "numpy", "-p", "work=100",
                    "--rounds", "4", "--repeat", "3", "--backend", "local", "--results-dir", str(results))  # fmt: skip
@@ -175,7 +175,7 @@ def test_a_local_job_never_runs_a_suites_package_in_the_users_folder(tmp_path: P
 def test_a_git_revision_is_exported_into_the_side_and_bad_sides_are_refused(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    repo = _checkout(tmp_path / "repo", plant=False)
+    repo = checkout(tmp_path / "repo", plant=False)
     git = ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t"]
     subprocess.run([*git, "init", "-q"], check=True)
     subprocess.run([*git, "add", "suites"], check=True)
