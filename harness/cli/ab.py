@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
@@ -16,7 +15,9 @@ from harness.cli.options import (
     DataDir,
     Device,
     DeviceOption,
+    FailAboveOption,
     FormatOption,
+    JunitOption,
     Precision,
     PrecisionOption,
     Quiet,
@@ -25,10 +26,10 @@ from harness.cli.options import (
     backend_options,
     default_data_dir,
     default_results_dir,
+    require_datasets,
 )
 from harness.cli.results import check_gate_options, conclude, with_floor
 from harness.compare import compare_runs
-from harness.data.store import require as require_dataset
 from harness.errors import HarnessError
 from harness.plan import make_plan
 from harness.report.exports import Format
@@ -74,13 +75,8 @@ def ab_command(
     threads: ThreadsOption = None,
     precision: PrecisionOption = Precision("fp32"),
     timeout: Annotated[Optional[float], typer.Option(help="per-job time limit in seconds [default: suite's]")] = None,
-    fail_above: Annotated[
-        Optional[float], typer.Option("--fail-above", help="exit 1 on a significant slowdown above PCT percent")
-    ] = None,
-    junit: Annotated[
-        Optional[Path],
-        typer.Option("--junit", help="also write a JUnit XML report here: one test case per verdict, for CI"),
-    ] = None,
+    fail_above: FailAboveOption = None,
+    junit: JunitOption = None,
     results_dir: ResultsDir = None,
     data_dir: DataDir = None,
     fmt: FormatOption = Format.table,
@@ -111,9 +107,7 @@ def ab_command(
         data_dir=str((data_dir or default_data_dir()).resolve()),
         precision=precision.value,
     )
-    named = plan.jobs[0].params.get("dataset") if plan.jobs else None
-    if isinstance(named, str) and plan.jobs[0].data_dir is not None:
-        require_dataset(Path(plan.jobs[0].data_dir), named, plan.suite)
+    require_datasets(plan)
     if detect is not None:
         if rounds is not None:
             raise HarnessError("--detect picks the rounds itself; drop --rounds")

@@ -11,7 +11,9 @@ from typing import Annotated, Optional
 import typer
 
 from harness.backends.base import CHOICES, BackendOptions, make_limits
+from harness.data.store import require as require_dataset
 from harness.errors import HarnessError
+from harness.plan import Plan
 from harness.report.exports import Format
 from suites.runtime.job_spec import DEVICES
 from suites.runtime.settings import PRECISIONS
@@ -133,3 +135,19 @@ StacksOption = Annotated[
 ]
 VariantOption = Annotated[Variant, typer.Option(help="cpu, or cuda12 for --device gpu")]
 RunRef = Annotated[str, typer.Argument(metavar="RUN", help="run folder, or run id under --results-dir")]
+
+
+FailAboveOption = Annotated[
+    Optional[float], typer.Option("--fail-above", help="exit 1 on a significant slowdown above PCT percent")
+]
+JunitOption = Annotated[
+    Optional[Path],
+    typer.Option("--junit", help="also write a JUnit XML report here: one test case per verdict, for CI"),
+]
+
+
+def require_datasets(plan: Plan) -> None:
+    """A missing dataset is one line naming the fetch command, before any job starts."""
+    named = plan.jobs[0].params.get("dataset") if plan.jobs else None
+    if isinstance(named, str) and plan.jobs[0].data_dir is not None:
+        require_dataset(Path(plan.jobs[0].data_dir), named, plan.suite)

@@ -10,7 +10,7 @@ import typer
 
 from harness.assessment import assess
 from harness.calibration import fingerprint
-from harness.cli.options import FormatOption, ResultsDir, RunRef, default_results_dir
+from harness.cli.options import FailAboveOption, FormatOption, JunitOption, ResultsDir, RunRef, default_results_dir
 from harness.compare import Comparison, compare_runs
 from harness.errors import HarnessError
 from harness.noise_floor import apply
@@ -45,13 +45,8 @@ def show(
 def compare(
     run_a: Annotated[str, typer.Argument(metavar="RUN_A", help="the reference run (before)")],
     run_b: Annotated[str, typer.Argument(metavar="RUN_B", help="the run compared with it (after)")],
-    fail_above: Annotated[
-        Optional[float], typer.Option("--fail-above", help="exit 1 on a significant slowdown above PCT percent")
-    ] = None,
-    junit: Annotated[
-        Optional[Path],
-        typer.Option("--junit", help="also write a JUnit XML report here: one test case per verdict, for CI"),
-    ] = None,
+    fail_above: FailAboveOption = None,
+    junit: JunitOption = None,
     results_dir: ResultsDir = None,
     fmt: FormatOption = Format.table,
 ) -> None:

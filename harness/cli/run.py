@@ -37,8 +37,8 @@ from harness.cli.options import (
     default_data_dir,
     default_results_dir,
     parse_pythons,
+    require_datasets,
 )
-from harness.data.store import require as require_dataset
 from harness.errors import HarnessError
 from harness.images import stack_image, variant_for
 from harness.plan import Plan, check_timeout, make_plan, parse_frameworks
@@ -146,10 +146,7 @@ def run(
             precision=precision.value,
         )
         plan = _warm_caches_in_cache_home(plan)
-    named = plan.jobs[0].params.get("dataset") if plan.jobs else None
-    if isinstance(named, str) and plan.jobs[0].data_dir is not None:
-        # A missing dataset is one line naming the fetch command, before any job starts.
-        require_dataset(Path(plan.jobs[0].data_dir), named, plan.suite)
+    require_datasets(plan)
     if rounds < 1:
         raise HarnessError(f"--rounds {rounds} must be at least 1")
     if detect is not None:
