@@ -15,7 +15,7 @@ from typing import Any
 from harness.schema import AB_SIDES as SIDES
 from harness.schema import interleaved_problem as problem
 
-__all__ = ["SIDES", "partners", "problem", "record"]
+__all__ = ["SIDES", "partners", "problem", "record", "session_label"]
 
 
 def record(side: str, partner: str) -> dict[str, Any]:
@@ -34,3 +34,10 @@ def partners(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
         and x["side"] != y["side"]
         and a.get("run_id") != b.get("run_id")
     )
+
+
+def session_label(value: Any) -> str | None:
+    """`interleaved: the baseline side of one session with run <id> (harness ab)`, None if absent or malformed."""
+    if value is None or problem(value) is not None:
+        return None
+    return f"interleaved: the {value['side']} side of one session with run {value['partner']} (harness ab)"

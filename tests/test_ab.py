@@ -156,6 +156,12 @@ def test_each_side_runs_its_own_code_and_records_it(tmp_path: Path) -> None:
     assert before.summary["code"]["suites_sha256"] == suites_digest()
     assert after.summary["code"]["suites_sha256"] == suites_digest(candidate / "suites") != suites_digest()
     assert interleaved.partners(before.summary, after.summary)
+    shown = harness("show", str(before.path))
+    assert f"interleaved: the baseline side of one session with run {after.summary['run_id']}" in shown.stdout
+    site = tmp_path / "site"
+    assert harness("publish", str(results), "--out", str(site)).returncode == 0
+    pages = [page.read_text() for page in site.rglob("*.html") if "A/B session" in page.read_text()]
+    assert len(pages) == 2 and any("the candidate side of one session" in page for page in pages)
     assert before.results["numpy"]["settings"]["rounds"] == 4
 
 

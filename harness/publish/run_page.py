@@ -3,6 +3,7 @@ timelines), jobs, fairness settings and environment, and the harness's own table
 
 from __future__ import annotations
 
+from harness.interleaved import session_label
 from harness.publish import labels
 from harness.publish.collect import PublishedRun
 from harness.publish.flags import FlagBook
@@ -33,6 +34,9 @@ def _facts(entry: PublishedRun) -> Markup:
         ["measured code", plain(code_label(summary.get("code")) or "not recorded")],
         ["jobs", labels.jobs(entry.run)],
     ]
+    side = session_label(summary.get("interleaved"))
+    if side:
+        rows.append(["A/B session", plain(side)])
     return table(["", ""], rows, class_="facts")
 
 

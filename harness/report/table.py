@@ -7,6 +7,7 @@ from typing import Any
 
 from harness import assessment, time_to_target
 from harness.assessment import CONTENDED, SYNC_ESCAPED, Assessment, framework_ratio
+from harness.interleaved import session_label
 from harness.plausibility import ESCAPED, IMPLAUSIBLE, Finding
 from harness.result_types import Metric, Result
 from harness.run_folder import Run, code_label
@@ -324,6 +325,9 @@ def render(run: Run, tablefmt: str = "simple", judged: Assessment | None = None)
     code = code_label(run.summary.get("code"))
     if code:
         versions.append(bullet(f"  {code}"))
+    side = session_label(run.summary.get("interleaved"))
+    if side:
+        versions.append(bullet(f"  {side}"))
     if versions:
         parts += title("stacks") + versions
     cold = [bullet(f"  {line}") for line in cold_path_lines(run)]
