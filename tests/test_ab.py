@@ -214,3 +214,18 @@ def test_bad_input_is_one_line_and_exit_2(args: list[str], words: str, tmp_path:
     proc = harness("ab", *args, "--results-dir", str(tmp_path / "r"))
     assert proc.returncode == 2 and words in proc.stderr and proc.stderr.count("\n") == 1, proc.stderr
     assert not (tmp_path / "r").exists()
+
+
+@pytest.mark.slow
+def test_a_side_with_a_failed_job_fails_the_session_though_the_rest_compares(tmp_path: Path) -> None:
+    candidate = checkout(tmp_path / "candidate", plant=False)
+    common = candidate / "suites" / "fault" / "common.py"
+    common.write_text(
+        common.read_text().replace(
+            PLANT[0], 'if ctx.framework == "jax":\n        raise JobError("planted for jax")\n    ' + PLANT[0]
+        )
+    )
+    proc = harness("ab", str(REPO), str(candidate), "--suite", "fault", "-f", "numpy,jax", "-p", "work=100",
+                   "--rounds", "4", "--repeat", "3", "--backend", "local", "--results-dir", str(tmp_path / "r"))  # fmt: skip
+    assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr
+    assert "numpy        noop" in proc.stdout and "not every job of run" in proc.stderr

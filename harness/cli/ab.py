@@ -8,6 +8,7 @@ from typing import Annotated, Optional
 import typer
 
 from harness import ab, noise_floor
+from harness.assessment import INTERRUPTED, run_exit_code
 from harness.backends.base import resolve_backend
 from harness.cli.options import (
     BackendName,
@@ -132,9 +133,18 @@ def ab_command(
     before, after = ab.run_ab(request, argv=["harness"] + sys.argv[1:])
     typer.echo("")
     typer.echo(f"baseline run: {before}\ncandidate run: {after}", err=fmt is not Format.table)
+    runs = [load_run(before), load_run(after)]
+    sides = [run_exit_code(run) for run in runs]
     try:
-        comparison = compare_runs(load_run(before), load_run(after))
+        comparison = compare_runs(runs[0], runs[1])
     except HarnessError as error:  # e.g. a side whose jobs all failed: the runs are kept, the session failed
         typer.echo(f"error: {error}; see the two run folders", err=True)
-        raise typer.Exit(1) from None
-    conclude(with_floor(comparison), fmt, fail_above, junit)
+        raise typer.Exit(INTERRUPTED if INTERRUPTED in sides else 1) from None
+    gate = conclude(with_floor(comparison), fmt, fail_above, junit)
+    if INTERRUPTED in sides:
+        raise typer.Exit(INTERRUPTED)
+    failed = [run.summary["run_id"] for run, code in zip(runs, sides, strict=True) if code]
+    if failed:
+        # A failed job, check or flag on a side is a session that did not pass, as for `harness run`.
+        typer.echo(f"not every job of run {', '.join(failed)} passed; `harness show RUN` says why", err=True)
+    raise typer.Exit(1 if failed or gate else 0)

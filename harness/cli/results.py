@@ -54,7 +54,7 @@ def compare(
     check_gate_options(fail_above, junit)
     base = results_dir or default_results_dir()
     comparison = compare_runs(load_run(resolve_run(run_a, base)), load_run(resolve_run(run_b, base)))
-    conclude(with_floor(comparison), fmt, fail_above, junit)
+    raise typer.Exit(conclude(with_floor(comparison), fmt, fail_above, junit))
 
 
 def check_gate_options(fail_above: float | None, junit: Path | None) -> None:
@@ -65,14 +65,14 @@ def check_gate_options(fail_above: float | None, junit: Path | None) -> None:
         check_output_file(junit, "--junit")
 
 
-def conclude(comparison: Comparison, fmt: Format, fail_above: float | None, junit: Path | None) -> None:
-    """Print a judged comparison, write its JUnit report, and exit 1 past --fail-above."""
+def conclude(comparison: Comparison, fmt: Format, fail_above: float | None, junit: Path | None) -> int:
+    """Print a judged comparison and write its JUnit report; the exit status: 1 past --fail-above."""
     typer.echo(render_comparison(comparison, fmt))
     if junit is not None:
         write_bytes_atomic(junit, comparison_junit(comparison, fail_above).encode("utf-8"))
         typer.echo(f"junit: {plain(junit)}", err=True)
     if fail_above is None:
-        return
+        return 0
     missing = comparison.without_verdict
     if missing:
         # A gate that cannot see is said to be blind, not reported as passed.
@@ -87,7 +87,8 @@ def conclude(comparison: Comparison, fmt: Format, fail_above: float | None, juni
             f"{worst.slowdown:.1%} worse (p={worst.p_value:.3g}, Holm-adjusted {worst.p_adjusted:.3g})",
             err=True,
         )
-        raise typer.Exit(1)
+        return 1
+    return 0
 
 
 def with_floor(comparison: Comparison) -> Comparison:
