@@ -20,7 +20,7 @@ from harness.errors import HarnessError
 from harness.plan import Plan
 from harness.result_types import Metric, Result, Stats
 from harness.run_folder import SUMMARY_FILE, RunWriter, mismatch, run_lock
-from harness.runner import execute, prepare_results_dir
+from harness.runner import execute, prepare_results_dir, sigterm_as_interrupt, warn
 from harness.schema import PER_SAMPLE, InvalidResult, load_result, load_summary
 from suites.runtime.stats import summarize
 
@@ -147,19 +147,28 @@ def execute_interleaved(sides: list[Side], rounds: int, argv: list[str] | None =
             writer.summary.update(side.extra)
             writer.start(plan_extra={"rounds": rounds, **side.extra})
             writers.append(writer)
-        interrupted = False
-        for number in range(1, rounds + 1):
-            print(f"== round {number}/{rounds}", flush=True)
-            for side in sides if number % 2 else sides[::-1]:
-                if len(sides) > 1:
-                    print(f"-- {side.label or side.plan.run_id}", flush=True)
-                if _run_round(side, number, argv):
-                    interrupted = True
-                    break
-            if interrupted:
-                break
+        try:
+            with sigterm_as_interrupt():
+                interrupted = _run_rounds(sides, rounds, argv)
+        except KeyboardInterrupt:
+            # Between two jobs (a round's own interrupt is handled inside it): the rounds that
+            # finished are pooled all the same.
+            warn("\ninterrupted: stopping; finished rounds are kept")
+            interrupted = True
         for side, writer in zip(sides, writers, strict=True):
             _pool_side(side, writer, interrupted)
+
+
+def _run_rounds(sides: list[Side], rounds: int, argv: list[str] | None) -> bool:
+    """Every round of every side, alternating; True when one was interrupted."""
+    for number in range(1, rounds + 1):
+        print(f"== round {number}/{rounds}", flush=True)
+        for side in sides if number % 2 else sides[::-1]:
+            if len(sides) > 1:
+                print(f"-- {side.label or side.plan.run_id}", flush=True)
+            if _run_round(side, number, argv):
+                return True
+    return False
 
 
 def _run_round(side: Side, number: int, argv: list[str] | None) -> bool:
@@ -191,6 +200,10 @@ def _pool_side(side: Side, writer: RunWriter, interrupted: bool) -> None:
                 print(f"warning: {folder / job.result_file()}: {wrong}; ignored", file=sys.stderr)
                 continue
             docs.append(doc)
+        # A round cut short by an interrupt measured nothing: the finished rounds are the result
+        # (the summary says the run was interrupted), unless no round of this job finished.
+        finished = [d for d in docs if d["status"] != "interrupted"]
+        docs = finished or docs
         if docs:
             writer.add(job, pool(docs, plan.run_id))
     writer.finish(rounds=len(side.round_dirs), interrupted=interrupted)
