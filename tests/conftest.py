@@ -47,6 +47,14 @@ def harness(*args: str, cwd: Path | None = None, timeout: float = 900) -> subpro
     )
 
 
+def finished(proc: subprocess.CompletedProcess[str]) -> bool:
+    """A `run` (or `reproduce`) that finished as it should: exit 0, or exit 1 only because this test
+    machine was busy (the run's one flag: most samples contended). Callers check the jobs' statuses."""
+    if proc.returncode == 0:
+        return True
+    return proc.returncode == 1 and "samples were contended" in proc.stdout + proc.stderr
+
+
 def run_folder(stdout: str) -> Path:
     for line in stdout.splitlines():
         if line.startswith("run folder: "):

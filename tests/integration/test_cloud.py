@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from harness.schema import load_result
-from tests.conftest import harness, read, run_folder
+from tests.conftest import finished, harness, read, run_folder
 
 pytestmark = pytest.mark.integration
 
@@ -32,7 +32,7 @@ def test_copy_transfer_gives_the_same_result_files_as_bind_mounts(cpu_images: di
         proc = harness("run", "--suite", "xla", "--frameworks", "numpy,pytorch", "--param", "matrix_size=32",
                        "--repeat", "3", "--backend", "docker", "--transfer", mode,
                        "--results-dir", str(tmp_path / mode))  # fmt: skip
-        assert proc.returncode == 0, proc.stdout + proc.stderr
+        assert finished(proc), proc.stdout + proc.stderr
         runs[mode] = run_folder(proc.stdout)
     for fw in ("numpy", "pytorch"):
         bind, copy = load_result(runs["bind"] / f"{fw}.json"), load_result(runs["copy"] / f"{fw}.json")
@@ -62,10 +62,10 @@ def _volumes() -> list[str]:
 def test_reproduce_a_recorded_docker_run(cpu_images: dict[str, Any], tmp_path: Path) -> None:
     first = harness("run", "--suite", "xla", "--frameworks", "numpy,jax", "--param", "matrix_size=48", "--repeat", "5",
                     "--backend", "docker", "--results-dir", str(tmp_path))  # fmt: skip
-    assert first.returncode == 0, first.stdout + first.stderr
+    assert finished(first), first.stdout + first.stderr
     old = run_folder(first.stdout)
     again = harness("reproduce", str(old), "--results-dir", str(tmp_path), "-q")
-    assert again.returncode == 0, again.stdout + again.stderr
+    assert finished(again), again.stdout + again.stderr
     new = run_folder(again.stdout)
     assert new != old
     for fw in ("numpy", "jax"):

@@ -11,7 +11,7 @@ import pytest
 
 from harness.images import stack_image
 from harness.schema import load_result
-from tests.conftest import harness, read, run_folder
+from tests.conftest import finished, harness, read, run_folder
 from tests.integration.conftest import STACKS
 
 pytestmark = pytest.mark.integration
@@ -85,7 +85,7 @@ def test_xla_on_three_stacks_in_isolated_containers(cpu_images: dict[str, Any], 
             "run", "--suite", "xla", "--frameworks", "numpy,jax,pytorch", "--backend", "docker",
             "--param", "matrix_size=64", "--repeat", "3", "--results-dir", str(results),
         )  # fmt: skip
-    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert finished(proc), proc.stdout + proc.stderr
     run = run_folder(proc.stdout)
     assert read(run / "summary.json")["backend"] == "docker"
     for stack in STACKS:

@@ -18,7 +18,7 @@ import pytest
 
 from harness.schema import load_result
 from harness.slurm.script import Stack
-from tests.conftest import REPO, harness, read, run_folder
+from tests.conftest import REPO, finished, harness, read, run_folder
 
 pytestmark = pytest.mark.integration
 
@@ -80,9 +80,9 @@ def run(results: Path, *args: str, backend: str = "slurm", timeout: float = 900)
 
 def test_a_suite_through_slurm_gives_the_local_backends_result_file(results: Path) -> None:
     slurm_dir, proc = run(results, *SMALL)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr
+    assert finished(proc), proc.stdout[-3000:] + proc.stderr
     local_dir, proc = run(results, *SMALL, backend="local")
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr
+    assert finished(proc), proc.stdout[-3000:] + proc.stderr
     slurm, local = load_result(slurm_dir / "numpy.json"), load_result(local_dir / "numpy.json")
     assert slurm["status"] == "ok" and slurm["backend"] == "slurm"
     assert comparable(dict(slurm)) == comparable(dict(local))
