@@ -6,7 +6,7 @@ minutes apart sit several % apart with nothing changed (`harness noise` measures
 rounds inside each run removes that, so a compare of separate runs cannot see a change smaller than
 the drift. `ab` removes it by construction: the baseline's and the candidate's jobs alternate round
 by round (A B, B A, A B ...: a drift linear in time hits both alike), each side pooled into a normal
-run folder, the two marked as one session (harness/interleaved.py), and compared with the same
+run folder, the two marked as one session (run_folder.partners), and compared with the same
 test as `harness compare` on their round medians, without the run-to-run allowance.
 
 A side is a checkout of this project (a folder holding `suites/`, e.g. from `git worktree add`) or a
@@ -23,14 +23,13 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from harness import interleaved
 from harness.backends.base import BackendOptions, make_backend
 from harness.errors import HarnessError
 from harness.plan import Plan, new_run_id
 from harness.rounds import Side, execute_interleaved
-from harness.run_folder import REPO, SUITES, describe_code, suites_digest
+from harness.run_folder import REPO, SUITES, describe_code, interleaved_record, suites_digest
 from harness.runner import prepare_results_dir
-from harness.schema import GIT_COMMIT
+from harness.schema import AB_SIDES, GIT_COMMIT
 from harness.statistics import observations_needed
 from harness.text.escape import plain
 
@@ -155,14 +154,14 @@ def run_ab(request: Request, argv: list[str] | None = None) -> tuple[Path, Path]
         plans[1] = replace(request.plan, run_id=new_run_id(request.plan.suite))
     sides = []
     for side, plan, given, partner in zip(
-        interleaved.SIDES, plans, (request.baseline, request.candidate), plans[::-1], strict=True
+        AB_SIDES, plans, (request.baseline, request.candidate), plans[::-1], strict=True
     ):
         run_dir = results_dir / plan.run_id
         run_dir.mkdir(parents=True, exist_ok=False)
         tree = resolve_tree(given, run_dir)
         backend = make_backend(request.backend, replace(request.options, suites_dir=tree.suites))
         label = f"{side}: {plain(tree.given)}, suites {(tree.code or describe_code())['suites_sha256'][:12]}"
-        sides.append(Side(plan, backend, run_dir, tree.code, interleaved.record(side, partner.run_id), label))
+        sides.append(Side(plan, backend, run_dir, tree.code, interleaved_record(side, partner.run_id), label))
         print(label, flush=True)
     execute_interleaved(sides, request.rounds, argv)
     return sides[0].run_dir, sides[1].run_dir

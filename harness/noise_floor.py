@@ -26,13 +26,13 @@ from pathlib import Path
 from statistics import NormalDist
 from typing import Any
 
-from harness import cache_home, interleaved, workload
+from harness import cache_home, workload
 from harness.calibration import fingerprint, read_json_file
 from harness.compare import Comparison
 from harness.errors import HarnessError
 from harness.plan import Plan
 from harness.result_types import Result
-from harness.run_folder import Run
+from harness.run_folder import Run, partners
 from harness.safe_files import write_bytes_atomic
 from harness.statistics import ALPHA, smallest_exact_p, u_distribution
 from harness.text.escape import plain
@@ -207,7 +207,7 @@ def apply(comparison: Comparison, machine: str) -> Comparison:
     if first is None:
         return comparison
     entry = load(machine).get(key_of(first))
-    session = interleaved.partners(comparison.a.summary, comparison.b.summary)
+    session = partners(comparison.a.summary, comparison.b.summary)
     lines = explain(comparison, entry, first, session)
     if session:
         # Both sides ran round by round in one session: whatever the machine drifted, it drifted

@@ -33,6 +33,7 @@ from harness.schema import (
     GIT_COMMIT,
     InvalidResult,
     code_problem,
+    interleaved_problem,
     job_entry_problem,
     load_result,
     load_summary,
@@ -260,3 +261,35 @@ def code_label(code: Any) -> str | None:
     if code.get("git_commit"):
         text += f", git {code['git_commit'][:12]}" + (" (uncommitted changes)" if code.get("git_dirty") else "")
     return text
+
+
+# Two runs measured in one session, round by round (`harness ab`): each side's summary carries
+# `interleaved: {"side": "baseline" | "candidate", "partner": <the other run's id>}` (validated by
+# schema.interleaved_problem). Two runs are taken as one session only when each names the other
+# and they are different sides: a compare of such a pair needs no allowance for run-to-run drift
+# (both sides saw the same drift, round by round), which is what lets it see a change smaller than it.
+
+
+def interleaved_record(side: str, partner: str) -> dict[str, Any]:
+    return {"interleaved": {"side": side, "partner": partner}}
+
+
+def partners(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
+    """True when summaries `a` and `b` are the two sides of one interleaved session."""
+    x, y = a.get("interleaved"), b.get("interleaved")
+    if interleaved_problem(x) is not None or interleaved_problem(y) is not None:
+        return False
+    assert isinstance(x, dict) and isinstance(y, dict)
+    return (
+        x["partner"] == b.get("run_id")
+        and y["partner"] == a.get("run_id")
+        and x["side"] != y["side"]
+        and a.get("run_id") != b.get("run_id")
+    )
+
+
+def session_label(value: Any) -> str | None:
+    """`interleaved: the baseline side of one session with run <id> (harness ab)`, None if absent or malformed."""
+    if value is None or interleaved_problem(value) is not None:
+        return None
+    return f"interleaved: the {value['side']} side of one session with run {value['partner']} (harness ab)"

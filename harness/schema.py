@@ -443,7 +443,7 @@ def summary_problem(doc: Any) -> str | None:
 
 
 GIT_COMMIT = re.compile(r"[0-9a-f]{40}")
-AB_SIDES = ("baseline", "candidate")  # `harness ab`: harness/interleaved.py
+AB_SIDES = ("baseline", "candidate")  # `harness ab`: run_folder.partners
 
 
 def interleaved_problem(value: Any) -> str | None:

@@ -1,5 +1,5 @@
 """`harness ab`: two versions of the suites, interleaved round by round in one session, compared
-without the run-to-run allowance (harness/ab.py, harness/interleaved.py, rounds.execute_interleaved)."""
+without the run-to-run allowance (harness/ab.py, run_folder.partners, rounds.execute_interleaved)."""
 
 from __future__ import annotations
 
@@ -12,13 +12,13 @@ from pathlib import Path
 
 import pytest
 
-from harness import ab, interleaved, noise_floor
+from harness import ab, noise_floor
 from harness.backends.base import JobOutcome
 from harness.calibration import fingerprint
 from harness.errors import HarnessError
 from harness.plan import Job, make_plan
 from harness.rounds import Side, execute_interleaved
-from harness.run_folder import REPO, load_run, suites_digest
+from harness.run_folder import REPO, interleaved_record, load_run, partners, suites_digest
 from harness.schema import load_summary
 from tests.conftest import harness, run_folder
 from tests.test_noise_floor import rounds_run
@@ -32,7 +32,7 @@ def partner(path: Path, run_id: str, side: str, other: str | None) -> Path:
     summary = json.loads((path / "summary.json").read_text())
     summary["run_id"] = run_id
     if other is not None:
-        summary.update(interleaved.record(side, other))
+        summary.update(interleaved_record(side, other))
     (path / "summary.json").write_text(json.dumps(summary))
     for entry in summary["jobs"]:
         doc = json.loads((path / entry["file"]).read_text())
@@ -42,13 +42,13 @@ def partner(path: Path, run_id: str, side: str, other: str | None) -> Path:
 
 
 def test_two_runs_are_one_session_only_when_each_names_the_other_as_the_other_side() -> None:
-    a = {"run_id": "ra", **interleaved.record("baseline", "rb")}
-    b = {"run_id": "rb", **interleaved.record("candidate", "ra")}
-    assert interleaved.partners(a, b) and interleaved.partners(b, a)
-    assert not interleaved.partners(a, {"run_id": "rb"})  # one-sided claim
-    assert not interleaved.partners(a, {"run_id": "rb", **interleaved.record("baseline", "ra")})  # same side
-    assert not interleaved.partners(a, {"run_id": "rc", **interleaved.record("candidate", "ra")})  # not its partner
-    assert not interleaved.partners(a, {"run_id": "rb", "interleaved": {"side": "candidate", "partner": "../ra"}})
+    a = {"run_id": "ra", **interleaved_record("baseline", "rb")}
+    b = {"run_id": "rb", **interleaved_record("candidate", "ra")}
+    assert partners(a, b) and partners(b, a)
+    assert not partners(a, {"run_id": "rb"})  # one-sided claim
+    assert not partners(a, {"run_id": "rb", **interleaved_record("baseline", "ra")})  # same side
+    assert not partners(a, {"run_id": "rc", **interleaved_record("candidate", "ra")})  # not its partner
+    assert not partners(a, {"run_id": "rb", "interleaved": {"side": "candidate", "partner": "../ra"}})
 
 
 def test_a_malformed_interleaved_field_makes_the_summary_unreadable(tmp_path: Path) -> None:
@@ -119,7 +119,7 @@ def test_sides_alternate_round_by_round_so_a_linear_drift_hits_both_alike(tmp_pa
     for label in ("A", "B"):
         folder = tmp_path / label
         folder.mkdir()
-        sides.append(Side(plan, Recorder(label, order), folder, extra=interleaved.record("baseline", "x"), label=label))
+        sides.append(Side(plan, Recorder(label, order), folder, extra=interleaved_record("baseline", "x"), label=label))
     execute_interleaved(sides, 4)
     assert order == ["A1", "B1", "B2", "A2", "A3", "B3", "B4", "A4"]
     for side in sides:
@@ -158,7 +158,7 @@ def test_each_side_runs_its_own_code_and_records_it(tmp_path: Path) -> None:
     )
     assert before.summary["code"]["suites_sha256"] == suites_digest()
     assert after.summary["code"]["suites_sha256"] == suites_digest(candidate / "suites") != suites_digest()
-    assert interleaved.partners(before.summary, after.summary)
+    assert partners(before.summary, after.summary)
     shown = harness("show", str(before.path))
     assert f"interleaved: the baseline side of one session with run {after.summary['run_id']}" in shown.stdout
     site = tmp_path / "site"

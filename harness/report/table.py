@@ -7,10 +7,9 @@ from typing import Any
 
 from harness import assessment, time_to_target
 from harness.assessment import CONTENDED, SYNC_ESCAPED, Assessment, framework_ratio
-from harness.interleaved import session_label
 from harness.plausibility import ESCAPED, IMPLAUSIBLE, Finding
 from harness.result_types import Metric, Result
-from harness.run_folder import Run, code_label
+from harness.run_folder import Run, code_label, session_label
 from harness.statistics import BOOTSTRAP_MIN_N, UNSTABLE_RELATIVE_IQR
 from harness.text import escape
 from harness.text.numbers import (
