@@ -55,7 +55,7 @@ def test_the_roofline_puts_xla_at_its_declared_intensity_under_the_calibrated_ce
         metric = next(m for m in xla_run.results[fw]["metrics"] if m["name"] == name)
         assert point.intensity == pytest.approx(metric["flops"] / metric["bytes"])  # type: ignore[operator]
         assert point.rate == pytest.approx(metric["flops"] / metric["stats"]["median"])  # type: ignore[operator]
-    assert drawn[("numpy", "matmul")].intensity == pytest.approx(128 / 12)  # 2n^3 FLOPs over 3 n^2 float64
+    assert drawn[("numpy", "matmul")].intensity == pytest.approx(512 / 12)  # 2n^3 FLOPs over 3 n^2 float64
     kinds = {(r.kind, r.dtype) for r in roof.roofs}
     assert ("measured", "float64") in kinds and ("datasheet", "float64") in kinds
     measured = next(r for r in roof.roofs if r.kind == "measured")
