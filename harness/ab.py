@@ -26,7 +26,7 @@ from typing import Any
 from harness.backends.base import BackendOptions, make_backend
 from harness.errors import HarnessError
 from harness.plan import Plan, new_run_id
-from harness.rounds import Side, execute_interleaved
+from harness.rounds import MAX_ROUNDS, Side, execute_interleaved
 from harness.run_folder import REPO, SUITES, describe_code, interleaved_record, suites_digest
 from harness.runner import prepare_results_dir
 from harness.schema import AB_SIDES, GIT_COMMIT
@@ -35,7 +35,6 @@ from harness.text.escape import plain
 
 BACKENDS = ("local", "docker")  # the backends that run a given suites folder (Slurm, Kubernetes: not yet)
 DEFAULT_ROUNDS = observations_needed(23)  # 6: a verdict for families of up to 23 rows (see docs/method.md)
-MAX_ROUNDS = 50
 CODE_DIR = "code"
 
 

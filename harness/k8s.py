@@ -26,7 +26,7 @@ from harness.backends.base import Limits, job_command
 from harness.errors import HarnessError
 from harness.images import IMAGE_USER, stack_image
 from harness.plan import K8S_NAME, Job, Plan, plan_from_record
-from harness.run_folder import PLAN_FILE, RunWriter, mismatch, read_plan_record, run_lock
+from harness.run_folder import PLAN_FILE, RunWriter, mismatch, new_run_folder, read_plan_record, run_lock
 from harness.runner import placeholder_result, prepare_results_dir
 from harness.safe_files import MissingFile, UnsafeFile, read_tail
 from harness.schema import MAX_RESULT_BYTES, InvalidResult, parse_json, validate
@@ -317,8 +317,7 @@ def collect(manifests: Path, results_dir: Path, logs: Path | None) -> Path:
     namespace = record.get("namespace", "default") if isinstance(record, dict) else "default"
     check_name(namespace if isinstance(namespace, str) else plain(namespace), "namespace in plan.json")
     prepare_results_dir(results_dir)
-    run_dir = results_dir / plan.run_id
-    run_dir.mkdir(parents=True, exist_ok=True)
+    run_dir = new_run_folder(results_dir, plan.run_id, "collect")
     with run_lock(run_dir):
         return _collect(plan, manifests, namespace, run_dir, logs)
 

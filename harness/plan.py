@@ -150,10 +150,16 @@ def make_job(
 def parse_params(spec: SuiteSpec, pairs: list[str], base: dict[str, ParamValue] | None = None) -> dict[str, ParamValue]:
     """Defaults, then `base` (e.g. the suite's smoke size), then the user's key=value pairs."""
     given: dict[str, ParamValue] = dict(base or {})
+    seen: dict[str, str] = {}
     for pair in pairs:
         if "=" not in pair:
             raise HarnessError(f"--param {pair!r} is not of the form key=value (e.g. --param matrix_size=512)")
         key, raw = pair.split("=", 1)
+        if key.strip() in seen:  # the last would win silently, and the record would not say which was meant
+            raise HarnessError(
+                f"--param {key.strip()} is given twice ({seen[key.strip()]!r} and {pair!r}); give it once"
+            )
+        seen[key.strip()] = pair
         try:
             given[key.strip()] = spec.param(key.strip()).parse(raw)
         except SpecError as error:
@@ -162,7 +168,15 @@ def parse_params(spec: SuiteSpec, pairs: list[str], base: dict[str, ParamValue] 
 
 
 def parse_frameworks(spec: SuiteSpec, text: str | None) -> list[str]:
-    names = [n.strip() for n in (text or "").split(",") if n.strip()] or list(spec.frameworks)
+    """The frameworks named (None: all of the suite's); an empty name is refused, never "all"."""
+    if text is None:
+        return list(spec.frameworks)
+    names = [n.strip() for n in text.split(",")]
+    if not all(names):
+        raise HarnessError(
+            f"--frameworks {text!r} has an empty name; list names separated by commas "
+            f"(e.g. --frameworks {','.join(spec.frameworks[:2])}), or leave the option out for all"
+        )
     for name in names:
         get_framework(spec, name)
     if len(set(names)) != len(names):

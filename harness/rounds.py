@@ -24,6 +24,8 @@ from harness.runner import execute, prepare_results_dir, sigterm_as_interrupt, w
 from harness.schema import PER_SAMPLE, InvalidResult, load_result, load_summary
 from suites.runtime.stats import summarize
 
+MAX_ROUNDS = 50  # more processes than this tell nothing new about the noise, and a typo must not queue 10^6 jobs
+
 
 def pool(docs: list[Result], run_id: str) -> Result:
     """One result from the same job's rounds: samples concatenated, first calls kept per round."""

@@ -65,6 +65,20 @@ class Run:
         return ok[0] if ok else str(base or next(iter(self.results), ""))
 
 
+def new_run_folder(results_dir: Path, run_id: str, how: str) -> Path:
+    """A run folder that did not exist: runs are never rewritten by a command that did not make them
+    (only `run --resume` goes back into one), so an id already taken is refused, naming it."""
+    run_dir = results_dir / run_id
+    try:
+        run_dir.mkdir(parents=True, exist_ok=False)
+    except FileExistsError:
+        raise HarnessError(
+            f"run {run_id} already exists in {plain(results_dir)}; {how} into another --results-dir, "
+            "or move that run away first"
+        ) from None
+    return run_dir
+
+
 def resolve_run(ref: str, results_dir: Path) -> Path:
     for candidate in (Path(ref), results_dir / ref):
         if is_regular(candidate / "summary.json"):

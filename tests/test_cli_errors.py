@@ -28,6 +28,11 @@ from tests.conftest import harness
         (["--suite", "xla", "--repeat", "0"], "--repeat 0 must be at least 1"),
         (["--suite", "xla", "--frameworks", "numpy,numpy"], "names a framework twice"),
         (["--suite", "xla", "--python", "jax"], "--python 'jax' is not of the form STACK=PATH"),
+        # issue 23: what was accepted and meant something else
+        (["--suite", "xla", "-p", "matrix_size=8", "-p", "matrix_size=9"], "--param matrix_size is given twice"),
+        (["--suite", "xla", "--frameworks", ","], "has an empty name"),
+        (["--suite", "xla", "--frameworks", "numpy,"], "has an empty name"),
+        (["--suite", "xla", "--rounds", "1000000"], "--rounds 1000000 must be between 1 and 50"),
     ],
 )
 def test_bad_run_arguments(tmp_path: Path, args: list[str], message: str) -> None:
@@ -84,3 +89,16 @@ def test_list_names_suites_frameworks_and_parameters() -> None:
     assert proc.returncode == 0
     assert "xla:" in proc.stdout and "frameworks: numpy, jax, pytorch" in proc.stdout
     assert "--param matrix_size=5000" in proc.stdout
+
+
+@pytest.mark.parametrize("option", ["--results-dir", "--data-dir"])
+def test_an_empty_folder_option_is_refused_not_the_current_folder(tmp_path: Path, option: str) -> None:
+    proc = harness("run", "--suite", "fault", "-f", "numpy", option, "", "--dry-run", cwd=tmp_path)
+    assert proc.returncode == 2 and f"{option} is empty" in proc.stderr, proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1 and not any(tmp_path.iterdir())
+
+
+def test_clean_refuses_an_empty_or_malformed_run_id() -> None:
+    for bad in ("", "../x", "a b"):
+        proc = harness("clean", "--run", bad)
+        assert proc.returncode == 2 and "is not a run id" in proc.stderr, proc.stderr

@@ -372,3 +372,16 @@ def test_collect_names_what_slurm_did_to_exported_jobs(tmp_path: Path) -> None:
     assert numpy["image"]["lock_hash"] == Stack.of("numpy", "cpu").lock_hash  # type: ignore[index]
     assert "TIME LIMIT" in (numpy["stderr_tail"] or "")
     assert json.loads((run / "plan.json").read_text())["backend"] == "slurm"
+
+
+def test_collect_never_rewrites_an_existing_run(tmp_path: Path) -> None:
+    """An export whose plan names a run id that exists (a second collect, or a planted plan.json)
+    is refused, naming the run; the existing run's files are untouched."""
+    out = export(tmp_path)
+    results = tmp_path / "results"
+    assert harness("collect", str(out), "--results-dir", str(results)).returncode == 0
+    run = next(results.iterdir())
+    before = {p.name: p.read_bytes() for p in run.iterdir() if p.is_file()}
+    again = harness("collect", str(out), "--results-dir", str(results))
+    assert again.returncode == 2 and f"run {run.name} already exists" in again.stderr, again.stderr
+    assert {p.name: p.read_bytes() for p in run.iterdir() if p.is_file()} == before

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
+from harness import owner
 from harness.backends import job_folder
 from harness.backends.base import BackendOptions, JobOutcome, Limits, job_command
 from harness.backends.docker_transfer import (
@@ -240,6 +241,7 @@ class DockerBackend:
             "command": command,
             "name": f"fw-harness-{run_id}-{job.framework}-{secrets.token_hex(2)}",
             "labels": {
+                f"{LABEL}.{owner.LABEL_KEY}": owner.label(),
                 f"{LABEL}.run-id": run_id,
                 f"{LABEL}.suite": job.suite,
                 f"{LABEL}.framework": job.framework,
@@ -327,7 +329,12 @@ class DockerBackend:
         fills = {SUITES_MOUNT: tar_folder(self.suites_dir), RESULTS_MOUNT: results}
         if job.data_dir is not None and Path(job.data_dir).is_dir():
             fills[DATA_MOUNT] = tar_folder(Path(job.data_dir), skip_caches=False)
-        labels = {f"{LABEL}.run-id": run_id, f"{LABEL}.suite": job.suite, f"{LABEL}.framework": job.framework}
+        labels = {
+            f"{LABEL}.run-id": run_id,
+            f"{LABEL}.suite": job.suite,
+            f"{LABEL}.framework": job.framework,
+            f"{LABEL}.{owner.LABEL_KEY}": owner.label(),
+        }
         name = f"fw-harness-{run_id}-{job.framework}-{secrets.token_hex(2)}"
         return job_volumes(self.engine.client, name, labels, image.image_id, fills, self.reaper)
 

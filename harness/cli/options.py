@@ -4,6 +4,7 @@ validates and documents `--device`, `--backend`, `--results-dir`... the same way
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from enum import Enum
 from pathlib import Path
 from typing import Annotated, Optional
@@ -90,12 +91,34 @@ def backend_options(
 
 
 FormatOption = Annotated[Format, typer.Option("--format", help="output format")]
+
+
+def folder_option(option: str, example: str) -> Callable[[str], Path]:
+    """A folder option's parser: an empty value is refused (Path('') would quietly be the current folder)."""
+
+    def parse(text: str) -> Path:
+        if not text.strip():
+            raise HarnessError(f"{option} is empty; give a folder (e.g. {option} {example}) or leave the option out")
+        return Path(text)
+
+    return parse
+
+
 ResultsDir = Annotated[
     Optional[Path],
-    typer.Option("--results-dir", help="where run folders go [default: ./results or $HARNESS_RESULTS_DIR]"),
+    typer.Option(
+        "--results-dir",
+        parser=folder_option("--results-dir", "results"),
+        help="where run folders go [default: ./results or $HARNESS_RESULTS_DIR]",
+    ),
 ]
 DataDir = Annotated[
-    Optional[Path], typer.Option("--data-dir", help="dataset folder [default: ./data or $HARNESS_DATA_DIR]")
+    Optional[Path],
+    typer.Option(
+        "--data-dir",
+        parser=folder_option("--data-dir", "data"),
+        help="dataset folder [default: ./data or $HARNESS_DATA_DIR]",
+    ),
 ]
 Quiet = Annotated[bool, typer.Option("--quiet", "-q", help="do not echo job output")]
 DeviceOption = Annotated[Device, typer.Option(help="where the frameworks compute")]

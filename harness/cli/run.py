@@ -43,7 +43,7 @@ from harness.errors import HarnessError
 from harness.images import stack_image, variant_for
 from harness.plan import Plan, check_timeout, make_plan, parse_frameworks
 from harness.report.exports import Format, render_run
-from harness.rounds import execute_rounds
+from harness.rounds import MAX_ROUNDS, execute_rounds
 from harness.run_folder import load_run, resolve_run, resume_plan
 from harness.runner import calibrate, execute, prepare_results_dir
 
@@ -147,8 +147,8 @@ def run(
         )
         plan = _warm_caches_in_cache_home(plan)
     require_datasets(plan)
-    if rounds < 1:
-        raise HarnessError(f"--rounds {rounds} must be at least 1")
+    if not 1 <= rounds <= MAX_ROUNDS:
+        raise HarnessError(f"--rounds {rounds} must be between 1 and {MAX_ROUNDS}")
     if detect is not None:
         if rounds != 1 or resume_dir is not None:
             raise HarnessError("--detect picks the rounds itself; drop --rounds (and --resume)")

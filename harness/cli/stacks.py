@@ -56,5 +56,7 @@ def clean(
         typer.echo(f"removed container {name}")
     for name in cleaned.volumes:
         typer.echo(f"removed volume {name}")
-    if not cleaned.containers and not cleaned.volumes:
+    for name in cleaned.kept:
+        typer.echo(f"kept {name}: the harness that started it is still running (stop that run first)")
+    if not cleaned.containers and not cleaned.volumes and not cleaned.kept:
         typer.echo("nothing to clean")

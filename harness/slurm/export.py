@@ -24,7 +24,7 @@ from harness.errors import HarnessError
 from harness.images import variant_for
 from harness.plan import Job, Plan, plan_from_record
 from harness.result_types import Result
-from harness.run_folder import PLAN_FILE, RunWriter, mismatch, read_plan_record, run_lock
+from harness.run_folder import PLAN_FILE, RunWriter, mismatch, new_run_folder, read_plan_record, run_lock
 from harness.runner import placeholder_result, prepare_results_dir
 from harness.safe_files import MissingFile, UnsafeFile, create, read_tail
 from harness.schema import InvalidResult, load_result
@@ -197,8 +197,7 @@ def collect(folder: Path, results_dir: Path) -> Path:
         raise HarnessError(str(error)) from None
     plan = plan_from_record(record, str(folder / PLAN_FILE))
     prepare_results_dir(results_dir)
-    run_dir = results_dir / plan.run_id
-    run_dir.mkdir(parents=True, exist_ok=True)
+    run_dir = new_run_folder(results_dir, plan.run_id, "collect")
     with run_lock(run_dir):
         writer = RunWriter(run_dir, plan, "slurm", ["harness", "collect", str(folder)])
         writer.start()

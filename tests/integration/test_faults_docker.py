@@ -110,3 +110,30 @@ def test_clean_removes_what_a_killed_harness_left(cpu_images: dict[str, Any], en
     cleaned = harness("clean")
     assert cleaned.returncode == 0 and "removed container" in cleaned.stdout
     assert not engine.containers.list(all=True, filters={"label": RUN_LABEL})
+
+
+def test_clean_keeps_a_live_runs_container(cpu_images: dict[str, Any], engine: Any, results: Path) -> None:
+    """`harness clean` beside a running harness: its container is kept (the job is not killed), and
+    once that harness is gone, clean removes what it left."""
+    cmd = [sys.executable, "-m", "harness.cli", "run", "--suite", "fault", "--frameworks", "numpy", "--backend",
+           "docker", "--param", "mode=hang", "--timeout", "120", "--results-dir", str(results)]  # fmt: skip
+    proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        if "hanging on purpose" in line:
+            break
+    try:
+        cleaned = harness("clean")
+        assert cleaned.returncode == 0 and "kept fw-harness-" in cleaned.stdout, cleaned.stdout
+        assert "removed container" not in cleaned.stdout
+        assert proc.poll() is None and engine.containers.list(filters={"label": RUN_LABEL})
+    finally:
+        reapers = subprocess.run(["pgrep", "-P", str(proc.pid), "-f", "harness.backends.reaper"],
+                                 capture_output=True, text=True).stdout.split()  # fmt: skip
+        for pid in reapers:
+            os.kill(int(pid), signal.SIGKILL)
+        proc.kill()
+        proc.wait()
+    cleaned = harness("clean")
+    assert cleaned.returncode == 0 and "removed container" in cleaned.stdout
+    assert not engine.containers.list(all=True, filters={"label": RUN_LABEL})
