@@ -20,6 +20,7 @@ import struct
 import subprocess
 import tarfile
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -28,7 +29,7 @@ import pytest
 from typer.testing import CliRunner
 
 from harness.cli import app
-from harness.data import formats, sources
+from harness.data import download, formats, sources
 from harness.data.npz import NpzWriter, npy_header
 from harness.errors import HarnessError
 from suites.runtime import datasets
@@ -454,3 +455,42 @@ def test_downloads_stop_at_the_published_size(announce: bool, tmp_path: Path, mo
     # The client read at most the published size (plus what sat in socket buffers when it hung up).
     assert handler.sent and max(handler.sent) < published + (16 << 20) < (200 << 20)
     assert not any((tmp_path / "mnist").rglob("*.part")) and datasets.read_manifest(tmp_path, "mnist") is None
+
+
+class _Drip(http.server.BaseHTTPRequestHandler):
+    """Announces the archive's size, then sends one byte every 50 ms: alive, but far too slow."""
+
+    def do_GET(self) -> None:
+        self.send_response(200)
+        self.send_header("Content-Length", str(sources.SOURCES["mnist"].archives[0].size))
+        self.end_headers()
+        try:
+            for _ in range(20 * 600):  # ten minutes at most
+                self.wfile.write(b"\0")
+                self.wfile.flush()
+                time.sleep(0.05)
+        except OSError:  # the client gave up and closed
+            pass
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+def test_a_slow_drip_mirror_is_given_up_at_the_deadline(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The deadline holds while a block is read: a byte every 50 ms never fills a 64 KiB read, so a
+    check made only between whole blocks would wait for hours (issue 23: 400 s against a stated 258 s)."""
+    monkeypatch.setattr(download, "TIMEOUT_S", 1.0)
+    monkeypatch.setattr(download, "MIN_RATE", 10**9)  # deadline: about 1 s
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Drip)
+    httpd.daemon_threads = True
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    started = time.monotonic()
+    try:
+        code, out = _invoke("data", "fetch", "mnist", "--source", "archive", "--mirror",
+                            f"http://127.0.0.1:{httpd.server_address[1]}/", "--data-dir", str(tmp_path))  # fmt: skip
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+    assert code == 2 and "gave up" in out, out
+    assert time.monotonic() - started < 30  # four archives, each given up at its own ~1 s deadline

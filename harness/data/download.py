@@ -103,12 +103,20 @@ def _download_one(url: str, part: Path, archive: Archive, progress: Progress) ->
         if announced is not None and announced > archive.size:
             raise TooLarge(f"announces {announced} bytes, the published archive has {archive.size}")
         task = progress.add_task(archive.name, total=announced or archive.size)
-        while chunk := response.read(min(CHUNK, archive.size + 1 - received)):
+        sock = getattr(getattr(response.fp, "raw", None), "_sock", None)
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError(f"slower than {MIN_RATE // 1000} kB/s overall; gave up")
+            if sock is not None:  # no single wait may outlast the deadline (a server dripping a byte at a time)
+                sock.settimeout(min(TIMEOUT_S, left))
+            # read1: what has arrived (one receive), not a whole block that a drip takes hours to fill
+            chunk = response.read1(min(CHUNK, archive.size + 1 - received))
+            if not chunk:
+                break
             received += len(chunk)
             if received > archive.size:
                 raise TooLarge(f"sent more than the published {archive.size} bytes; stopped reading")
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"slower than {MIN_RATE // 1000} kB/s overall; gave up")
             out.write(chunk)
             md5.update(chunk)
             sha.update(chunk)
