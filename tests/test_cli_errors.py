@@ -102,3 +102,18 @@ def test_clean_refuses_an_empty_or_malformed_run_id() -> None:
     for bad in ("", "../x", "a b"):
         proc = harness("clean", "--run", bad)
         assert proc.returncode == 2 and "is not a run id" in proc.stderr, proc.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["fetch", "catsdogs", "--size", "4"], "--size 4 must be between 8 and 1024"),
+        (["fetch", "catsdogs", "--test-fraction", "1.5"], "--test-fraction 1.5 must be between 0 and 1"),
+        (["fetch", "mnist", "--test-fraction", "nan"], "--test-fraction nan must be between 0 and 1"),
+        (["import", "catsdogs", ".", "--size", "2000"], "--size 2000 must be between 8 and 1024"),
+    ],
+)
+def test_data_options_are_refused_before_any_download(tmp_path: Path, args: list[str], message: str) -> None:
+    proc = harness("data", *args, "--data-dir", str(tmp_path / "data"), timeout=60)
+    assert proc.returncode == 2 and message in proc.stderr, proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1 and not (tmp_path / "data").exists()

@@ -69,6 +69,7 @@ def fetch_cmd(
     seed: Annotated[int, typer.Option(help="catsdogs: seed of the train/test split")] = 42,
 ) -> None:
     """Download a dataset (the hub by default), check it, store one array file + manifest."""
+    imports.check_split_options(size, test_fraction)  # before minutes of downloading, not after
     written = fetching.fetch(
         name,
         (data_dir or default_data_dir()).resolve(),
@@ -99,6 +100,7 @@ def import_cmd(
     """Store a folder of class-labelled images, resized (needs Pillow: the fw-harness data extra)."""
     if name not in IMPORTED:
         raise HarnessError(f"{name!r} is not importable; importable: {', '.join(IMPORTED)}")
+    imports.check_split_options(size, test_fraction)
     written = imports.import_catsdogs(
         path,
         (data_dir or default_data_dir()).resolve(),

@@ -41,15 +41,20 @@ def _files(root: Path) -> list[tuple[Path, int]]:
     return found
 
 
+def check_split_options(size: int, test_fraction: float) -> None:
+    """--size and --test-fraction of an image dataset, refused before any download or decoding."""
+    if not 8 <= size <= 1024:
+        raise HarnessError(f"--size {size} must be between 8 and 1024 pixels")
+    if not 0.0 < test_fraction < 1.0:
+        raise HarnessError(f"--test-fraction {test_fraction} must be between 0 and 1")
+
+
 def import_catsdogs(
     root: Path, data_dir: Path, *, size: int, test_fraction: float, seed: int, force: bool, name: str = "catsdogs"
 ) -> store.Written:
     image_module = pillow()
     lanczos = image_module.Resampling.LANCZOS
-    if not 8 <= size <= 1024:
-        raise HarnessError(f"--size {size} must be between 8 and 1024 pixels")
-    if not 0.0 < test_fraction < 1.0:
-        raise HarnessError(f"--test-fraction {test_fraction} must be between 0 and 1")
+    check_split_options(size, test_fraction)
     files = _files(root)
     order = list(range(len(files)))
     random.Random(seed).shuffle(order)
