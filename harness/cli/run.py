@@ -117,18 +117,20 @@ def run(
     target = results_dir or default_results_dir()
     check_calibrate_mode(calibrate_mode)
     pythons = parse_pythons(python)
-    backend_name = resolve_backend(backend.value, pythons=pythons, gpus=gpus, device=device.value)
     if resume is not None:
         if suite is not None or frameworks is not None or param:
             raise HarnessError("--resume RUN re-uses that run's plan; drop --suite, --frameworks and --param")
         resume_dir = resolve_run(resume, target)
         plan = resume_plan(resume_dir)
+        requested = resume_backend(backend.value, plan.backend, resume_dir.name)
+        backend_name = resolve_backend(requested, pythons=pythons, gpus=gpus, device=device.value)
         if timeout is not None:  # e.g. a job that timed out gets more time on the second try
             plan = replace(plan, jobs=tuple(replace(job, timeout_s=check_timeout(timeout)) for job in plan.jobs))
     elif suite is None:
         raise HarnessError("--suite is required (see `harness list`), or --resume RUN to finish a run")
     else:
         resume_dir = None
+        backend_name = resolve_backend(backend.value, pythons=pythons, gpus=gpus, device=device.value)
         plan = make_plan(
             suite=suite,
             frameworks=frameworks,
@@ -188,6 +190,18 @@ def run(
     if judged.crowded:
         typer.echo(f"run flagged: {judged.crowded}", err=True)
     raise typer.Exit(run_exit_code(loaded, judged))
+
+
+def resume_backend(requested: str, recorded: str, run_id: str) -> str:
+    """The backend a resumed run continues on: the one it ran on (kept and new results from one)."""
+    if requested == "auto":
+        return recorded
+    if requested != recorded:
+        raise HarnessError(
+            f"run {run_id} ran on the {recorded} backend; resume it there (--backend {recorded}, or leave "
+            "--backend out): its kept results and the new ones must come from one backend"
+        )
+    return requested
 
 
 def _warm_caches_in_cache_home(plan: Plan) -> Plan:
