@@ -262,3 +262,19 @@ def test_two_harnesses_on_one_run_the_second_is_refused(results: Path) -> None:
     third = harness("run", "--resume", str(run), "--timeout", "3", "--results-dir", str(results))
     assert third.returncode == 1 and "in use" not in third.stderr  # the lock died with its holder
     assert os.path.isdir(run)
+
+
+def test_a_log_is_cut_at_its_cap_and_the_stream_still_drained(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """A job printing without end cannot fill the disk: the log stops at the cap with a line saying
+    so, the rest is read (the job never blocks on a full pipe) and the tail still shows the real end."""
+    from harness.backends import job_folder
+
+    monkeypatch.setattr(job_folder, "MAX_LOG_BYTES", 1000)
+    tail = job_folder.Tail()
+    chunks = [b"x" * 300] * 10 + [b"the real end\n"]
+    with (tmp_path / "log").open("wb") as sink:
+        job_folder.pump(iter(chunks), sink, None, tail).join(timeout=10)
+    text = (tmp_path / "log").read_bytes()
+    assert text.startswith(b"x" * 1000) and text.count(b"x") == 1000
+    assert b"this log was cut at" in text and b"the real end" not in text
+    assert "the real end" in tail.text()

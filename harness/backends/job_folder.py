@@ -114,6 +114,8 @@ def note_harvest(outcome: JobOutcome, found: Harvest) -> JobOutcome:
 # is ever read or written through.
 TAIL_BYTES = 16 * 1024
 LONGEST_ECHO_LINE = 64 * 1024  # a job printing without newlines must not grow our memory
+MAX_LOG_BYTES = 64 * 2**20  # per stream and job: a job printing without end must not fill the disk
+TRUNCATED = b"\n[harness: this log was cut at %d MiB; the rest of the stream was read and discarded]\n"
 
 
 class Tail:
@@ -154,13 +156,24 @@ def pump(chunks: Iterable[bytes], sink: BinaryIO, echo: IO[str] | None, tail: Ta
             echo = None
 
     def copy() -> None:
+        nonlocal echo
         pending = b""
+        written, cut = 0, False
         with sink:
             for chunk in chunks:
-                sink.write(chunk)
-                sink.flush()
                 if tail is not None:
-                    tail.add(chunk)
+                    tail.add(chunk)  # the tail (a failure's reason) stays the stream's real end
+                if cut:
+                    continue  # keep draining the pipe, or the job would block on a full one
+                room = MAX_LOG_BYTES - written
+                sink.write(chunk[:room])
+                written += min(len(chunk), room)
+                if len(chunk) > room:
+                    cut = True
+                    sink.write(TRUNCATED % (MAX_LOG_BYTES // 2**20))
+                    show(b"[harness: log cut at the size cap; not echoing the rest]")
+                    echo = None
+                sink.flush()
                 if echo is not None:
                     pending += chunk
                     *lines, pending = pending.split(b"\n")
