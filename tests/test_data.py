@@ -217,6 +217,9 @@ def test_import_catsdogs(tmp_path: Path) -> None:
         for i in range(5):
             Image.new("RGB", (40 + 7 * i, 30 + 5 * i), colour).save(root / label / f"{i}.jpg")
     (root / "0" / "broken.jpg").write_bytes(b"not a jpeg")  # the Kaggle set has a few of these
+    outside = tmp_path / "elsewhere.jpg"  # a file of this machine a link would bring into the dataset
+    Image.new("RGB", (40, 30), (30, 200, 30)).save(outside)
+    (root / "1" / "link.jpg").symlink_to(outside)
     data = tmp_path / "data"
     code, out = _invoke("data", "import", "catsdogs", str(root), "--size", "16", "--data-dir", str(data))
     assert code == 0, out
@@ -226,7 +229,7 @@ def test_import_catsdogs(tmp_path: Path) -> None:
     assert len(arrays["train_labels"]) + len(arrays["test_labels"]) == 10
     images = np.concatenate([arrays["train_images"], arrays["test_images"]])
     labels = np.concatenate([arrays["train_labels"], arrays["test_labels"]])
-    assert (images[labels == 0][..., 0] > 150).all() and (images[labels == 1][..., 2] > 150).all()
+    assert (images[labels == 0][..., 0] > 150).all() and (images[labels == 1][..., 2] > 150).all()  # no green
     manifest = datasets.read_manifest(data, "catsdogs")
     assert manifest is not None and manifest["skipped"] == ["0/broken.jpg"] and manifest["image_size"] == 16
     code, out = _invoke("data", "import", "catsdogs", str(tmp_path / "nowhere"), "--data-dir", str(data), "--force")

@@ -34,7 +34,10 @@ def _files(root: Path) -> list[tuple[Path, int]]:
         sub = root / folder
         if not sub.is_dir():
             raise HarnessError(f"{root} has no {folder}/ folder; expected 0/ (cats) and 1/ (dogs)")
-        images = sorted(p for p in sub.iterdir() if p.suffix.lower() in IMAGE_SUFFIXES and p.is_file())
+        # Regular files only: a link could bring any file of this machine into the stored dataset.
+        images = sorted(
+            p for p in sub.iterdir() if p.suffix.lower() in IMAGE_SUFFIXES and p.is_file() and not p.is_symlink()
+        )
         if not images:
             raise HarnessError(f"{sub} holds no image files ({', '.join(sorted(IMAGE_SUFFIXES))})")
         found += [(p, label) for p in images]
