@@ -224,10 +224,15 @@ def test_a_link_planted_in_out_is_replaced_not_written_through(tmp_path: Path) -
     victim.write_text("keep")
     (site / "index.html").symlink_to(victim)
     (site / "run-99.html").write_text("stale page of an earlier publish")
+    (site / "run-98.html").write_text("the user's own page that only looks like one of ours")
+    (site / ".fw-harness-site.json").write_text('{"pages": ["run-99.html", "../victim.txt"]}')
     publish_site(results, site)
     assert victim.read_text() == "keep"
     assert not (site / "index.html").is_symlink() and "Benchmark results" in (site / "index.html").read_text()
-    assert not (site / "run-99.html").exists()
+    assert not (site / "run-99.html").exists()  # named by the earlier publish's manifest: removed
+    assert (site / "run-98.html").read_text().startswith("the user's own page")  # issue 23: never ours to delete
+    pages = json.loads((site / ".fw-harness-site.json").read_text())["pages"]
+    assert pages and all((site / name).is_file() for name in pages) and "run-98.html" not in pages
     linked_out = tmp_path / "linked-site"
     linked_out.symlink_to(site)
     with pytest.raises(HarnessError, match="symbolic link"):

@@ -6,8 +6,10 @@ import re
 
 INDEX = "index.html"
 # Pages from an earlier publish into the same folder are removed first, so a page for a run that
-# is no longer there can never be mistaken for a current one.
+# is no longer there can never be mistaken for a current one; only the pages that publish's own
+# manifest (MANIFEST, written last) names: a file of the user's that merely looks like one is kept.
 GENERATED = re.compile(r"(suite-\d+|run-\d+|compare-\d+-\d+|bisect-\d+)\.html")
+MANIFEST = ".fw-harness-site.json"
 
 
 def suite_file(number: int) -> str:

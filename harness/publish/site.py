@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import json
 import os
 import stat
 import sys
@@ -24,11 +25,11 @@ from harness.publish.compare_page import compare_page
 from harness.publish.flags import FlagBook
 from harness.publish.history import suite_history
 from harness.publish.index_page import index_page
-from harness.publish.names import GENERATED, INDEX, bisect_file, compare_file, run_file, suite_file
+from harness.publish.names import GENERATED, INDEX, MANIFEST, bisect_file, compare_file, run_file, suite_file
 from harness.publish.run_page import run_page
 from harness.publish.suite_page import Changes, suite_page
 from harness.result_types import Metric, Result
-from harness.safe_files import real_folder, write_bytes_atomic
+from harness.safe_files import MissingFile, UnsafeFile, read_bytes, real_folder, write_bytes_atomic
 from harness.text.escape import plain
 
 _HERE = Path(__file__).resolve().parent
@@ -96,6 +97,9 @@ def _metric(result: Result, name: str) -> Metric | None:
     return next((m for m in result["metrics"] if m["name"] == name), None)
 
 
+_PAGES: list[str] = []  # the pages this publish wrote, for its manifest
+
+
 def check_paths(results_dir: Path, out: Path) -> None:
     """Refuse bad input before anything is read or written, each in one line naming the fix."""
     if not results_dir.is_dir():
@@ -112,16 +116,30 @@ def check_paths(results_dir: Path, out: Path) -> None:
         raise HarnessError(f"--out {plain(out)} is a file; give a folder for the site (it is created when missing)")
 
 
+def _written_before(out: Path) -> set[str]:
+    """The pages an earlier publish into `out` says it wrote (its manifest, read as hostile)."""
+    try:
+        doc = json.loads(read_bytes(out / MANIFEST, 4 << 20))
+    except (MissingFile, UnsafeFile, ValueError, RecursionError):
+        return set()
+    names = doc.get("pages") if isinstance(doc, dict) else None
+    if not isinstance(names, list):
+        return set()
+    return {name for name in names if isinstance(name, str) and GENERATED.fullmatch(name)}
+
+
 def _clear_old_pages(out: Path) -> None:
-    """Remove the pages an earlier publish wrote (links are removed, never followed)."""
-    for name in os.listdir(out):
-        if GENERATED.fullmatch(name):
-            with contextlib.suppress(FileNotFoundError, IsADirectoryError, PermissionError):
-                if not stat.S_ISDIR(os.lstat(out / name).st_mode):
-                    os.unlink(out / name)
+    """Remove the pages an earlier publish wrote, as its manifest lists them (links are removed,
+    never followed); any other file in `out` is the user's and stays."""
+    for name in _written_before(out):
+        with contextlib.suppress(FileNotFoundError, IsADirectoryError, PermissionError):
+            if not stat.S_ISDIR(os.lstat(out / name).st_mode):
+                os.unlink(out / name)
 
 
 def _write(out: Path, name: str, data: str | bytes) -> None:
+    if GENERATED.fullmatch(name):
+        _PAGES.append(name)
     try:
         write_bytes_atomic(out / name, data.encode("utf-8") if isinstance(data, str) else data)
     except OSError as error:
@@ -171,6 +189,7 @@ def publish_site(results_dir: Path, out: Path, max_pairs: int = DEFAULT_MAX_PAIR
         )
     real_folder(out)
     _clear_old_pages(out)
+    _PAGES.clear()
     book = FlagBook()
     published = Published(index=out / INDEX, runs=len(catalogue.runs), skipped=catalogue.skipped)
     suites = catalogue.suites()
@@ -183,4 +202,5 @@ def publish_site(results_dir: Path, out: Path, max_pairs: int = DEFAULT_MAX_PAIR
     _write(out, INDEX, index_page(catalogue, book, plain(results_dir), generated))
     for name, source in ASSETS.items():
         _write(out, name, source.read_bytes())
+    _write(out, MANIFEST, json.dumps({"format": "fw-harness-site", "pages": sorted(_PAGES)}) + "\n")
     return published
