@@ -44,8 +44,9 @@ from harness.images import stack_image, variant_for
 from harness.plan import Plan, check_timeout, make_plan, parse_frameworks
 from harness.report.exports import Format, render_run
 from harness.rounds import MAX_ROUNDS, execute_rounds
-from harness.run_folder import load_run, resolve_run, resume_plan
+from harness.run_folder import load_run, resolve_run, resume_plan, suites_digest
 from harness.runner import calibrate, execute, prepare_results_dir
+from harness.schema import load_summary
 
 
 def run(
@@ -123,6 +124,7 @@ def run(
         resume_dir = resolve_run(resume, target)
         plan = resume_plan(resume_dir)
         requested = resume_backend(backend.value, plan.backend, resume_dir.name)
+        check_same_code(resume_dir)
         backend_name = resolve_backend(requested, pythons=pythons, gpus=gpus, device=device.value)
         if timeout is not None:  # e.g. a job that timed out gets more time on the second try
             plan = replace(plan, jobs=tuple(replace(job, timeout_s=check_timeout(timeout)) for job in plan.jobs))
@@ -190,6 +192,18 @@ def run(
     if judged.crowded:
         typer.echo(f"run flagged: {judged.crowded}", err=True)
     raise typer.Exit(run_exit_code(loaded, judged))
+
+
+def check_same_code(run_dir: Path) -> None:
+    """A resumed run keeps its finished results: the jobs it re-runs must run the same suites' code,
+    or one run would hold numbers of two versions under one code record."""
+    recorded = (load_summary(run_dir / "summary.json").get("code") or {}).get("suites_sha256")
+    now = suites_digest()
+    if isinstance(recorded, str) and recorded != now:
+        raise HarnessError(
+            f"run {run_dir.name} was measured with suites {recorded[:12]}, this checkout has {now[:12]}: resuming "
+            "would mix results of two versions of the code; start a new run (or check out the code it ran)"
+        )
 
 
 def resume_backend(requested: str, recorded: str, run_id: str) -> str:
