@@ -41,9 +41,18 @@ def to_csv(rows: list[dict[str, Any]], fields: tuple[str, ...]) -> str:
     return buffer.getvalue()
 
 
+EXPORT_POLICY = "default-src 'none'; style-src 'unsafe-inline'; base-uri 'none'; form-action 'none'"
+
+
 def html_page(title: str, body: html.Markup) -> str:
     """A whole HTML export, built like the site's pages (harness/text/html.py: every text escaped)."""
-    head = [html.void("meta", charset="utf-8"), html.tag("title", title), html.tag("style", html.Markup(HTML_STYLE))]
+    head = [
+        html.void("meta", charset="utf-8"),
+        # Like the site's pages: nothing loads, nothing runs; only the inline style below applies.
+        html.void("meta", http_equiv="Content-Security-Policy", content=EXPORT_POLICY),
+        html.tag("title", title),
+        html.tag("style", html.Markup(HTML_STYLE)),
+    ]
     return html.document(head, html.tag("h1", title) + body)
 
 
