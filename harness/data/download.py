@@ -111,7 +111,12 @@ def _download_one(url: str, part: Path, archive: Archive, progress: Progress) ->
             if sock is not None:  # no single wait may outlast the deadline (a server dripping a byte at a time)
                 sock.settimeout(min(TIMEOUT_S, left))
             # read1: what has arrived (one receive), not a whole block that a drip takes hours to fill
-            chunk = response.read1(min(CHUNK, archive.size + 1 - received))
+            try:
+                chunk = response.read1(min(CHUNK, archive.size + 1 - received))
+            except TimeoutError:
+                if left >= TIMEOUT_S:
+                    raise  # one receive waited TIMEOUT_S: a stalled server, said as such
+                raise TimeoutError(f"slower than {MIN_RATE // 1000} kB/s overall; gave up") from None
             if not chunk:
                 break
             received += len(chunk)
