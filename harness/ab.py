@@ -27,8 +27,9 @@ from harness.backends.base import BackendOptions, make_backend
 from harness.errors import HarnessError
 from harness.plan import Plan, new_run_id
 from harness.rounds import MAX_ROUNDS, Side, execute_interleaved
-from harness.run_folder import REPO, SUITES, describe_code, interleaved_record, suites_digest
+from harness.run_folder import REPO, SUITES, describe_code, interleaved_record, new_run_folder, suites_digest, within
 from harness.runner import prepare_results_dir
+from harness.safe_writes import new_folder
 from harness.schema import AB_SIDES, GIT_COMMIT
 from harness.statistics import observations_needed
 from harness.text.escape import plain
@@ -107,12 +108,12 @@ def resolve_tree(text: str | None, run_dir: Path) -> Tree:
     sha = git_revision(text)
     assert sha is not None  # check_tree
     target = run_dir / CODE_DIR
-    export_suites(sha, target)
+    export_suites(sha, target, within(run_dir))
     suites = target / "suites"
     return Tree(text, suites, {"suites_sha256": suites_digest(suites), "git_commit": sha, "git_dirty": False})
 
 
-def export_suites(sha: str, target: Path) -> None:
+def export_suites(sha: str, target: Path, anchor: Path) -> None:
     """`suites/` as committed at `sha`, written under `target` (regular files and folders only)."""
     try:
         proc = subprocess.run(
@@ -123,7 +124,7 @@ def export_suites(sha: str, target: Path) -> None:
     if proc.returncode != 0:
         detail = plain(proc.stderr.decode(errors="replace").strip().splitlines()[-1:] or [""])
         raise HarnessError(f"commit {sha[:12]} has no suites/ folder to run ({detail})")
-    target.mkdir(mode=0o755)
+    new_folder(target, anchor)  # fresh, in a run folder made a moment ago: nothing planted below it
     with tarfile.open(fileobj=io.BytesIO(proc.stdout)) as archive:
         archive.extractall(target, filter="data")  # no links out, no absolute paths, no devices
 
@@ -155,8 +156,7 @@ def run_ab(request: Request, argv: list[str] | None = None) -> tuple[Path, Path]
     for side, plan, given, partner in zip(
         AB_SIDES, plans, (request.baseline, request.candidate), plans[::-1], strict=True
     ):
-        run_dir = results_dir / plan.run_id
-        run_dir.mkdir(parents=True, exist_ok=False)
+        run_dir = new_run_folder(results_dir, plan.run_id, "run")
         tree = resolve_tree(given, run_dir)
         backend = make_backend(request.backend, replace(request.options, suites_dir=tree.suites))
         label = f"{side}: {plain(tree.given)}, suites {(tree.code or describe_code())['suites_sha256'][:12]}"

@@ -28,7 +28,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 from harness.errors import HarnessError
-from harness.safe_files import flock_file
+from harness.safe_writes import flock_file
 from harness.text.escape import plain
 
 ENV_VAR = "HARNESS_CACHE_HOME"
@@ -96,6 +96,7 @@ def folder(*parts: str, environ: Mapping[str, str] | None = None) -> Path:
         if not part or part in (".", "..") or "/" in part or "\0" in part:
             raise HarnessError(f"{plain(part)!r} is not a folder name inside the cache home")
         path = path / part
+        sys.audit("harness.write", str(home(environ)), str(path))  # tests/test_planted_links.py lists writes
         _make(path, top=False)
     return path
 

@@ -28,8 +28,8 @@ from typing import TYPE_CHECKING, Any
 
 from harness import cache_home
 from harness.errors import HarnessError
+from harness.safe_writes import write_json_atomic
 from suites.runtime import machine
-from suites.runtime.files import write_json_atomic
 from suites.runtime.frameworks import FRAMEWORKS
 
 if TYPE_CHECKING:
@@ -247,7 +247,7 @@ def attach(run_dir: Path, doc: dict[str, Any] | None) -> None:
     if doc is None:
         return
     parse(doc)
-    write_json_atomic(run_dir / RUN_FILE, doc)
+    write_json_atomic(run_dir / RUN_FILE, doc, run_dir.parent)  # no link followed from the results folder down
 
 
 def describe(doc: dict[str, Any]) -> list[str]:

@@ -30,13 +30,13 @@ from harness.backends.job_folder import tail_text
 from harness.errors import HarnessError
 from harness.plan import Job, Plan, make_plan, plan_from_record
 from harness.result_types import Result
-from harness.run_folder import PLAN_FILE, RunWriter, read_plan_record
+from harness.run_folder import PLAN_FILE, RunWriter, new_run_folder, read_plan_record, within
 from harness.runner import finalize, placeholder_result
-from harness.safe_files import UnsafeFile, read_bytes, read_tail, remove_tree, write_bytes_atomic
+from harness.safe_files import UnsafeFile, read_bytes, read_tail, remove_tree
+from harness.safe_writes import make_folder, new_folder, write_bytes_atomic, write_json_atomic
 from harness.schema import RUN_ID
 from harness.text.escape import plain
 from suites.runtime import job_spec
-from suites.runtime.files import write_json_atomic
 
 COMMAND = ["docker", "compose", "up"]
 BACKEND = "compose"
@@ -82,15 +82,14 @@ def plan_step(args: argparse.Namespace) -> int:
         timeout_s=None,
         data_dir="/data",
     )
-    run_dir = results / plan.run_id
-    (run_dir / "logs").mkdir(parents=True)
+    run_dir = new_run_folder(results, plan.run_id, "plan")
+    make_folder(run_dir / "logs", results)
     RunWriter(run_dir, plan, BACKEND, COMMAND).start()
     jobs_root = results / args.jobs_dir
-    jobs_root.mkdir(exist_ok=True)
     for job in plan.jobs:
         work = jobs_root / job.framework
         remove_tree(work)  # a previous run's folder, whatever its job left in it
-        work.mkdir()
+        new_folder(work, results)
         # The job service mounts `work` at /results and the data folder at /data (compose.yaml).
         spec = job.spec(
             run_id=plan.run_id,
@@ -99,11 +98,11 @@ def plan_step(args: argparse.Namespace) -> int:
             data_dir="/data",
             cache_dir=None,
         )
-        job_spec.write(work, spec)
+        job_folder.write_spec(work, spec, results)
         cmd = job_command(f"/results/{job_spec.JOB_FILE}", python="python")
-        write_bytes_atomic(work / ARGS, ("\n".join(cmd) + "\n").encode())
+        write_bytes_atomic(work / ARGS, ("\n".join(cmd) + "\n").encode(), results)
         _chown_tree([work], uid, gid)  # the job services run as this user: theirs, and only this folder
-    write_bytes_atomic(results / args.pointer, (plan.run_id + "\n").encode())
+    write_bytes_atomic(results / args.pointer, (plan.run_id + "\n").encode(), results)
     names = ", ".join(job.framework for job in plan.jobs)
     print(f"compose run {plan.run_id}: suite {plan.suite} on {names}, params {json.dumps(plan.jobs[0].params)}")
     return 0
@@ -114,7 +113,7 @@ def _copy_log(work: Path, name: str, target: Path) -> bytes:
         data = read_tail(work / name, MAX_LOG_BYTES)
     except UnsafeFile as error:
         data = f"harness: the job's {name} was not copied: {error.reason}\n".encode()
-    write_bytes_atomic(target, data)
+    write_bytes_atomic(target, data, within(target.parent.parent))  # <results>/<run>/logs/<name>
     return data
 
 
@@ -123,7 +122,7 @@ def _collect(run_dir: Path, work: Path, run_id: str, job: Job) -> Result:
     out = run_dir / job.result_file()
     if job.skip_reason:
         result = placeholder_result(run_id, job, BACKEND, "skipped", job.skip_reason)
-        write_json_atomic(out, result)  # as finalize() writes the others
+        write_json_atomic(out, result, within(run_dir))  # as finalize() writes the others
         return result
     try:
         code = read_bytes(work / EXIT, MAX_SMALL).decode("ascii", "replace").strip()

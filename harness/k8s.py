@@ -26,13 +26,13 @@ from harness.backends.base import Limits, job_command
 from harness.errors import HarnessError
 from harness.images import IMAGE_USER, stack_image
 from harness.plan import K8S_NAME, Job, Plan, plan_from_record
-from harness.run_folder import PLAN_FILE, RunWriter, mismatch, new_run_folder, read_plan_record, run_lock
+from harness.run_folder import PLAN_FILE, RunWriter, mismatch, new_run_folder, read_plan_record, run_lock, within
 from harness.runner import placeholder_result, prepare_results_dir
 from harness.safe_files import MissingFile, UnsafeFile, read_tail
+from harness.safe_writes import write_bytes_atomic
 from harness.schema import MAX_RESULT_BYTES, InvalidResult, parse_json, validate
 from harness.text.escape import plain
 from suites.runtime import job_spec
-from suites.runtime.files import write_text_atomic
 from suites.runtime.job_spec import JOB_FILE, JobSpec
 from suites.runtime.registry import SUITES_DIR
 
@@ -263,12 +263,13 @@ def export(
         documents[f"job-{job.framework}.yaml"] = dump(manifest)
     plan_text = json.dumps(dict(plan.as_record(), namespace=namespace), indent=2, allow_nan=False) + "\n"
     try:
-        out.mkdir(parents=True, exist_ok=True)
         written = []
         for name, text in documents.items():
-            write_text_atomic(out / name, text)
+            write_bytes_atomic(out / name, text.encode("utf-8"), out)
             written.append(out / name)
-        write_text_atomic(out / PLAN_FILE, plan_text)
+        write_bytes_atomic(out / PLAN_FILE, plan_text.encode("utf-8"), out)
+    except UnsafeFile as error:
+        raise HarnessError(f"--out {out}: cannot write the manifests ({error.reason}); choose another folder") from None
     except OSError as error:
         raise HarnessError(
             f"--out {out}: cannot write the manifests ({error.strerror}); choose another folder"
@@ -331,8 +332,7 @@ def _collect(plan: Plan, manifests: Path, namespace: str, run_dir: Path, logs: P
             result = placeholder_result(plan.run_id, job, "kubernetes", "skipped", job.skip_reason)
         else:
             text = _saved_log(logs, name) if logs else _kubectl_log(name, namespace)
-            (run_dir / "logs").mkdir(exist_ok=True)
-            write_text_atomic(run_dir / "logs" / f"{job.framework}.pod.log", text)
+            write_bytes_atomic(run_dir / "logs" / f"{job.framework}.pod.log", text.encode("utf-8"), within(run_dir))
             doc = extract_result(text)
             if doc is None:
                 result = placeholder_result(

@@ -19,8 +19,9 @@ from harness.backends.base import Backend
 from harness.errors import HarnessError
 from harness.plan import Plan
 from harness.result_types import Metric, Result, Stats
-from harness.run_folder import SUMMARY_FILE, RunWriter, mismatch, run_lock
+from harness.run_folder import SUMMARY_FILE, RunWriter, mismatch, new_run_folder, run_lock
 from harness.runner import execute, prepare_results_dir, sigterm_as_interrupt, warn
+from harness.safe_writes import NoSpace
 from harness.schema import PER_SAMPLE, InvalidResult, load_result, load_summary
 from suites.runtime.stats import summarize
 
@@ -131,8 +132,7 @@ class Side:
 
 def execute_rounds(plan: Plan, backend: Backend, results_dir: Path, rounds: int, argv: list[str] | None = None) -> Path:
     prepare_results_dir(results_dir)
-    run_dir = results_dir / plan.run_id
-    run_dir.mkdir(parents=True, exist_ok=False)
+    run_dir = new_run_folder(results_dir, plan.run_id, "run")
     execute_interleaved([Side(plan, backend, run_dir)], rounds, argv)
     return run_dir
 
@@ -149,6 +149,7 @@ def execute_interleaved(sides: list[Side], rounds: int, argv: list[str] | None =
             writer.summary.update(side.extra)
             writer.start(plan_extra={"rounds": rounds, **side.extra})
             writers.append(writer)
+        full: NoSpace | None = None
         try:
             with sigterm_as_interrupt():
                 interrupted = _run_rounds(sides, rounds, argv)
@@ -157,8 +158,15 @@ def execute_interleaved(sides: list[Side], rounds: int, argv: list[str] | None =
             # finished are pooled all the same.
             warn("\ninterrupted: stopping; finished rounds are kept")
             interrupted = True
+        except NoSpace as error:  # the round that met it has marked its jobs; pool the others
+            full, interrupted = error, True
+            for writer in writers:
+                writer.release_reserve()
         for side, writer in zip(sides, writers, strict=True):
             _pool_side(side, writer, interrupted)
+        if full is not None:
+            kept = ", ".join(side.run_dir.name for side in sides)
+            raise NoSpace(full.path, full.strerror, f"the finished rounds are pooled in {kept}; free some space")
 
 
 def _run_rounds(sides: list[Side], rounds: int, argv: list[str] | None) -> bool:

@@ -28,7 +28,8 @@ from harness import __version__
 from harness.errors import HarnessError
 from harness.plan import Job, Plan, plan_from_record
 from harness.result_types import Result
-from harness.safe_files import flock_file, is_regular, read_bytes
+from harness.safe_files import is_regular, read_bytes
+from harness.safe_writes import flock_file, new_folder, remove, write_bytes_atomic, write_json_atomic
 from harness.schema import (
     GIT_COMMIT,
     InvalidResult,
@@ -40,7 +41,6 @@ from harness.schema import (
     parse_json,
 )
 from harness.text.escape import plain
-from suites.runtime.files import write_json_atomic
 from suites.runtime.result import utc_now
 
 PLAN_FILE = "plan.json"
@@ -65,12 +65,18 @@ class Run:
         return ok[0] if ok else str(base or next(iter(self.results), ""))
 
 
+def within(run_dir: Path) -> Path:
+    """The anchor of every write into a run folder: its results folder. The run folder and all
+    below it are reached without following a link (harness/safe_writes.py)."""
+    return run_dir.parent
+
+
 def new_run_folder(results_dir: Path, run_id: str, how: str) -> Path:
     """A run folder that did not exist: runs are never rewritten by a command that did not make them
     (only `run --resume` goes back into one), so an id already taken is refused, naming it."""
     run_dir = results_dir / run_id
     try:
-        run_dir.mkdir(parents=True, exist_ok=False)
+        new_folder(run_dir, results_dir)
     except FileExistsError:
         raise HarnessError(
             f"run {run_id} already exists in {plain(results_dir)}; {how} into another --results-dir, "
@@ -161,6 +167,13 @@ def read_plan_record(folder: Path) -> Any:
     return parse_json(read_bytes(path, MAX_PLAN_BYTES), str(path))
 
 
+# Room kept on the disk while a run writes: when a job fills the disk up, this file is removed so
+# that the job's result (saying why it failed), the placeholders of the jobs not started and the
+# summary still fit, and the run stays whole and resumable. Zeros, not a sparse file: real blocks.
+RESERVE = ".reserve"
+RESERVE_BYTES = 1 << 20
+
+
 class RunWriter:
     """One run folder being written: `start`, then `add` per job, then `finish`."""
 
@@ -174,11 +187,16 @@ class RunWriter:
     def start(self, *, plan_extra: dict[str, Any] | None = None, write_plan: bool = True) -> None:
         """The plan (unless resuming one) and an empty summary, before the first job starts."""
         if write_plan:
-            write_json_atomic(self.dir / PLAN_FILE, dict(self.plan.as_record(), **(plan_extra or {})))
+            write_json_atomic(self.dir / PLAN_FILE, dict(self.plan.as_record(), **(plan_extra or {})), within(self.dir))
         self._write_summary()
+        write_bytes_atomic(self.dir / RESERVE, bytes(RESERVE_BYTES), within(self.dir))
+
+    def release_reserve(self) -> None:
+        """The disk filled up: free the room kept for the last records (see RESERVE)."""
+        remove(self.dir / RESERVE, within(self.dir))
 
     def write_result(self, job: Job, result: Result) -> None:
-        write_json_atomic(self.dir / job.result_file(), result)
+        write_json_atomic(self.dir / job.result_file(), result, within(self.dir))
 
     def add(self, job: Job, result: Result, *, write: bool = True) -> None:
         """Index a finished job (writing its result unless it is already on disk)."""
@@ -191,9 +209,10 @@ class RunWriter:
         self.summary.update(fields)
         self.summary["finished_at"] = utc_now()
         self._write_summary()
+        self.release_reserve()
 
     def _write_summary(self) -> None:
-        write_json_atomic(self.dir / SUMMARY_FILE, self.summary)
+        write_json_atomic(self.dir / SUMMARY_FILE, self.summary, within(self.dir))
 
 
 def resume_plan(run_dir: Path) -> Plan:
@@ -220,7 +239,7 @@ def run_lock(run_dir: Path) -> Iterator[None]:
             f"run {run_dir.name} is in use by another harness ({plain(holder)}); wait for it to finish or stop it"
         )
 
-    with flock_file(run_dir / LOCK_NAME, "run folder", refuse):
+    with flock_file(run_dir / LOCK_NAME, "run folder", refuse, anchor=within(run_dir)):
         yield
 
 

@@ -17,7 +17,6 @@ import os
 import shutil
 import signal
 import sys
-import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -37,10 +36,11 @@ from harness.calibration import (
 from harness.errors import HarnessError
 from harness.plan import Job, Plan, make_plan
 from harness.result_types import Result
-from harness.run_folder import RunWriter, mismatch, run_lock
+from harness.run_folder import SUMMARY_FILE, RunWriter, mismatch, new_run_folder, run_lock, within
+from harness.safe_files import is_regular, remove_tree
+from harness.safe_writes import NoSpace, probe, rename, write_json_atomic
 from harness.schema import InvalidResult, load_result
 from harness.text.escape import plain
-from suites.runtime.files import write_json_atomic
 from suites.runtime.result import new_result, utc_now
 
 # A run writes logs and results only, but a full disk mid-run loses them: demand some room.
@@ -52,11 +52,11 @@ def prepare_results_dir(results_dir: Path) -> None:
     if results_dir.exists() and not results_dir.is_dir():
         raise HarnessError(f"--results-dir {results_dir} is a file; give a directory")
     try:
-        results_dir.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryFile(dir=results_dir):
-            pass
-    except OSError as error:
-        raise HarnessError(f"--results-dir {results_dir} is not writable ({error.strerror}); choose another") from None
+        probe(results_dir)
+    except NoSpace:
+        raise
+    except HarnessError as error:
+        raise HarnessError(f"--results-dir {results_dir} is not writable ({error}); choose another") from None
     free = shutil.disk_usage(results_dir).free / 2**20
     if free < need:
         raise HarnessError(
@@ -114,7 +114,7 @@ def _classify(run_id: str, job: Job, out: Path, outcome: JobOutcome) -> tuple[Re
         result = load_result(out)
     except InvalidResult as error:
         if os.path.lexists(out):
-            out.replace(out.with_suffix(".invalid.json"))  # kept for inspection
+            _set_aside(out, ".invalid.json")  # kept for inspection
             return None, "invalid-output", str(error)
         if outcome.exit_code is None:
             return None, "failed", "could not be started (see stderr tail)"
@@ -122,12 +122,16 @@ def _classify(run_id: str, job: Job, out: Path, outcome: JobOutcome) -> tuple[Re
             return None, "invalid-output", "exited 0 without writing a result file"
         return None, "failed", f"exited with code {outcome.exit_code} without writing a result"
     if (result["suite"], result["framework"]) != (job.suite, job.framework):
-        out.replace(out.with_suffix(".invalid.json"))
+        _set_aside(out, ".invalid.json")
         return None, "invalid-output", f"result file names {result['suite']}/{result['framework']}, not this job"
     if result["run_id"] != run_id:
-        out.replace(out.with_suffix(".invalid.json"))
+        _set_aside(out, ".invalid.json")
         return None, "invalid-output", f"result file belongs to run {result['run_id']}, not this run"
     return result, result["status"], result["reason"] or ""
+
+
+def _set_aside(out: Path, suffix: str) -> None:
+    rename(out.parent, out.name, out.with_suffix(suffix).name, within(out.parent))
 
 
 def finalize(run_id: str, job: Job, backend: str, out: Path, outcome: JobOutcome) -> Result:
@@ -141,7 +145,7 @@ def finalize(run_id: str, job: Job, backend: str, out: Path, outcome: JobOutcome
     result["environment"]["launch"] = {**outcome.annotations, "exit_code": outcome.exit_code, "wall_s": outcome.wall_s}
     if "image" in outcome.annotations and result.get("image") is None:
         result["image"] = outcome.annotations["image"]
-    write_json_atomic(out, result)
+    write_json_atomic(out, result, within(out.parent))
     return result
 
 
@@ -219,13 +223,19 @@ def execute(
     describes the suites the backend runs (default: this checkout's)."""
     if resume_dir is None:
         prepare_results_dir(results_dir)
-        run_dir = results_dir / plan.run_id
-        run_dir.mkdir(parents=True, exist_ok=False)
+        run_dir = new_run_folder(results_dir, plan.run_id, "run")
     else:
         prepare_results_dir(resume_dir.parent)
         run_dir = resume_dir
-    with run_lock(run_dir):
-        return _execute(plan, backend, run_dir, argv, resume=resume_dir is not None, code=code)
+    try:
+        with run_lock(run_dir):
+            return _execute(plan, backend, run_dir, argv, resume=resume_dir is not None, code=code)
+    except NoSpace as error:
+        if is_regular(run_dir / SUMMARY_FILE):
+            raise  # the summary on disk is whole (each write is a rename): the run can be resumed
+        if resume_dir is None:
+            remove_tree(run_dir)  # nothing was run: no folder that neither show nor --resume understands
+        raise NoSpace(error.path, error.strerror, "nothing was run: free some space and run again") from None
 
 
 def _execute(
@@ -236,6 +246,7 @@ def _execute(
     # Written before the first job: a harness killed during it leaves a run `--resume` can finish.
     writer.start(write_plan=not resume)
     interrupted = False
+    full: NoSpace | None = None
     with sigterm_as_interrupt():
         for job in plan.jobs:
             out = run_dir / job.result_file()
@@ -245,11 +256,14 @@ def _execute(
                     writer.add(job, kept, write=False)
                 elif interrupted:
                     writer.add(job, placeholder_result(plan.run_id, job, backend.name, "interrupted", FIRST))
+                elif full is not None:
+                    reason = f"not started: {full.reason}"
+                    writer.add(job, placeholder_result(plan.run_id, job, backend.name, "failed", reason))
                 elif job.skip_reason is not None:
                     writer.add(job, placeholder_result(plan.run_id, job, backend.name, "skipped", job.skip_reason))
                 else:
                     if kept is not None or os.path.lexists(out):
-                        out.replace(out.with_suffix(".previous.json"))  # the attempt being retried
+                        _set_aside(out, ".previous.json")  # the attempt being retried
                     say(f"-> {job.suite}/{job.framework} ({job.stack} stack, {backend.name})")
                     outcome = backend.run_job(job, plan.run_id, run_dir)
                     writer.add(job, finalize(plan.run_id, job, backend.name, out, outcome), write=False)
@@ -260,7 +274,20 @@ def _execute(
                 writer.add(
                     job, placeholder_result(plan.run_id, job, backend.name, "interrupted", "interrupted while running")
                 )
+            except NoSpace as error:
+                # The disk filled up during this job: it failed for that reason, and the jobs after it
+                # are not started. The small records below may still fit where the job's output did
+                # not; if not, the summary on disk stays the last whole one (each write is a rename).
+                full = error
+                warn(f"\n{error.reason}: stopping; finished jobs are kept")
+                writer.release_reserve()
+                writer.add(
+                    job, placeholder_result(plan.run_id, job, backend.name, "failed", f"{error.reason} while it ran")
+                )
         writer.finish(interrupted=interrupted)
+    if full is not None:
+        fix = f"run {plan.run_id} is kept: free some space, then `harness run --resume {plan.run_id}`"
+        raise NoSpace(full.path, full.strerror, fix)
     return run_dir
 
 

@@ -1,29 +1,22 @@
-"""Reading and writing run files without trusting what is on disk.
+"""Reading run files without trusting what is on disk (writing them: harness/safe_writes.py).
 
 A job (or anyone who edits a run folder) can leave a symbolic link, a FIFO or a device where a
 result or a log is expected. Every read here opens without following links, refuses anything
-but a regular file and reads at most a limit; every write replaces a planted link instead of
-writing through it.
+but a regular file and reads at most a limit.
 """
 
 from __future__ import annotations
 
 import contextlib
 import errno
-import fcntl
 import os
 import stat
-import sys
-import tempfile
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any
 
 from harness.errors import HarnessError
 
 _READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
-_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _CHUNK = 1 << 20
 
 
@@ -130,53 +123,6 @@ def is_regular(path: Path) -> bool:
         return False
 
 
-@contextlib.contextmanager
-def _directory(path: Path) -> Iterator[int]:
-    path.mkdir(parents=True, exist_ok=True)
-    try:
-        fd = os.open(path, _DIR_FLAGS)
-    except OSError as error:
-        raise UnsafeFile(path, f"is not a plain directory ({error.strerror}); remove it") from None
-    try:
-        yield fd
-    finally:
-        os.close(fd)
-
-
-def create(folder: Path, name: str, mode: int = 0o644) -> BinaryIO:
-    """A new, empty file `name` in `folder` opened for writing; a link or FIFO there is removed first."""
-    with _directory(folder) as dir_fd:
-        for _ in range(3):
-            with contextlib.suppress(FileNotFoundError, IsADirectoryError):
-                os.unlink(name, dir_fd=dir_fd)
-            try:
-                fd = os.open(
-                    name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, mode, dir_fd=dir_fd
-                )
-            except FileExistsError:
-                continue  # someone re-created it in between: remove and try again
-            except OSError as error:
-                raise UnsafeFile(folder / name, f"cannot be written ({error.strerror})") from None
-            return os.fdopen(fd, "wb")
-    raise UnsafeFile(folder / name, "keeps being re-created by another process; stop it and run again")
-
-
-def write_bytes_atomic(path: Path, data: bytes) -> None:
-    """Replace `path` with `data` in one rename: a planted link is replaced, never written through."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
 def remove_tree(path: Path) -> None:
     """Remove a folder a job wrote into; links in it are removed, never followed."""
     try:
@@ -201,75 +147,6 @@ def remove_tree(path: Path) -> None:
             return
 
 
-@dataclass
-class Copied:
-    files: int = 0
-    bytes: int = 0
-    skipped: list[str] = field(default_factory=list)
-
-
-def copy_regular_tree(source: Path, target: Path, *, max_bytes: int, max_files: int, max_depth: int = 8) -> Copied:
-    """Copy only the regular, singly linked files under `source` (no link followed) into `target`.
-
-    What is skipped (links, FIFOs, devices, hard links, anything past the limits) is named in
-    `Copied.skipped`, so the result can say that part of the artefacts was dropped and why.
-    """
-    copied = Copied()
-    try:
-        top = os.lstat(source)
-    except FileNotFoundError:
-        return copied
-    if not stat.S_ISDIR(top.st_mode):
-        copied.skipped.append(f"{source.name} ({kind(top.st_mode)})")
-        return copied
-    for folder, dirs, files, dir_fd in os.fwalk(source, follow_symlinks=False):
-        relative = Path(folder).relative_to(source)
-        linked = [d for d in dirs if stat.S_ISLNK(os.lstat(d, dir_fd=dir_fd).st_mode)]
-        if len(relative.parts) >= max_depth and dirs:
-            copied.skipped.append(f"{relative} (folders nested deeper than {max_depth})")
-            dirs[:] = []  # fwalk recurses: a hostile tree a thousand folders deep is not walked
-        for name in sorted(files) + linked:
-            where = relative / name
-            try:
-                info = os.lstat(name, dir_fd=dir_fd)
-            except OSError:
-                continue
-            if not stat.S_ISREG(info.st_mode) or info.st_nlink > 1:
-                copied.skipped.append(f"{where} ({'hard link' if stat.S_ISREG(info.st_mode) else kind(info.st_mode)})")
-                continue
-            if copied.files >= max_files or copied.bytes + info.st_size > max_bytes:
-                copied.skipped.append(f"{where} (over the artefact limit of {max_files} files, {max_bytes} bytes)")
-                continue
-            try:
-                fd = os.open(name, _READ_FLAGS, dir_fd=dir_fd)
-            except OSError:
-                copied.skipped.append(f"{where} (unreadable)")
-                continue
-            try:
-                if not stat.S_ISREG(os.fstat(fd).st_mode):
-                    copied.skipped.append(f"{where} (changed while copied)")
-                    continue
-                budget = max_bytes - copied.bytes
-                chunks, size = [], 0
-                while size <= budget:
-                    chunk = os.read(fd, min(_CHUNK, budget + 1 - size))
-                    if not chunk:
-                        break
-                    chunks.append(chunk)
-                    size += len(chunk)
-                data = b"".join(chunks)
-            finally:
-                os.close(fd)
-            if len(data) > budget:
-                copied.skipped.append(f"{where} (grew past the artefact limit)")
-                continue
-            (target / relative).mkdir(parents=True, exist_ok=True)
-            write_bytes_atomic(target / where, data)
-            copied.files += 1
-            copied.bytes += len(data)
-    return copied
-
-
 def real_folder(path: Path, allow_link: bool = False) -> None:
     """Create `path` as a folder of our own; a link planted in a run folder is never written through."""
     if path.is_symlink() and not allow_link:
@@ -282,34 +159,3 @@ def real_folder(path: Path, allow_link: bool = False) -> None:
         raise HarnessError(
             f"--out {path}: cannot create the report folder ({error.strerror}); choose another"
         ) from None
-
-
-@contextlib.contextmanager
-def flock_file(path: Path, what: str, busy: Callable[[str], None], mode: int = 0o644) -> Iterator[None]:
-    """Hold an exclusive flock on `path` (created, never through a link) for the `with` block.
-
-    When another process holds it, `busy(holder)` is called with what that holder wrote into the
-    file (its pid and command): raising refuses, returning waits for the lock. The kernel releases
-    the lock when its holder dies (even by SIGKILL), so a stale lock never blocks.
-    """
-    try:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, mode)
-    except OSError as error:
-        raise HarnessError(f"{path}: cannot lock the {what} ({error.strerror}); remove it") from None
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise HarnessError(f"{path}: not a regular file; remove it")
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            busy(os.pread(fd, 300, 0).decode("utf-8", "replace").strip() or "another process")
-            fcntl.flock(fd, fcntl.LOCK_EX)
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, f"pid {os.getpid()}: {' '.join(['harness', *sys.argv[1:]])}"[:300].encode(), 0)
-        try:
-            yield
-        finally:
-            with contextlib.suppress(OSError):
-                os.ftruncate(fd, 0)
-    finally:
-        os.close(fd)  # releases the lock

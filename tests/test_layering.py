@@ -26,6 +26,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "harness.errors",
             "harness.backend_table",
             "harness.safe_files",
+            "harness.safe_writes",
             "harness.result_types",
             "harness.schema",
             "harness.statistics",

@@ -51,7 +51,6 @@ from harness.images import (
     variant_for,
 )
 from harness.plan import Job
-from harness.safe_files import create
 from suites.runtime import job_spec
 from suites.runtime.job_spec import JobSpec
 from suites.runtime.registry import SUITES_DIR
@@ -188,7 +187,7 @@ class DockerBackend:
             def echo(line: str) -> None:
                 nonlocal sink
                 if sink is None and build_log is not None:  # only a build that happens leaves a log
-                    sink = io.TextIOWrapper(create(build_log.parent, build_log.name), encoding="utf-8")
+                    sink = io.TextIOWrapper(job_folder.open_log(build_log.parent, build_log.name), encoding="utf-8")
                     if self.echo:
                         print(f"   building {image.tag} (first use; later runs reuse it)", flush=True)
                 if sink is not None:
@@ -290,13 +289,12 @@ class DockerBackend:
         return job_folder.note_harvest(outcome, found)
 
     def _run_job(self, job: Job, run_id: str, logs: Path, work: Path) -> JobOutcome:
-        logs.mkdir(parents=True, exist_ok=True)
         stdout_log, stderr_log = logs / f"{job.framework}.stdout.log", logs / f"{job.framework}.stderr.log"
         started = time.perf_counter()
 
         def not_started(message: str, annotations: dict[str, Any] | None = None) -> JobOutcome:
-            create(logs, stdout_log.name).close()
-            with create(logs, stderr_log.name) as sink:
+            job_folder.open_log(logs, stdout_log.name).close()
+            with job_folder.open_log(logs, stderr_log.name) as sink:
                 sink.write(message.rstrip().encode() + b"\n")
             return JobOutcome(
                 None,
@@ -320,7 +318,7 @@ class DockerBackend:
             if self.transfer == "copy":
                 volumes = stack.enter_context(self._volumes(job, run_id, image, job_spec.dumps(spec).encode()))
             else:
-                job_spec.write(work, spec)  # the job folder is mounted at RESULTS_MOUNT
+                job_folder.write_spec(work, spec)  # the job folder is mounted at RESULTS_MOUNT
             return self._run_container(job, run_id, logs, work, image, volumes, annotations, not_started, started)
 
     def _volumes(self, job: Job, run_id: str, image: Ensured, spec: bytes) -> Any:
@@ -382,12 +380,12 @@ class DockerBackend:
             pumps = [
                 pump(
                     container.logs(stdout=True, stderr=False, stream=True, follow=True),
-                    create(logs, stdout_log.name),
+                    job_folder.open_log(logs, stdout_log.name),
                     stdout_echo(self.echo),
                 ),
                 pump(
                     container.logs(stdout=False, stderr=True, stream=True, follow=True),
-                    create(logs, stderr_log.name),
+                    job_folder.open_log(logs, stderr_log.name),
                     None,
                     tail,
                 ),

@@ -18,7 +18,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from harness.errors import HarnessError
-from harness.safe_files import write_bytes_atomic
+from harness.safe_writes import write_bytes_atomic
 
 OUT_SUBDIR = "out"  # the job writes here: a folder the job's user owns inside the results volume
 

@@ -23,9 +23,12 @@ from typing import IO, BinaryIO, TypeVar
 
 from harness.backends.base import JobOutcome
 from harness.plan import Job
-from harness.safe_files import MissingFile, UnsafeFile, copy_regular_tree, read_bytes, remove_tree, write_bytes_atomic
+from harness.run_folder import within
+from harness.safe_files import MissingFile, UnsafeFile, read_bytes, remove_tree
+from harness.safe_writes import copy_regular_tree, create, new_folder, write_bytes_atomic
 from harness.schema import MAX_RESULT_BYTES
 from harness.text.escape import plain
+from suites.runtime import job_spec
 
 WORK_DIR = ".jobs"
 MAX_ARTIFACT_BYTES = 256 * 2**20
@@ -43,14 +46,13 @@ def fresh(run_dir: Path, job: Job) -> Path:
     root = run_dir / WORK_DIR
     try:
         if not stat.S_ISDIR(os.lstat(root).st_mode):
-            remove_tree(root)
+            remove_tree(root)  # a link or a file left where the jobs' folders go: removed, not followed
     except FileNotFoundError:
         pass
-    root.mkdir(mode=0o755, exist_ok=True)
     # A fresh name each time: whatever a previous attempt left (even a tree it made unremovable)
     # can never be mistaken for this job's output, nor block it.
     work = root / f"{job.framework}-{secrets.token_hex(4)}"
-    work.mkdir(mode=0o755)
+    new_folder(work, within(run_dir))
     return work
 
 
@@ -70,15 +72,28 @@ def harvest(work: Path, run_dir: Path, job: Job) -> Harvest:
     except UnsafeFile as error:
         found.problem = f"refused its result file {job.result_file()}: {error.reason}"
     else:
-        write_bytes_atomic(run_dir / job.result_file(), data)
+        write_bytes_atomic(run_dir / job.result_file(), data, within(run_dir))
     copied = copy_regular_tree(
         work / artifacts_name(job),
         run_dir / artifacts_name(job),
         max_bytes=MAX_ARTIFACT_BYTES,
         max_files=MAX_ARTIFACT_FILES,
+        anchor=within(run_dir),
     )
     found.skipped = copied.skipped
     return found
+
+
+def write_spec(work: Path, spec: job_spec.JobSpec, anchor: Path | None = None) -> Path:
+    """The job's job.json in its folder (default: one `fresh` made, <results>/<run>/.jobs/<name>)."""
+    path = work / job_spec.JOB_FILE
+    write_bytes_atomic(path, job_spec.dumps(spec).encode("utf-8"), work.parents[2] if anchor is None else anchor)
+    return path
+
+
+def open_log(logs: Path, name: str) -> BinaryIO:
+    """A new log file in the run's `logs/` folder, reached from the results folder without links."""
+    return create(logs, name, anchor=within(logs.parent))
 
 
 def discard(work: Path) -> None:
@@ -109,7 +124,7 @@ def note_harvest(outcome: JobOutcome, found: Harvest) -> JobOutcome:
 
 # Copy a child's output to a log file and, line by line, to the terminal while it runs.
 #
-# The log is a file the harness created itself (see safe_files.create) and the stderr tail that
+# The log is a file the harness created itself (see safe_writes.create) and the stderr tail that
 # goes into a failed result is kept here in memory: nothing the job later plants at a log's path
 # is ever read or written through.
 TAIL_BYTES = 16 * 1024
@@ -159,21 +174,29 @@ def pump(chunks: Iterable[bytes], sink: BinaryIO, echo: IO[str] | None, tail: Ta
         nonlocal echo
         pending = b""
         written, cut = 0, False
-        with sink:
+        with contextlib.ExitStack() as closing:
+            closing.callback(_close_quietly, sink)
             for chunk in chunks:
                 if tail is not None:
                     tail.add(chunk)  # the tail (a failure's reason) stays the stream's real end
                 if cut:
                     continue  # keep draining the pipe, or the job would block on a full one
                 room = MAX_LOG_BYTES - written
-                sink.write(chunk[:room])
-                written += min(len(chunk), room)
-                if len(chunk) > room:
+                try:
+                    sink.write(chunk[:room])
+                    written += min(len(chunk), room)
+                    if len(chunk) > room:
+                        cut = True
+                        sink.write(TRUNCATED % (MAX_LOG_BYTES // 2**20))
+                        show(b"[harness: log cut at the size cap; not echoing the rest]")
+                        echo = None
+                    sink.flush()
+                except OSError as error:
+                    # A full disk (or a failing one) cuts the log, not the job: the pipe is still
+                    # drained, and whatever the run writes next meets the same disk and says so.
                     cut = True
-                    sink.write(TRUNCATED % (MAX_LOG_BYTES // 2**20))
-                    show(b"[harness: log cut at the size cap; not echoing the rest]")
+                    show(f"[harness: this log could not be written on ({error.strerror}); cut here]".encode())
                     echo = None
-                sink.flush()
                 if echo is not None:
                     pending += chunk
                     *lines, pending = pending.split(b"\n")
@@ -188,6 +211,11 @@ def pump(chunks: Iterable[bytes], sink: BinaryIO, echo: IO[str] | None, tail: Ta
     thread = threading.Thread(target=copy, daemon=True)
     thread.start()
     return thread
+
+
+def _close_quietly(sink: BinaryIO) -> None:
+    with contextlib.suppress(OSError):  # the flush on close meets the same full disk
+        sink.close()
 
 
 def read_chunks(source: IO[bytes]) -> Iterable[bytes]:

@@ -23,8 +23,7 @@ from harness.backends import job_folder
 from harness.backends.base import BackendOptions, JobOutcome, Limits, job_command
 from harness.backends.job_folder import Tail, pump, read_chunks, stdout_echo
 from harness.plan import Job
-from harness.safe_files import create
-from suites.runtime import job_spec
+from harness.safe_writes import make_folder
 from suites.runtime.registry import SUITES_DIR
 
 PR_SET_PDEATHSIG = 1  # linux/prctl.h
@@ -85,8 +84,8 @@ class LocalBackend:
         work = Path(os.path.abspath(work))  # the job starts in another folder (below): no relative paths
         cache_dir = None
         if job.cache == "warm" and job.cache_dir is not None:
-            cache_dir = os.path.abspath(Path(job.cache_dir) / job.stack)  # one per stack: versions never mix
-            Path(cache_dir).mkdir(parents=True, exist_ok=True)
+            # One per stack (versions never mix), made below the cache home's folder without a link.
+            cache_dir = os.path.abspath(make_folder(Path(job.cache_dir) / job.stack, Path(job.cache_dir)))
         spec = job.spec(
             run_id=run_id,
             backend=self.name,
@@ -95,12 +94,15 @@ class LocalBackend:
             data_dir=None if job.data_dir is None else os.path.abspath(job.data_dir),
             cache_dir=cache_dir,
         )
-        cmd = job_command(str(job_spec.write(work, spec)), python=self.python_for(job.stack))
+        cmd = job_command(str(job_folder.write_spec(work, spec)), python=self.python_for(job.stack))
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(self.suites_dir.parent), env.get("PYTHONPATH")]))
         env["PYTHONUNBUFFERED"] = "1"
         stdout_log, stderr_log = logs / f"{job.framework}.stdout.log", logs / f"{job.framework}.stderr.log"
-        stdout_sink, stderr_sink = create(logs, stdout_log.name), create(logs, stderr_log.name)
+        stdout_sink, stderr_sink = (
+            job_folder.open_log(logs, stdout_log.name),
+            job_folder.open_log(logs, stderr_log.name),
+        )
         started = time.perf_counter()
         parent = os.getpid()
         try:

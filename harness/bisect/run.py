@@ -23,10 +23,10 @@ from harness.images import Engine, connect, ensure, sha256_file, stack_image
 from harness.plan import Job, Plan, get_framework, get_suite, make_plan
 from harness.run_folder import SUMMARY_FILE
 from harness.runner import execute, prepare_results_dir, say
+from harness.safe_writes import make_folder, new_folder, write_bytes_atomic, write_json_atomic
 from harness.schema import InvalidResult, load_result, load_summary
 from harness.statistics import observations_needed
 from harness.text.escape import plain
-from suites.runtime.files import write_json_atomic, write_text_atomic
 
 
 @dataclass(frozen=True)
@@ -129,7 +129,8 @@ def run_bisect(request: Request, argv: list[str] | None = None) -> Outcome:
     results_dir = request.results_dir.resolve()
     prepare_results_dir(results_dir)
     folder = results_dir / f"bisect-{plan.run_id}"
-    (folder / "locks").mkdir(parents=True)
+    new_folder(folder, results_dir)
+    make_folder(folder / "locks", results_dir)
     base = image.lock_file.read_text(encoding="utf-8")
     backends: dict[str, Backend] = {}
     locks: dict[str, dict[str, Any]] = {}
@@ -141,7 +142,7 @@ def run_bisect(request: Request, argv: list[str] | None = None) -> Outcome:
         note = f"{request.stack} stack lock {image.lock_hash[:12]}"
         text = generate_lock(base, request.package, version, hashes, note)
         lock = folder / "locks" / f"{version}.txt"
-        write_text_atomic(lock, text)
+        write_bytes_atomic(lock, text.encode("utf-8"), results_dir)
         locks[version] = {"file": f"locks/{version}.txt", "lock_hash": sha256_file(lock)}
         if engine is not None:
             backends[version], locks[version]["image"] = _image_backend(engine, request, lock, label)
@@ -260,5 +261,5 @@ def _conclude(
     results = {v: record.version_record(runs[v], [f"{v}/round-{k}" for k in range(1, rounds + 1)]) for v in versions}
     doc = record.make_record(header, locks, results, pairs, text)
     record.validate(doc)
-    write_json_atomic(folder / record.FILE, doc)
+    write_json_atomic(folder / record.FILE, doc, folder.parent)
     return Outcome(folder, doc, pairs, runs, unit)

@@ -26,6 +26,7 @@ from harness.cli.results import compare, report, show
 from harness.cli.run import calibrate_command, run
 from harness.cli.stacks import build, clean, wheelhouse
 from harness.errors import BAD_INPUT, HarnessError
+from harness.safe_writes import FULL
 from harness.text.escape import plain
 
 app = typer.Typer(
@@ -64,7 +65,15 @@ def main(argv: list[str] | None = None) -> None:
         code = app(args=args, prog_name="harness", standalone_mode=False)
     except HarnessError as error:
         typer.echo(f"error: {plain(error)}", err=True)
-        sys.exit(BAD_INPUT)
+        sys.exit(getattr(error, "exit_code", BAD_INPUT))  # a full disk is not bad input (safe_writes.NoSpace)
+    except OSError as error:
+        if error.errno not in FULL:
+            raise
+        # A write not made through safe_writes met a full disk: still one line, not a traceback.
+        typer.echo(
+            f"error: {plain(error.strerror)} ({plain(error.filename or '')}); free some space and run again", err=True
+        )
+        sys.exit(1)
     except TyperException as error:
         commands = typer.main.get_command(app).commands  # type: ignore[attr-defined]
         command = next((a for a in args if a in commands), None)

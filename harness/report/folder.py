@@ -13,8 +13,8 @@ from harness.report.exports import Format, render_run
 from harness.report.figures import write_figures
 from harness.run_folder import Run
 from harness.safe_files import real_folder
+from harness.safe_writes import write_bytes_atomic
 from harness.text import escape
-from suites.runtime.files import write_text_atomic
 
 FAIRNESS_PREFIXES = ("settings.", "precision.", "variables.", "machine.cpu.", "device.")
 
@@ -64,5 +64,5 @@ def _write_report(run: Run, out: Path, figures: bool) -> Path:
         "",
     ]
     path = out / "report.md"
-    write_text_atomic(path, "\n".join(parts))
+    write_bytes_atomic(path, "\n".join(parts).encode("utf-8"))
     return path

@@ -25,12 +25,12 @@ from harness.backends.job_folder import tail_text
 from harness.errors import HarnessError
 from harness.images import variant_for
 from harness.plan import Job
-from harness.safe_files import UnsafeFile, create, read_tail
+from harness.safe_files import UnsafeFile, read_tail
+from harness.safe_writes import make_folder
 from harness.slurm import control
 from harness.slurm.script import Layout, Stack, batch_script, job_spec_for, literal, prepare_script
 from harness.slurm.settings import SlurmSettings, from_environment
 from harness.text.escape import plain
-from suites.runtime import job_spec
 from suites.runtime.registry import SUITES_DIR
 
 POLL_FIRST_S, POLL_MAX_S = 0.5, 5.0  # quick for short jobs, gentle on slurmctld for long ones
@@ -76,7 +76,7 @@ class SlurmBackend:
         layout = Layout(code="''", out="''", lock=literal(stack.lock_file), envs=literal(envs))
         log = logs / f"{stack.stack}-{stack.variant}.env.log"
         self.say(f"   {stack.stack} venv: {envs / stack.name} (built from its lock on first use)")
-        with create(logs, log.name) as sink:
+        with job_folder.open_log(logs, log.name) as sink:
             try:
                 proc = subprocess.run(
                     ["bash", "-c", prepare_script(stack, layout, self.settings)],
@@ -102,7 +102,6 @@ class SlurmBackend:
 
     def _run(self, job: Job, run_id: str, run_dir: Path, work: Path) -> JobOutcome:
         logs = run_dir / "logs"
-        logs.mkdir(parents=True, exist_ok=True)
         stdout_log, stderr_log = logs / f"{job.framework}.stdout.log", logs / f"{job.framework}.stderr.log"
         started = time.perf_counter()
         stack = Stack.of(job.stack, variant_for(job.device))
@@ -114,8 +113,8 @@ class SlurmBackend:
         }
 
         def not_started(message: str) -> JobOutcome:
-            create(logs, stdout_log.name).close()
-            with create(logs, stderr_log.name) as sink:
+            job_folder.open_log(logs, stdout_log.name).close()
+            with job_folder.open_log(logs, stderr_log.name) as sink:
                 sink.write(message.rstrip().encode() + b"\n")
             wall = time.perf_counter() - started
             return JobOutcome(None, False, stdout_log, stderr_log, wall, annotations, stderr_tail=message)
@@ -125,8 +124,7 @@ class SlurmBackend:
             return not_started(problem)
         cache = None
         if runtime == "venv" and job.cache == "warm" and job.cache_dir is not None:
-            cache = str(Path(job.cache_dir) / job.stack)  # one per stack, as the local backend keeps them
-            Path(cache).mkdir(parents=True, exist_ok=True)
+            cache = str(make_folder(Path(job.cache_dir) / job.stack, Path(job.cache_dir)))  # one per stack
         layout = Layout(
             code=literal(SUITES_DIR.parent.resolve()),
             out=literal(work.resolve()),
@@ -140,9 +138,9 @@ class SlurmBackend:
             spec = job_spec_for(job, run_id, self.settings.runtime, layout)
         except HarnessError as error:
             return not_started(str(error))
-        job_spec.write(work, spec)
+        job_folder.write_spec(work, spec)
         script = logs / f"{job.framework}.sbatch.sh"
-        with create(logs, script.name) as sink:
+        with job_folder.open_log(logs, script.name) as sink:
             sink.write(text.encode())
         slurm_out, slurm_err = work / "slurm.stdout", work / "slurm.stderr"
         try:
@@ -228,7 +226,7 @@ class SlurmBackend:
                 data = read_tail(source, MAX_LOG_BYTES)
             except UnsafeFile as error:
                 data = f"harness: Slurm's output file was not read: {error}\n".encode()
-            with create(logs, target.name) as sink:
+            with job_folder.open_log(logs, target.name) as sink:
                 sink.write(data)
             if source is slurm_out and self.echo:
                 for line in tail_text(data, lines=40, max_chars=8000).splitlines():

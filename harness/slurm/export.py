@@ -24,9 +24,10 @@ from harness.errors import HarnessError
 from harness.images import variant_for
 from harness.plan import Job, Plan, plan_from_record
 from harness.result_types import Result
-from harness.run_folder import PLAN_FILE, RunWriter, mismatch, new_run_folder, read_plan_record, run_lock
+from harness.run_folder import PLAN_FILE, RunWriter, mismatch, new_run_folder, read_plan_record, run_lock, within
 from harness.runner import placeholder_result, prepare_results_dir
-from harness.safe_files import MissingFile, UnsafeFile, create, read_tail
+from harness.safe_files import MissingFile, UnsafeFile, read_tail
+from harness.safe_writes import create
 from harness.schema import InvalidResult, load_result
 from harness.slurm.script import Layout, Stack, batch_script, job_spec_for, literal, prepare_script
 from harness.slurm.settings import RUNTIMES, SlurmSettings
@@ -211,7 +212,6 @@ def _collect_job(plan: Plan, record: Any, job: Job, folder: Path, run_dir: Path)
     if job.skip_reason is not None:
         return placeholder_result(plan.run_id, job, "slurm", "skipped", job.skip_reason)
     logs = run_dir / "logs"
-    logs.mkdir(exist_ok=True)
     stderr = b""
     for stream in ("stdout", "stderr"):
         name = f"{job.framework}.{stream}.log"
@@ -219,7 +219,7 @@ def _collect_job(plan: Plan, record: Any, job: Job, folder: Path, run_dir: Path)
             data = read_tail(folder / "logs" / name, MAX_LOG_BYTES)
         except UnsafeFile as error:
             data = f"harness: the log was not read: {error}\n".encode()
-        with create(logs, name) as sink:
+        with create(logs, name, anchor=within(run_dir)) as sink:
             sink.write(data)
         stderr = data if stream == "stderr" else stderr
     out = run_dir / job.result_file()
