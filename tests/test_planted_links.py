@@ -219,3 +219,23 @@ def test_a_cache_link_in_the_results_folder_is_not_followed(prepared: dict[str, 
                      "--results-dir", str(results), home=home)  # fmt: skip
     assert proc.returncode in (0, 1) and "Traceback" not in proc.stderr, proc.stdout + proc.stderr
     assert list(outside.iterdir()) == []
+
+
+def test_a_cache_folder_named_in_plan_json_is_not_where_a_resumed_job_writes(
+    prepared: dict[str, object], tmp_path: Path
+) -> None:
+    """plan.json is read back from disk: the warm cache of a resumed job is the cache home's, whatever it says."""
+    results, home, outside = tmp_path / "results", tmp_path / "home", tmp_path / "outside"
+    shutil.copytree(Path(str(prepared["pristine"])), results, symlinks=True)
+    outside.mkdir()
+    plan_file = results / str(prepared["run_id"]) / "plan.json"
+    plan = json.loads(plan_file.read_text())
+    for job in plan["jobs"]:
+        assert job["cache"] == "warm"
+        job["cache_dir"] = str(outside)
+    plan_file.write_text(json.dumps(plan))
+    proc = plain_cli("run", "--resume", str(prepared["run_id"]), "--results-dir", str(results),
+                     "--python", str(prepared["python"]), home=home)  # fmt: skip
+    assert proc.returncode in (0, 1) and "Traceback" not in proc.stderr, proc.stdout + proc.stderr
+    assert list(outside.iterdir()) == []
+    assert any((home / "compile").iterdir())

@@ -149,7 +149,9 @@ def run(
             cache=cache,
             precision=precision.value,
         )
-        plan = _warm_caches_in_cache_home(plan)
+    # Also on --resume: plan.json is read back from disk, and the cache folder a job writes into is
+    # never one a file named, only the cache home's own.
+    plan = _warm_caches_in_cache_home(plan)
     require_datasets(plan)
     if not 1 <= rounds <= MAX_ROUNDS:
         raise HarnessError(f"--rounds {rounds} must be between 1 and {MAX_ROUNDS}")
