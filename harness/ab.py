@@ -100,13 +100,14 @@ def resolve_tree(text: str | None, run_dir: Path) -> Tree:
     """The side's code: this checkout (None), another checkout, or a revision exported into run_dir."""
     if text is None:
         return Tree("this checkout", SUITES, None)
-    check_tree(text)
     folder = Path(text).expanduser()
     if folder.is_dir():
         suites = (folder / "suites").resolve()
         return Tree(text, suites, None if suites == SUITES.resolve() else describe_code(suites))
     sha = git_revision(text)
-    assert sha is not None  # check_tree
+    if sha is None:  # it was a revision or a folder when the CLI checked it: gone since
+        check_tree(text)
+        raise HarnessError(f"{plain(text)!r} changed while the run was starting; run again")
     target = run_dir / CODE_DIR
     export_suites(sha, target, within(run_dir))
     suites = target / "suites"
@@ -143,10 +144,7 @@ class Request:
 def run_ab(request: Request, argv: list[str] | None = None) -> tuple[Path, Path]:
     """Both sides' run folders, measured round by round, baseline first."""
     check_backend(request.backend)
-    check_rounds(request.rounds)
-    for given in (request.baseline, request.candidate):
-        if given is not None:
-            check_tree(given)
+    check_rounds(request.rounds)  # the sides were checked by the CLI, before anything (check_tree)
     results_dir = request.results_dir
     prepare_results_dir(results_dir)
     plans = [request.plan, replace(request.plan, run_id=new_run_id(request.plan.suite))]
