@@ -2,7 +2,8 @@
 
 The job writes only into its own folder (backends/job_folder.py); its output goes through pipes
 into logs the harness created, and it dies with the harness: a SIGKILLed harness takes its job
-along (PR_SET_PDEATHSIG), so no job runs on, orphaned, after its run is gone.
+along (PR_SET_PDEATHSIG), so no job runs on, orphaned, after its run is gone. Whatever the job
+started, even in a session of its own, is ended with it (backends/process_tree.py).
 """
 
 from __future__ import annotations
@@ -15,11 +16,12 @@ import resource
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
 
-from harness.backends import job_folder
+from harness.backends import job_folder, process_tree
 from harness.backends.base import BackendOptions, JobOutcome, Limits, job_command
 from harness.backends.job_folder import Tail, pump, read_chunks, stdout_echo
 from harness.plan import Job
@@ -74,6 +76,22 @@ class LocalBackend:
         # name is looked up on PATH as given.
         return os.path.abspath(python) if os.sep in python else python
 
+    def _start(self, cmd: list[str], env: dict[str, str]) -> subprocess.Popen[bytes]:
+        parent = os.getpid()
+        # Own session: a timeout kills the job and anything it spawned (compilers, workers).
+        return subprocess.Popen(
+            cmd,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            stdin=subprocess.DEVNULL,
+            env=env,
+            start_new_session=True,
+            # `python -m` puts the working folder first on sys.path: run from the suites' root, so
+            # a `suites` package in whatever folder the user is in is never the code that runs.
+            cwd=self.suites_dir.parent,
+            preexec_fn=lambda: self._child_setup(parent),
+        )
+
     def run_job(self, job: Job, run_id: str, run_dir: Path) -> JobOutcome:
         outcome, found = job_folder.run_in_folder(
             run_dir, job, lambda work: self._run(job, run_id, run_dir / "logs", work)
@@ -104,47 +122,29 @@ class LocalBackend:
             job_folder.open_log(logs, stderr_log.name),
         )
         started = time.perf_counter()
-        parent = os.getpid()
-        try:
-            # Own session: a timeout kills the job and anything it spawned (compilers, workers).
-            proc = subprocess.Popen(
-                cmd,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                stdin=subprocess.DEVNULL,
-                env=env,
-                start_new_session=True,
-                # `python -m` puts the working folder first on sys.path: run from the suites' root, so
-                # a `suites` package in whatever folder the user is in is never the code that runs.
-                cwd=self.suites_dir.parent,
-                preexec_fn=lambda: self._child_setup(parent),
-            )
-        except OSError as error:  # e.g. a --python path that does not exist: this job fails, the run goes on
-            message = f"cannot start {cmd[0]}: {error}\n"
-            with stderr_sink:
-                stderr_sink.write(message.encode())
-            stdout_sink.close()
-            return JobOutcome(
-                None, False, stdout_log, stderr_log, time.perf_counter() - started, stderr_tail=message.strip()
-            )
-        assert proc.stdout is not None and proc.stderr is not None
+        pumps: list[threading.Thread] = []
         tail = Tail()
-        pumps = [
-            pump(read_chunks(proc.stdout), stdout_sink, stdout_echo(self.echo)),
-            pump(read_chunks(proc.stderr), stderr_sink, None, tail),
-        ]
-        timed_out = False
         try:
-            proc.wait(timeout=job.timeout_s)
-        except subprocess.TimeoutExpired:
-            timed_out = True
+            with process_tree.contained():  # whatever the job starts ends with it, setsid or not
+                try:
+                    proc = self._start(cmd, env)
+                except OSError as error:  # e.g. a --python path that does not exist: the job fails, the run goes on
+                    message = f"cannot start {cmd[0]}: {error}\n"
+                    with stderr_sink:
+                        stderr_sink.write(message.encode())
+                    stdout_sink.close()
+                    return JobOutcome(
+                        None, False, stdout_log, stderr_log, time.perf_counter() - started, stderr_tail=message.strip()
+                    )
+                assert proc.stdout is not None and proc.stderr is not None
+                pumps += [
+                    pump(read_chunks(proc.stdout), stdout_sink, stdout_echo(self.echo)),
+                    pump(read_chunks(proc.stderr), stderr_sink, None, tail),
+                ]
+                timed_out = _wait(proc, job.timeout_s)
         finally:
-            if proc.poll() is None:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(proc.pid, signal.SIGKILL)  # what the job left running in its session
+            # Every process that held the pipes' other ends is gone now: the pumps reach the end at
+            # once (the timeout is for a pipe handed to a process outside the job, say over a socket).
             for thread in pumps:
                 thread.join(timeout=5)
         return JobOutcome(
@@ -156,6 +156,22 @@ class LocalBackend:
             annotations={"python": self.python_for(job.stack)},
             stderr_tail=tail.text(),
         )
+
+
+def _wait(proc: subprocess.Popen[bytes], timeout_s: float | None) -> bool:
+    """Wait for the job's first process, killing its process group at a timeout; true if it timed out."""
+    try:
+        proc.wait(timeout=timeout_s)
+        return False
+    except subprocess.TimeoutExpired:
+        return True
+    finally:
+        if proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, signal.SIGKILL)  # what the job left running in its group
 
 
 def from_options(options: BackendOptions) -> LocalBackend:
