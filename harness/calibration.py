@@ -41,6 +41,14 @@ RUN_FILE = "calibration.json"
 MAX_BYTES = 1 << 20
 CALIBRATED_DTYPES = ("float32", "float64")
 MODES = ("auto", "always", "never")
+# Beyond any machine one job runs on (the largest GPUs reach petaFLOP/s and tens of TB/s), whatever
+# it is: a figure above these is a corrupt or planted file, refused before the device's own peak
+# (Limits, below) is even asked.
+PHYSICAL_MAX = {"float32": 1e18, "float64": 1e18, "bandwidth": 1e17}
+UNITS = {"float32": "FLOP/s", "float64": "FLOP/s", "bandwidth": "B/s"}
+# quantity (float32, float64, bandwidth) -> (the most this machine's device can reach, why): the
+# datasheet peaks of harness/plausibility.py, computed by the caller (a layer above this module).
+Limits = Mapping[str, tuple[float, str]]
 
 
 @dataclass(frozen=True)
@@ -56,7 +64,7 @@ class Ceilings:
         return self.flops_by_dtype.get(dtype) if isinstance(dtype, str) else None
 
 
-def _gpu_names() -> list[str]:
+def gpu_names() -> list[str]:
     exe = shutil.which("nvidia-smi")
     if exe is None:
         return []
@@ -79,7 +87,7 @@ def fingerprint(device: str, threads: int | None, cpus: float | None) -> str:
         "arch": facts.get("machine"),
         "memory_bytes": facts.get("memory_bytes"),
         "device": device,
-        "gpus": _gpu_names() if device == "gpu" else [],
+        "gpus": gpu_names() if device == "gpu" else [],
         "threads": threads,
         "cpus": cpus,
     }
@@ -129,17 +137,20 @@ def parse(doc: Any) -> Ceilings:
     for name, entry in per_fw.items():
         if name not in FRAMEWORKS or not isinstance(entry, dict):
             raise ValueError(f"frameworks: unknown framework {name!r}")
-        for dtype in CALIBRATED_DTYPES:
-            value = entry.get(dtype)
-            if value is not None:
-                if not _positive(value):
-                    raise ValueError(f"frameworks.{name}.{dtype}: expected a positive number")
-                flops[dtype] = max(flops.get(dtype, 0.0), float(value))
-        value = entry.get("bandwidth")
-        if value is not None:
+        for quantity in (*CALIBRATED_DTYPES, "bandwidth"):
+            value = entry.get(quantity)
+            if value is None:
+                continue
             if not _positive(value):
-                raise ValueError(f"frameworks.{name}.bandwidth: expected a positive number")
-            bandwidth = max(bandwidth or 0.0, float(value))
+                raise ValueError(f"frameworks.{name}.{quantity}: expected a positive number")
+            if value > PHYSICAL_MAX[quantity]:
+                raise ValueError(
+                    f"frameworks.{name}.{quantity}: {value:.3g} {UNITS[quantity]} is beyond any machine's peak"
+                )
+            if quantity == "bandwidth":
+                bandwidth = max(bandwidth or 0.0, float(value))
+            else:
+                flops[quantity] = max(flops.get(quantity, 0.0), float(value))
     return Ceilings(fp, flops, bandwidth, tuple(sorted(per_fw)))
 
 
@@ -155,16 +166,53 @@ def cache_lock(fp: str) -> Path:
     return cache_path(fp).with_suffix(".lock")
 
 
-def load_cache(fp: str) -> dict[str, Any] | None:
-    """The cached document for this fingerprint, or None (missing or unusable: recalibrate)."""
+def load_cache(fp: str, limits: Limits | None = None) -> dict[str, Any] | None:
+    """The cached document for this fingerprint, or None (missing or unusable: recalibrate).
+
+    `limits`: this machine's peaks; a framework's figures above them are dropped (it is measured
+    again), as a result above the peak is never a record (plausibility.py)."""
+    doc, _ = _read_cache(fp, limits)
+    return doc
+
+
+def cache_problem(fp: str, limits: Limits | None = None) -> str | None:
+    """Why the cache file of this fingerprint is not (wholly) used, in one line; None: used, or none."""
+    _, problem = _read_cache(fp, limits)
+    return problem
+
+
+def _read_cache(fp: str, limits: Limits | None) -> tuple[dict[str, Any] | None, str | None]:
+    path = cache_path(fp)
     try:
-        doc = read_json_file(cache_path(fp))
+        doc = read_json_file(path)
         if doc is None:
-            return None
+            return None, None
         ceilings = parse(doc)
-    except ValueError:
-        return None
-    return doc if ceilings.fingerprint == fp else None
+    except ValueError as error:
+        return None, f"calibration cache {path} ignored ({error}); measuring again"
+    if ceilings.fingerprint != fp:
+        return None, f"calibration cache {path} ignored (it names fingerprint {ceilings.fingerprint}); measuring again"
+    above = above_limits(doc, limits or {})
+    if not above:
+        return doc, None
+    kept = {name: entry for name, entry in doc["frameworks"].items() if name not in above}
+    problem = (
+        f"calibration cache {path}: {'; '.join(above.values())}: discarded, measuring "
+        f"{', '.join(sorted(above))} again"
+    )
+    return ({**doc, "frameworks": kept} if kept else None), problem
+
+
+def above_limits(doc: dict[str, Any], limits: Limits) -> dict[str, str]:
+    """Frameworks of a parsed document with a figure above this machine's peak -> what is wrong."""
+    found: dict[str, str] = {}
+    for name, entry in sorted(doc["frameworks"].items()):
+        for quantity, (limit, basis) in limits.items():
+            value = entry.get(quantity)
+            if value is not None and value > limit:
+                found[name] = f"{name} {quantity} {value:.3g} {UNITS[quantity]} is above the peak ({basis})"
+                break
+    return found
 
 
 def ceilings_for_run(run: Run) -> Ceilings | None:
@@ -205,11 +253,14 @@ def _keep_max(rates: dict[str, float], quantity: str, rate: float) -> None:
     rates[quantity] = max(rates.get(quantity, 0.0), rate)
 
 
-def store(fp: str, device: str, per_framework: dict[str, dict[str, Any]]) -> dict[str, Any]:
+def store(
+    fp: str, device: str, per_framework: dict[str, dict[str, Any]], limits: Limits | None = None
+) -> dict[str, Any]:
     """Merge new per-framework figures into the cache for this fingerprint; returns the document.
+    Figures already cached above `limits` are dropped, not merged back.
 
     Call it holding `cache_lock(fp)`: the read-merge-write is then never interleaved with another."""
-    doc = load_cache(fp) or {
+    doc = load_cache(fp, limits) or {
         "format": FORMAT,
         "version": VERSION,
         "fingerprint": fp,

@@ -317,13 +317,25 @@ def collect(manifests: Path, results_dir: Path, logs: Path | None) -> Path:
     plan = plan_from_record(record, str(manifests / PLAN_FILE))
     namespace = record.get("namespace", "default") if isinstance(record, dict) else "default"
     check_name(namespace if isinstance(namespace, str) else plain(namespace), "namespace in plan.json")
+    # Every pod's log first: an export never applied (or not yet started) leaves none, and is no run.
+    texts = {
+        job.framework: _saved_log(logs, job_name(plan, job)) if logs else _kubectl_log(job_name(plan, job), namespace)
+        for job in plan.jobs
+        if job.skip_reason is None
+    }
+    if texts and not any(text.strip() for text in texts.values()):  # (every job skipped: a run of skips)
+        where = f"no saved log in {logs}" if logs else f"kubectl logs has none in namespace {namespace}"
+        raise HarnessError(
+            f"{manifests}: no job of run {plan.run_id} has run ({where}): nothing to collect; "
+            f"apply it first (kubectl apply -f {manifests}) and collect when its jobs are complete"
+        )
     prepare_results_dir(results_dir)
     run_dir = new_run_folder(results_dir, plan.run_id, "collect")
     with run_lock(run_dir):
-        return _collect(plan, manifests, namespace, run_dir, logs)
+        return _collect(plan, manifests, run_dir, texts)
 
 
-def _collect(plan: Plan, manifests: Path, namespace: str, run_dir: Path, logs: Path | None) -> Path:
+def _collect(plan: Plan, manifests: Path, run_dir: Path, texts: dict[str, str]) -> Path:
     writer = RunWriter(run_dir, plan, "kubernetes", ["harness", "collect", str(manifests)])
     writer.start()
     for job in plan.jobs:
@@ -331,7 +343,7 @@ def _collect(plan: Plan, manifests: Path, namespace: str, run_dir: Path, logs: P
         if job.skip_reason is not None:
             result = placeholder_result(plan.run_id, job, "kubernetes", "skipped", job.skip_reason)
         else:
-            text = _saved_log(logs, name) if logs else _kubectl_log(name, namespace)
+            text = texts[job.framework]
             write_bytes_atomic(run_dir / "logs" / f"{job.framework}.pod.log", text.encode("utf-8"), within(run_dir))
             doc = extract_result(text)
             if doc is None:

@@ -122,6 +122,9 @@ def make_job(
         raise HarnessError(f"--cache {plain(cache)!r} is not one of {', '.join(CACHE_MODES)}")
     if cache_dir is not None and (cache != "warm" or not isinstance(cache_dir, str) or not os.path.isabs(cache_dir)):
         raise HarnessError(f"cache folder {plain(cache_dir)!r} is not an absolute path of a warm cache")
+    skip_reason = spec.unsupported.get(fw.name)
+    if skip_reason is None:
+        check_device(spec, fw, device)
     if precision not in PRECISIONS:
         raise HarnessError(f"--precision {plain(precision)!r} is not one of {', '.join(PRECISIONS)}")
     if precision != "fp32" and not spec.precision_axis:
@@ -139,12 +142,30 @@ def make_job(
         device=device,
         threads=_count(threads, "--threads", 1, allow_none=True),
         timeout_s=check_timeout(spec.timeout_s if timeout_s is None else timeout_s),
-        skip_reason=spec.unsupported.get(fw.name),
+        skip_reason=skip_reason,
         data_dir=data_dir,
         cache=cache,
         cache_dir=cache_dir,
         precision=precision,
     )
+
+
+def check_device(spec: SuiteSpec, fw: Framework, device: str) -> None:
+    """A framework with no variant for the device is refused while planning (one line, nothing
+    started), not left to a job that would start, maybe build an image, and fail."""
+    if device in fw.devices:
+        return
+    able = [name for name in spec.frameworks if name in FRAMEWORKS and device in FRAMEWORKS[name].devices]
+    fix = f"--frameworks {','.join(able)}" if able else f"another suite (suite {spec.name} has none)"
+    raise HarnessError(
+        f"--device {device}: {fw.name} runs on the {' and '.join(fw.devices)} only and has no {device} variant; "
+        f"name the frameworks that do ({fix}) or use --device {fw.devices[0]}"
+    )
+
+
+def frameworks_for(device: str, names: list[str]) -> list[str]:
+    """The frameworks of `names` that can compute on `device` (for commands that choose them themselves)."""
+    return [name for name in names if name in FRAMEWORKS and device in FRAMEWORKS[name].devices]
 
 
 def parse_params(spec: SuiteSpec, pairs: list[str], base: dict[str, ParamValue] | None = None) -> dict[str, ParamValue]:
@@ -205,6 +226,8 @@ def make_plan(
     """`smoke`: the suite's declared smoke size and SMOKE_REPEAT samples (explicit options still win)."""
     spec = get_suite(suite)
     names = parse_frameworks(spec, frameworks)
+    if frameworks is None:  # the suite's frameworks that can run there; one named by the user is checked
+        names = frameworks_for(device, names) or names  # (none at all: check_device says why, below)
     values = parse_params(spec, params, spec.smoke if smoke else None)
     if smoke:
         repeat = SMOKE_REPEAT if repeat is None else repeat

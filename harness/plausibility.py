@@ -298,3 +298,33 @@ def bandwidth_for(result: Mapping[str, Any]) -> Peak | None:
     if result.get("device") == "gpu":
         return gpu_bandwidth(str(_dict(env.get("device")).get("name", "")))
     return cpu_bandwidth(_dict(_dict(env.get("machine")).get("cpu")))
+
+
+def machine_limits(device: str, cpu: Mapping[str, Any], gpu_names: list[str]) -> dict[str, tuple[float, str]]:
+    """The most a calibration job on this machine can honestly reach, per calibrated quantity (float32,
+    float64, bandwidth) -> (limit, basis): what `calibration.load_cache` holds a cached figure to.
+
+    Generous on purpose, so only the impossible is discarded: a CPU counts all its logical cores, a
+    float32 matmul on a GPU is held to the highest column its arithmetic could have run at (BF16),
+    and the fastest of several GPUs counts. A device not in the tables gives no limit."""
+    found: dict[str, tuple[float, str]] = {}
+    if device == "gpu":
+        for dtype, arithmetic in (("float32", "bf16"), ("float64", "fp64")):
+            peaks = [p for p in (gpu_peak(name, dtype, arithmetic) for name in gpu_names) if p is not None]
+            if peaks:
+                best = max(peaks, key=lambda p: p.ceiling)
+                found[dtype] = (best.ceiling, best.basis)
+        moved = [p for p in (gpu_bandwidth(name) for name in gpu_names) if p is not None]
+        if moved:
+            best = max(moved, key=lambda p: p.ceiling)
+            found["bandwidth"] = (best.ceiling, best.basis)
+        return found
+    every_core = {k: v for k, v in cpu.items() if k != "usable_cores"}  # not this process's affinity
+    for dtype in ("float32", "float64"):
+        peak = cpu_peak(every_core, dtype)
+        if peak is not None:
+            found[dtype] = (peak.ceiling, peak.basis)
+    bandwidth = cpu_bandwidth(every_core)
+    if bandwidth is not None:
+        found["bandwidth"] = (bandwidth.ceiling, bandwidth.basis)
+    return found

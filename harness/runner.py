@@ -26,8 +26,11 @@ from typing import Any, cast
 from harness import cache_home
 from harness.backends.base import Backend, JobOutcome
 from harness.calibration import (
+    Limits,
     cache_lock,
+    cache_problem,
     fingerprint,
+    gpu_names,
     load_cache,
     rates_from_result,
     stack_representatives,
@@ -35,12 +38,14 @@ from harness.calibration import (
 )
 from harness.errors import HarnessError
 from harness.plan import Job, Plan, make_plan
+from harness.plausibility import machine_limits
 from harness.result_types import Result
 from harness.run_folder import SUMMARY_FILE, RunWriter, mismatch, new_run_folder, run_lock, within
 from harness.safe_files import is_regular, remove_tree
 from harness.safe_writes import NoSpace, probe, rename, write_json_atomic
 from harness.schema import InvalidResult, load_result
 from harness.text.escape import plain
+from suites.runtime import machine
 from suites.runtime.result import new_result, utc_now
 
 # A run writes logs and results only, but a full disk mid-run loses them: demand some room.
@@ -322,15 +327,27 @@ def calibrate(
     """Ceilings for this machine, measuring the stacks not yet in the cache; None if none could be."""
     fp = fingerprint(device, threads, cpus)
     wanted = stack_representatives(frameworks)
-    cached = load_cache(fp)
+    limits = _peaks_here(device, backend)
+    problem = cache_problem(fp, limits)  # e.g. a figure above the device's peak: dropped and measured again
+    if problem is not None:
+        warn(f"warning: {plain(problem)}")
+    cached = load_cache(fp, limits)
     if not force and not _missing(cached, wanted):
         return cached
     with cache_home.locked(cache_lock(fp), f"calibration of this machine (fingerprint {fp})"):
-        cached = load_cache(fp)  # what another harness measured while this one waited
+        cached = load_cache(fp, limits)  # what another harness measured while this one waited
         todo = wanted if force else _missing(cached, wanted)
         if not todo:
             return cached
-        return _measure(todo, fp, cached, device=device, threads=threads, backend=backend)
+        return _measure(todo, fp, cached, device=device, threads=threads, backend=backend, limits=limits)
+
+
+def _peaks_here(device: str, backend: Backend) -> Limits:
+    """This machine's peaks, which no cached figure may exceed. Slurm's jobs run on compute nodes this
+    host cannot describe: only the physical bounds every figure is held to (calibration.parse) apply."""
+    if backend.name == "slurm":
+        return {}
+    return machine_limits(device, machine.describe()["cpu"], gpu_names() if device == "gpu" else [])
 
 
 def _missing(cached: dict[str, Any] | None, wanted: list[str]) -> list[str]:
@@ -339,7 +356,14 @@ def _missing(cached: dict[str, Any] | None, wanted: list[str]) -> list[str]:
 
 
 def _measure(
-    todo: list[str], fp: str, cached: dict[str, Any] | None, *, device: str, threads: int | None, backend: Backend
+    todo: list[str],
+    fp: str,
+    cached: dict[str, Any] | None,
+    *,
+    device: str,
+    threads: int | None,
+    backend: Backend,
+    limits: Limits,
 ) -> dict[str, Any] | None:
     print(
         f"calibrating this machine (fingerprint {fp}, once): achievable FLOP/s and bandwidth with {', '.join(todo)}",
@@ -372,4 +396,4 @@ def _measure(
         measured[job.framework] = {**rates, "run_id": plan.run_id, "measured_at": result.get("finished_at")}
     if not measured:
         return cached
-    return store(fp, device, measured)
+    return store(fp, device, measured, limits)

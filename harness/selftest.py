@@ -25,7 +25,7 @@ from harness import assessment
 from harness.assessment import Assessment, assess
 from harness.backends.base import BackendOptions, make_backend
 from harness.calibration import attach
-from harness.plan import get_suite, make_plan, visible_suites
+from harness.plan import frameworks_for, get_suite, make_plan, visible_suites
 from harness.result_types import Metric, Result
 from harness.run_folder import Run, load_run
 from harness.runner import calibrate, execute, prepare_results_dir
@@ -126,7 +126,8 @@ def run_selftest(
     backend = make_backend("local", BackendOptions(echo=False))
     names = suites or list(visible_suites())
     checks: list[Check] = []
-    have = [fw for fw in FRAMEWORKS if installed(fw)]
+    # Installed here, and able to compute on the device (numpy has no GPU variant: not run there).
+    have = frameworks_for(device, [fw for fw in FRAMEWORKS if installed(fw)])
     ceilings = None
     if calibrate_first:
         ceilings = calibrate(have, device=device, threads=None, cpus=None, backend=backend)
@@ -135,7 +136,8 @@ def run_selftest(
         chosen = [fw for fw in spec.frameworks if fw in have]
         for fw in spec.frameworks:
             if fw not in chosen:
-                checks.append(Check(suite, fw, "finished", None, "not installed in this interpreter"))
+                why = "not installed in this interpreter" if not installed(fw) else f"no {device} variant"
+                checks.append(Check(suite, fw, "finished", None, why))
         if not chosen:
             continue
         plan = make_plan(suite=suite, frameworks=",".join(chosen), params=[], repeat=None, warmup=None, device=device,

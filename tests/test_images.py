@@ -224,7 +224,7 @@ def test_cpus_beyond_the_host_is_refused() -> None:
         (("run", "--suite", "xla", "--backend", "docker", "--python", "jax=/usr/bin/python3"), "--python picks local"),
         (("run", "--suite", "xla", "--gpus", "all"), "--gpus all selects GPUs for --device gpu"),
         (("run", "--suite", "xla", "--backend", "local", "--device", "gpu", "--gpus", "1"), "use --backend docker"),
-        (("run", "--suite", "xla", "--backend", "docker", "--device", "gpu", "--gpus", "x"), "--gpus 'x'"),
+        (("run", "--suite", "xla", "-f", "jax", "--backend", "docker", "--device", "gpu", "--gpus", "x"), "--gpus 'x'"),
     ],
 )
 def test_cli_bad_input_is_one_line_exit_2(args: tuple[str, ...], message: str) -> None:

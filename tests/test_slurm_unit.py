@@ -378,6 +378,7 @@ def test_collect_never_rewrites_an_existing_run(tmp_path: Path) -> None:
     """An export whose plan names a run id that exists (a second collect, or a planted plan.json)
     is refused, naming the run; the existing run's files are untouched."""
     out = export(tmp_path)
+    (out / "logs" / "numpy.stderr.log").write_text("Traceback: the job died\n")  # a job ran: there is a run to collect
     results = tmp_path / "results"
     assert harness("collect", str(out), "--results-dir", str(results)).returncode == 0
     run = next(results.iterdir())

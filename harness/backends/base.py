@@ -105,7 +105,7 @@ def job_command(spec_path: str, python: str = "python") -> list[str]:
 
 
 # Choosing one: the name -> module table (harness/backend_table.py), and `auto` decided once.
-__all__ = ["CHOICES", "FACTORIES", "BackendOptions", "make_backend", "resolve_backend"]
+__all__ = ["CHOICES", "FACTORIES", "BackendOptions", "check_options", "make_backend", "resolve_backend"]
 
 
 def _from_module(path: str) -> Callable[[BackendOptions], Backend]:
@@ -145,6 +145,19 @@ def resolve_backend(requested: str, *, pythons: Mapping[str, str], gpus: str | N
     if requested == "local" and gpus is not None:
         raise HarnessError("--gpus selects GPUs for containers; use --backend docker (or CUDA_VISIBLE_DEVICES locally)")
     return requested
+
+
+def check_options(name: str, options: BackendOptions) -> None:
+    """What the backend called `name` refuses in the command's options, found without starting
+    anything (no engine contacted, no scheduler asked): `run` calls it before `--dry-run` prints the
+    plan as well as before a real run, so a dry run accepts exactly what a run accepts. A backend
+    module may define `check_options(options)`; its `from_options` runs the same checks."""
+    path = RUNS.get(name)
+    if path is None:
+        raise HarnessError(f"backend {name!r} is not one of {', '.join(FACTORIES)}")
+    check: Callable[[BackendOptions], object] | None = getattr(importlib.import_module(path), "check_options", None)
+    if check is not None:
+        check(options)
 
 
 def make_backend(name: str, options: BackendOptions) -> Backend:

@@ -1,13 +1,14 @@
 """Docker backend: one container per job, one at a time, in the job's pinned stack image.
 
-Each container gets no network, `suites/` read-only, its own empty job folder (for its result
-file and artefacts, backends/job_folder.py) and the data folder (read-only) mounted, a read-only
-root filesystem with a size-capped tmpfs /tmp, a memory limit (by default a share of the
-engine's memory), no capabilities, no-new-privileges and a pids limit. It runs as the invoking
-user's uid:gid (as the image's `bench` user when the harness runs as root; then only the job
-folder is handed to that user, never the run folder). Its output reaches the harness through
-the Docker API only, so logs and stderr tails are written and kept host-side. Containers carry
-labels (run id, suite, framework) so leftovers can be found and removed.
+Each container gets no network, `suites/` and the data folder mounted read-only, a `/results` of
+its own for its result file and artefacts (a size-capped tmpfs volume, never a host folder:
+docker_transfer.RESULTS_CAP_BYTES; what comes back lands in its job folder, backends/job_folder.py),
+a read-only root filesystem with a size-capped tmpfs /tmp, a memory limit (by default a share of
+the engine's memory), no capabilities, no-new-privileges and a pids limit. It runs as the invoking
+user's uid:gid (as the image's `bench` user when the harness runs as root; nothing on the host is
+ever handed to that user). Its output reaches the harness through the Docker API only, so logs
+and stderr tails are written and kept host-side. Containers carry labels (run id, suite,
+framework) so leftovers can be found and removed.
 """
 
 from __future__ import annotations
@@ -28,11 +29,17 @@ from harness.backends import job_folder
 from harness.backends.base import BackendOptions, JobOutcome, Limits, job_command
 from harness.backends.docker_transfer import (
     OUT_SUBDIR,
+    RESULTS_CAP_BYTES,
+    RESULTS_MOUNT,
     fetch_results,
     job_volumes,
+    results_full,
+    results_volume,
+    results_volume_name,
     tar_folder,
     tar_writable_dir,
     transfer_mode,
+    whole_json,
 )
 from harness.backends.job_folder import Tail, pump, stdout_echo
 from harness.backends.reaper import Reaper
@@ -57,9 +64,8 @@ from suites.runtime.registry import SUITES_DIR
 
 WORKDIR = "/opt/harness"
 SUITES_MOUNT = f"{WORKDIR}/suites"
-RESULTS_MOUNT = "/results"
 DATA_MOUNT = "/data"
-SPEC_IN_CONTAINER = f"{RESULTS_MOUNT}/{job_spec.JOB_FILE}"  # copy mode: beside the job's writable out/
+SPEC_IN_CONTAINER = f"{RESULTS_MOUNT}/{job_spec.JOB_FILE}"  # in its capped /results (copy mode: beside out/)
 PIDS_LIMIT = 4096  # threads count too: OpenMP pools on many-core GPU hosts plus compile workers
 # exec: torch.compile and Triton load the shared objects they compile into /tmp. Capped: tmpfs
 # pages are memory, and a job filling /tmp must hit a limit of its own, not the host's RAM.
@@ -216,24 +222,20 @@ class DockerBackend:
     ) -> dict[str, Any]:
         """Everything the container is created with: pure, so tests can read the isolation.
 
-        `work` is the job's own folder (mounted writable at /results); `volumes` (mount point ->
-        named volume) replaces the bind mounts in copy mode.
+        `work` is the job's own host-side folder, which names its capped results volume (writable
+        at /results, in every mode); `volumes` (mount point -> named volume) replaces the bind
+        mounts of suites and data in copy mode.
         """
         from docker.types import Mount
 
         uid, gid = self.container_user()
         if volumes is None:
-            mounts = [
-                Mount(SUITES_MOUNT, str(self.suites_dir), type="bind", read_only=True),
-                Mount(RESULTS_MOUNT, str(work.resolve()), type="bind", read_only=False),
-            ]
+            mounts = [Mount(SUITES_MOUNT, str(self.suites_dir), type="bind", read_only=True)]
             if job.data_dir is not None and Path(job.data_dir).is_dir():
                 mounts.append(Mount(DATA_MOUNT, str(Path(job.data_dir).resolve()), type="bind", read_only=True))
         else:
-            mounts = [
-                Mount(target, volume, type="volume", read_only=target != RESULTS_MOUNT)
-                for target, volume in volumes.items()
-            ]
+            mounts = [Mount(target, volume, type="volume", read_only=True) for target, volume in volumes.items()]
+        mounts.append(Mount(RESULTS_MOUNT, results_volume_name(run_id, work), type="volume", read_only=False))
         command = job_command(SPEC_IN_CONTAINER, python="python")
         kwargs: dict[str, Any] = {
             "image": image.image_id,
@@ -286,6 +288,7 @@ class DockerBackend:
         outcome, found = job_folder.run_in_folder(
             run_dir, job, lambda work: self._run_job(job, run_id, run_dir / "logs", work)
         )
+        found.skipped = outcome.annotations.pop("artifacts_skipped", []) + found.skipped  # left in the container
         return job_folder.note_harvest(outcome, found)
 
     def _run_job(self, job: Job, run_id: str, logs: Path, work: Path) -> JobOutcome:
@@ -310,31 +313,55 @@ class DockerBackend:
             image = self.image_for(job, logs / f"{job.stack}-{variant_for(job.device)}.build.log")
         except HarnessError as error:
             return not_started(f"image for the {job.stack} stack: {error}")
+        import docker.errors
+
         record = image.record()
         annotations: dict[str, Any] = {"image": record}
         spec = self.job_spec(job, run_id)
         with contextlib.ExitStack() as stack:
             volumes = None
             if self.transfer == "copy":
-                volumes = stack.enter_context(self._volumes(job, run_id, image, job_spec.dumps(spec).encode()))
-            else:
-                job_folder.write_spec(work, spec)  # the job folder is mounted at RESULTS_MOUNT
-            return self._run_container(job, run_id, logs, work, image, volumes, annotations, not_started, started)
+                volumes = stack.enter_context(self._volumes(job, run_id, image))
+            try:
+                holder = stack.enter_context(self._results(job, run_id, work, image, job_spec.dumps(spec).encode()))
+            except (docker.errors.APIError, HarnessError) as error:
+                why = error.explanation if isinstance(error, docker.errors.APIError) else None
+                return not_started(f"its /results volume could not be made: {why or error}", annotations)
+            return self._run_container(
+                job, run_id, logs, work, image, volumes, holder, annotations, not_started, started
+            )
 
-    def _volumes(self, job: Job, run_id: str, image: Ensured, spec: bytes) -> Any:
-        uid, gid = self.container_user()
-        results = tar_writable_dir(OUT_SUBDIR, uid, gid, {job_spec.JOB_FILE: spec})
-        fills = {SUITES_MOUNT: tar_folder(self.suites_dir), RESULTS_MOUNT: results}
-        if job.data_dir is not None and Path(job.data_dir).is_dir():
-            fills[DATA_MOUNT] = tar_folder(Path(job.data_dir), skip_caches=False)
-        labels = {
+    @staticmethod
+    def _labels(job: Job, run_id: str) -> dict[str, str]:
+        return {
             f"{LABEL}.run-id": run_id,
             f"{LABEL}.suite": job.suite,
             f"{LABEL}.framework": job.framework,
             f"{LABEL}.{owner.LABEL_KEY}": owner.label(),
         }
+
+    def _volumes(self, job: Job, run_id: str, image: Ensured) -> Any:
+        fills = {SUITES_MOUNT: tar_folder(self.suites_dir)}
+        if job.data_dir is not None and Path(job.data_dir).is_dir():
+            fills[DATA_MOUNT] = tar_folder(Path(job.data_dir), skip_caches=False)
         name = f"fw-harness-{run_id}-{job.framework}-{secrets.token_hex(2)}"
-        return job_volumes(self.engine.client, name, labels, image.image_id, fills, self.reaper)
+        return job_volumes(self.engine.client, name, self._labels(job, run_id), image.image_id, fills, self.reaper)
+
+    def _results(self, job: Job, run_id: str, work: Path, image: Ensured, spec: bytes) -> Any:
+        """The job's capped /results, holding its job.json (copy mode: beside the writable out/)."""
+        uid, gid = self.container_user()
+        copy = self.transfer == "copy"
+        layout = tar_writable_dir(OUT_SUBDIR, uid, gid, {job_spec.JOB_FILE: spec}, folder=copy)
+        return results_volume(
+            self.engine.client,
+            results_volume_name(run_id, work),
+            self._labels(job, run_id),
+            image.image_id,
+            (uid, gid),
+            layout,
+            owned_by_job=not copy,
+            reaper=self.reaper,
+        )
 
     def _run_container(
         self,
@@ -344,6 +371,7 @@ class DockerBackend:
         work: Path,
         image: Ensured,
         volumes: dict[str, str] | None,
+        holder: Any,
         annotations: dict[str, Any],
         not_started: Callable[[str, dict[str, Any] | None], JobOutcome],
         started: float,
@@ -363,9 +391,8 @@ class DockerBackend:
             "gpus": bool(kwargs.get("device_requests")),
             "transfer": self.transfer,
             "mounts": [{"target": m["Target"], "read_only": bool(m.get("ReadOnly"))} for m in kwargs["mounts"]],
+            "results_cap_bytes": RESULTS_CAP_BYTES,
         }
-        if volumes is None:
-            self._hand_over(work)
         timed_out, exit_code, oom = False, None, False
         tail = Tail()
         problem: str | None = None
@@ -398,10 +425,16 @@ class DockerBackend:
                     container.kill()
             for thread in pumps:
                 thread.join(timeout=10)
-            if volumes is not None:
-                problem = fetch_results(
-                    container, f"{RESULTS_MOUNT}/{OUT_SUBDIR}", work, job.result_file(), job_folder.artifacts_name(job)
-                )
+            out_dir = f"{RESULTS_MOUNT}/{OUT_SUBDIR}" if volumes is not None else RESULTS_MOUNT
+            fetched = fetch_results(holder, out_dir, work, job.result_file(), job_folder.artifacts_name(job))
+            problem = fetched.problem
+            if fetched.skipped:
+                annotations["artifacts_skipped"] = fetched.skipped
+            full = results_full(holder)
+            if full is not None:
+                annotations["results_full"] = full
+                if problem is None and not whole_json(work / job.result_file()):
+                    problem = f"wrote no whole result file: {full}"
             container.reload()
             state = container.attrs.get("State", {})
             oom = bool(state.get("OOMKilled"))
@@ -419,18 +452,14 @@ class DockerBackend:
             result_problem=problem,
         )
 
-    # -- ownership when the harness runs as root ----------------------------------------------
 
-    @staticmethod
-    def _hand_over(work: Path) -> None:
-        """Root on the host: the image's user may write into this job's own folder, nothing else."""
-        if os.getuid() == 0:
-            os.chown(work, *IMAGE_USER)
+def check_options(options: BackendOptions) -> tuple[GpuRequest | None, str]:
+    """--gpus and --transfer, checked without contacting the engine (`run --dry-run` calls it too)."""
+    return (GpuRequest.parse(options.gpus) if options.gpus is not None else None), transfer_mode(options.transfer)
 
 
 def from_options(options: BackendOptions) -> DockerBackend:
-    request = GpuRequest.parse(options.gpus) if options.gpus is not None else None  # fails before connecting
-    mode = transfer_mode(options.transfer)
+    request, mode = check_options(options)  # fails before connecting
     engine = connect(hint="start Docker, or run with --backend local")
     return DockerBackend(
         engine,

@@ -105,6 +105,32 @@ def check_request(request: Request) -> None:
         raise HarnessError("--wheelhouse builds the images of --backend docker; add it, or drop --wheelhouse")
 
 
+def check_metric(request: Request) -> None:
+    """--metric against the names the suite declares (suites/<suite>/spec.py `metrics`), before any
+    environment is built; a suite that declares none is checked after the first job (`_require_metric`)."""
+    spec = get_suite(request.suite)
+    if spec.metrics and request.metric not in spec.metrics:
+        raise HarnessError(
+            f"--metric {plain(request.metric)!r}: suite {spec.name} reports no such metric; "
+            f"choose one of: {', '.join(spec.metrics)}"
+        )
+
+
+def _require_metric(request: Request, result_path: Path) -> None:
+    """After the first job: the metric must be among what the job reported (an ok job), or the
+    bisect stops there instead of running every round of every version first."""
+    try:
+        doc = load_result(result_path)
+    except InvalidResult:
+        return  # the job failed: its version is reported as excluded, as any failed round is
+    names = [m["name"] for m in doc["metrics"]]
+    if doc["status"] == "ok" and request.metric not in names:
+        raise HarnessError(
+            f"--metric {plain(request.metric)!r}: {doc['framework']} on suite {request.suite} reported no such "
+            f"metric; choose one of: {plain(', '.join(names)) or 'none'}"
+        )
+
+
 def rounds_needed(versions: list[str]) -> int:
     """Rounds a version with which a change between any consecutive pair can be significant."""
     return max(MIN_ROUNDS, observations_needed(max(len(versions) - 1, 1)))
@@ -114,6 +140,7 @@ def run_bisect(request: Request, argv: list[str] | None = None) -> Outcome:
     check_request(request)
     rounds = request.rounds or rounds_needed(request.versions)
     framework = choose_framework(request)
+    check_metric(request)
     image = stack_image(request.stack, "cpu")
     plan = make_plan(
         suite=request.suite,
@@ -189,6 +216,8 @@ def _run_round(
     for version in request.versions:
         say(f"-> {request.package} {version}")
         run_dir = execute(replace(plan, run_id=f"round-{number}"), backends[version], folder / version, argv)
+        if number == 1 and version == request.versions[0]:
+            _require_metric(request, run_dir / plan.jobs[0].result_file())
         try:
             if load_summary(run_dir / SUMMARY_FILE).get("interrupted"):
                 return True

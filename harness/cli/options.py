@@ -4,6 +4,7 @@ validates and documents `--device`, `--backend`, `--results-dir`... the same way
 from __future__ import annotations
 
 import os
+import shutil
 from collections.abc import Callable
 from enum import Enum
 from pathlib import Path
@@ -16,6 +17,8 @@ from harness.data.store import require as require_dataset
 from harness.errors import HarnessError
 from harness.plan import Plan
 from harness.report.exports import Format
+from harness.text.escape import plain
+from suites.runtime.frameworks import STACKS
 from suites.runtime.job_spec import DEVICES
 from suites.runtime.settings import PRECISIONS
 
@@ -56,6 +59,8 @@ def default_wheelhouse() -> Optional[Path]:
 
 
 def parse_pythons(pairs: list[str]) -> dict[str, str]:
+    """--python STACK=PATH, each checked as the local backend will use it (for --dry-run too): a known
+    stack, named once, and an interpreter that exists (a path, or a name found on PATH)."""
     found: dict[str, str] = {}
     for pair in pairs:
         stack, sep, path = pair.partition("=")
@@ -63,8 +68,27 @@ def parse_pythons(pairs: list[str]) -> dict[str, str]:
             raise HarnessError(
                 f"--python {pair!r} is not of the form STACK=PATH (e.g. --python jax=.venv-jax/bin/python)"
             )
+        if stack not in STACKS:
+            raise HarnessError(
+                f"--python {plain(pair)!r}: {plain(stack)!r} is not a stack; use one of {', '.join(STACKS)} "
+                "(flax runs in the jax stack)"
+            )
+        if stack in found:
+            raise HarnessError(f"--python names the {stack} stack twice; give one interpreter per stack")
+        if not _runnable(path):
+            raise HarnessError(
+                f"--python {plain(pair)!r}: no executable interpreter at {plain(path)!r}; give the path of a "
+                f"Python that has the {stack} stack's packages (or a name on PATH)"
+            )
         found[stack] = path
     return found
+
+
+def _runnable(program: str) -> bool:
+    """As the local backend starts it: a path must be an executable file, a bare name is found on PATH."""
+    if os.sep in program:
+        return os.path.isfile(program) and os.access(program, os.X_OK)
+    return shutil.which(program) is not None
 
 
 def backend_options(

@@ -12,6 +12,7 @@ import typer
 
 from harness import cache_home, noise_floor
 from harness.assessment import assess, run_exit_code
+from harness.backends.base import check_options as check_backend_options
 from harness.backends.base import make_backend, resolve_backend
 from harness.calibration import attach as attach_calibration
 from harness.calibration import check_mode as check_calibrate_mode
@@ -41,7 +42,7 @@ from harness.cli.options import (
 )
 from harness.errors import HarnessError
 from harness.images import stack_image, variant_for
-from harness.plan import Plan, check_timeout, make_plan, parse_frameworks
+from harness.plan import Plan, check_timeout, frameworks_for, make_plan, parse_frameworks
 from harness.report.exports import Format, render_run
 from harness.rounds import MAX_ROUNDS, execute_rounds
 from harness.run_folder import load_run, resolve_run, resume_plan, suites_digest
@@ -160,9 +161,10 @@ def run(
             raise HarnessError("--detect picks the rounds itself; drop --rounds (and --resume)")
         rounds, line = noise_floor.plan_rounds(plan, detect, interleaved=False)
         typer.echo(line, err=True)
-    options = backend_options(
-        quiet=quiet, memory=memory, cpus=cpus, gpus=gpus, transfer=transfer, pythons=pythons
-    )  # validated before anything starts, even for --dry-run
+    options = backend_options(quiet=quiet, memory=memory, cpus=cpus, gpus=gpus, transfer=transfer, pythons=pythons)
+    # What the chosen backend refuses (--python for slurm, HARNESS_SLURM_*, --gpus for docker), checked
+    # here for --dry-run and a real run alike: a dry run must not accept what the run then refuses.
+    check_backend_options(backend_name, options)
     argv = ["harness"] + sys.argv[1:]
     if rounds > 1 and resume_dir is not None:
         raise HarnessError("--rounds cannot be combined with --resume; resume re-runs single jobs")
@@ -249,6 +251,8 @@ def calibrate_command(
     from suites.calibrate.spec import SPEC
 
     names = parse_frameworks(SPEC, frameworks)
+    if frameworks is None:  # the default: every stack that can compute on the device (numpy has no GPU variant)
+        names = frameworks_for(device.value, names)
     if threads is not None and threads < 1:
         raise HarnessError(f"--threads {threads} must be at least 1")
     if results_dir is not None:  # accepted as before the cache home, so scripts that pass it keep working

@@ -13,6 +13,7 @@ following links.
 from __future__ import annotations
 
 import contextlib
+import os
 import subprocess
 import sys
 import time
@@ -28,7 +29,16 @@ from harness.plan import Job
 from harness.safe_files import UnsafeFile, read_tail
 from harness.safe_writes import make_folder
 from harness.slurm import control
-from harness.slurm.script import Layout, Stack, batch_script, job_spec_for, literal, prepare_script
+from harness.slurm.script import (
+    Layout,
+    Stack,
+    batch_script,
+    job_name,
+    job_spec_for,
+    literal,
+    prepare_script,
+    run_comment,
+)
 from harness.slurm.settings import SlurmSettings, from_environment
 from harness.text.escape import plain
 from suites.runtime.registry import SUITES_DIR
@@ -119,6 +129,12 @@ class SlurmBackend:
             wall = time.perf_counter() - started
             return JobOutcome(None, False, stdout_log, stderr_log, wall, annotations, stderr_tail=message)
 
+        # A script left by an earlier attempt of this job (a resumed run): its Slurm job may still be
+        # queued or running if that harness died without cancelling it. Never a second copy beside it.
+        if os.path.lexists(logs / f"{job.framework}.sbatch.sh"):
+            problem = self._cancel_earlier(job, run_id)
+            if problem is not None:
+                return not_started(problem)
         problem = self.prepare(stack, envs, logs) if runtime == "venv" else None
         if problem is not None:
             return not_started(problem)
@@ -182,6 +198,33 @@ class SlurmBackend:
             reason=ending.reason or ending.status,
         )
 
+    def _cancel_earlier(self, job: Job, run_id: str) -> str | None:
+        """scancel this job's Slurm jobs of an earlier attempt at the run that have not ended (a harness
+        killed while one was queued or running left it behind); why the job cannot be submitted, if so.
+
+        The run lock (run_folder.run_lock) says no other harness is working on this run, so such a job
+        is an orphan: its output goes to a job folder nothing will read, and it holds a node."""
+        try:
+            left = [
+                (job_id, state)
+                for job_id, name, state in control.jobs_with_comment(run_comment(run_id))
+                if name == job_name(job.framework) and state not in control.TERMINAL
+            ]
+        except HarnessError as error:
+            return (
+                f"not submitted: an earlier attempt of this job may still be in Slurm, and asking failed ({error}); "
+                f"check `squeue --me` for {job_name(job.framework)} and resume again"
+            )
+        for job_id, state in left:
+            control.cancel(job_id)
+            print(
+                f"note: Slurm job {job_id} ({job.framework}) from an earlier attempt of run {run_id} was still "
+                f"{plain(state)}: cancelled it (scancel) before submitting again",
+                file=sys.stderr,
+                flush=True,
+            )
+        return None
+
     def _wait(self, job: Job, job_id: str) -> tuple[control.JobState | None, bool]:
         """Poll until the job ends: (its last state, whether the harness stopped it for its --timeout)."""
         delay, running_since, stopped, said = POLL_FIRST_S, None, False, ""
@@ -236,7 +279,9 @@ class SlurmBackend:
         return tail
 
 
-def from_options(options: BackendOptions) -> SlurmBackend:
+def check_options(options: BackendOptions) -> SlurmSettings:
+    """The settings a slurm run would use, every one checked, without asking Slurm anything
+    (`run --dry-run` calls it too, through backends/base.check_options)."""
     if options.pythons:
         raise HarnessError(
             "--python picks local interpreters; the slurm backend uses the stacks' locks (drop --python)"
@@ -247,6 +292,11 @@ def from_options(options: BackendOptions) -> SlurmBackend:
         raise HarnessError(
             "HARNESS_SLURM_RUNTIME=apptainer needs HARNESS_SLURM_IMAGES (a folder of .sif files or docker://REGISTRY)"
         )
+    return settings
+
+
+def from_options(options: BackendOptions) -> SlurmBackend:
+    settings = check_options(options)
     backend = SlurmBackend(settings, options.limits, options.echo)
     print(f"note: slurm backend: jobs run in their stack through {settings.runtime}", file=sys.stderr)
     return backend

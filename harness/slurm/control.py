@@ -8,6 +8,7 @@ default), so no accounting database is needed; where slurmctld has already forgo
 from __future__ import annotations
 
 import contextlib
+import os
 import re
 import shutil
 import subprocess
@@ -145,6 +146,19 @@ def query(job_id: str) -> JobState | None:
         if accounting.returncode == 0:
             state = parse_sacct(accounting.stdout)
     return state
+
+
+def jobs_with_comment(comment: str) -> list[tuple[str, str, str]]:
+    """(job id, job name, state) of this user's jobs that Slurm still lists with this comment."""
+    proc = _run(["squeue", f"--user={os.getuid()}", "--noheader", "--format=%i|%j|%k|%T"])
+    if proc.returncode != 0:
+        raise HarnessError(f"squeue failed: {plain(proc.stderr.strip())[-300:] or f'exit code {proc.returncode}'}")
+    found = []
+    for line in proc.stdout.splitlines():
+        parts = [part.strip() for part in line.split("|")]
+        if len(parts) == 4 and parts[2] == comment and parts[0]:
+            found.append((parts[0], parts[1], parts[3]))
+    return found
 
 
 def cancel(job_id: str) -> None:

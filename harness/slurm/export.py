@@ -11,6 +11,7 @@ slurm backend does (backends/job_folder.py).
 
 from __future__ import annotations
 
+import os
 import re
 import shlex
 import shutil
@@ -197,6 +198,12 @@ def collect(folder: Path, results_dir: Path) -> Path:
     except (MissingFile, UnsafeFile) as error:
         raise HarnessError(str(error)) from None
     plan = plan_from_record(record, str(folder / PLAN_FILE))
+    runnable = [job for job in plan.jobs if job.skip_reason is None]
+    if runnable and not any(_ran(folder, job) for job in runnable):
+        raise HarnessError(
+            f"{folder}: no job of run {plan.run_id} has run (no Slurm output, no result): nothing to collect; "
+            "submit it first (bash submit.sh on the cluster), copy the folder back when the jobs have ended"
+        )
     prepare_results_dir(results_dir)
     run_dir = new_run_folder(results_dir, plan.run_id, "collect")
     with run_lock(run_dir):
@@ -206,6 +213,13 @@ def collect(folder: Path, results_dir: Path) -> Path:
             writer.add(job, _collect_job(plan, record, job, folder, run_dir))
         writer.finish()
     return run_dir
+
+
+def _ran(folder: Path, job: Job) -> bool:
+    """Whether Slurm started the job: it creates the job's output files when it starts it (the export
+    writes neither), and only a job writes its result. Looked at, never followed (a link counts)."""
+    logs = [folder / "logs" / f"{job.framework}.{stream}.log" for stream in ("stdout", "stderr")]
+    return any(os.path.lexists(path) for path in (*logs, folder / "jobs" / job.framework / job.result_file()))
 
 
 def _collect_job(plan: Plan, record: Any, job: Job, folder: Path, run_dir: Path) -> Result:

@@ -126,6 +126,16 @@ def gpu_option(job: Job, settings: SlurmSettings) -> str | None:
     return f"--gpus={settings.gpus}"
 
 
+def job_name(framework: str) -> str:
+    """The Slurm job name of a framework's job (sbatch --job-name)."""
+    return f"fw-harness-{framework}"
+
+
+def run_comment(run_id: str) -> str:
+    """The comment every job of a run carries (sbatch --comment): how its jobs are found again."""
+    return f"fw-harness:{run_id}"
+
+
 def directives(
     job: Job,
     run_id: str,
@@ -137,8 +147,8 @@ def directives(
     """The #SBATCH lines: one task on one node of its own, for the job's time limit."""
     memory = f"{math.ceil(limits.memory_bytes / 2**20)}M" if limits.memory_bytes is not None else "0"
     options = [
-        f"--job-name=fw-harness-{job.framework}",
-        f"--comment=fw-harness:{run_id}",
+        f"--job-name={job_name(job.framework)}",
+        f"--comment={run_comment(run_id)}",
         "--nodes=1",
         "--ntasks=1",
         "--exclusive",  # a benchmark owns its node: no other job competes for cores, caches or GPUs

@@ -24,4 +24,5 @@ SPEC = SuiteSpec(
     repeat=5,
     warmup=1,
     smoke={"n": 64},
+    metrics=("matmul",),
 )

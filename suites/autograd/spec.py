@@ -1,5 +1,6 @@
 """Seed 000 "Autograd": derivatives of the jit suite's f, vectorised and one scalar at a time."""
 
+from suites.autograd.common import GRAD_OF_SUM, JIT_SCALAR_LOOP, JIT_VMAP_GRAD, SCALAR_LOOP, VMAP_GRAD
 from suites.runtime import perturb
 from suites.runtime.spec import CheckSpec, Param, SuiteSpec
 
@@ -57,4 +58,5 @@ SPEC = SuiteSpec(
     warmup=1,
     timeout_s=1800.0,
     smoke={"points": 20},
+    metrics=(VMAP_GRAD, JIT_VMAP_GRAD, GRAD_OF_SUM, SCALAR_LOOP, JIT_SCALAR_LOOP),
 )

@@ -20,4 +20,5 @@ SPEC = SuiteSpec(
     x64=True,  # the float64 matmul; every other array says float32 explicitly
     hidden=True,
     smoke={"matmul_size": 128, "stream_mib": 8},
+    metrics=("matmul float32", "matmul float64", "stream scale"),
 )

@@ -20,4 +20,5 @@ SPEC = SuiteSpec(
     timeout_s=120,
     hidden=True,
     smoke={"mode": "ok"},
+    metrics=("noop",),
 )

@@ -19,4 +19,5 @@ SPEC = SuiteSpec(
     timeout_s=120,
     hidden=True,
     smoke={"stand_in": True},
+    metrics=("work",),
 )

@@ -71,12 +71,18 @@ class Framework:
     adapter: str  # module fulfilling `Adapter`, imported only inside the job
     description: str
     modules: tuple[str, ...]  # what importing the framework means (timed apart as `import_s`)
+    # Where it can compute (suites/runtime/job_spec.py DEVICES): the plan refuses any other --device
+    # before a job starts, instead of a job that starts only to fail.
+    devices: tuple[str, ...] = ("cpu", "gpu")
 
 
 FRAMEWORKS: dict[str, Framework] = {
     f.name: f
     for f in (
-        Framework("numpy", "numpy", "suites.runtime.adapter_numpy", "NumPy/SciPy, eager, host CPU", ("numpy", "scipy")),
+        Framework(
+            "numpy", "numpy", "suites.runtime.adapter_numpy", "NumPy/SciPy, eager, host CPU", ("numpy", "scipy"),
+            devices=("cpu",),
+        ),
         Framework("jax", "jax", "suites.runtime.adapter_jax", "JAX (jit, grad, vmap)", ("jax",)),
         Framework("flax", "jax", "suites.runtime.adapter_jax", "Flax NNX + Optax on JAX", ("jax", "flax", "optax")),
         Framework("pytorch", "pytorch", "suites.runtime.adapter_pytorch", "PyTorch (eager, torch.compile)", ("torch",)),

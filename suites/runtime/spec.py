@@ -133,6 +133,10 @@ class SuiteSpec:
     # The smallest parameters that still run the real path: tests, `harness run --smoke` and
     # `harness selftest` use them (with SMOKE_REPEAT steady samples), declared once, here.
     smoke: dict[str, ParamValue] = field(default_factory=dict)
+    # The metric names its implementations report (any framework's), where they do not depend on
+    # the parameters: `harness bisect --metric` is checked against them before it builds anything.
+    # Empty: not declared (e.g. names that carry a parameter's value); bisect checks after its first job.
+    metrics: tuple[str, ...] = ()
 
     def param(self, name: str) -> Param:
         for p in self.params:

@@ -33,4 +33,9 @@ SPEC = SuiteSpec(
     timeout_s=1800.0,
     x64=True,  # float64 in both frameworks, as SciPy computes
     smoke={"n": 1000},
+    metrics=(
+        "loss", "minimise", "iterations", "function evaluations", "gradient evaluations",  # every framework
+        "minimise compile", "minimise, retraced every call (seed)", "loss, new input shape",  # jax only
+        "jit cache before new shape", "jit cache after new shape",
+    ),
 )

@@ -26,4 +26,5 @@ SPEC = SuiteSpec(
     warmup=1,
     x64=True,
     smoke={"matrix_size": 64},
+    metrics=("generate", "mean_sum", "matmul", "inverse"),
 )
