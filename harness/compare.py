@@ -177,7 +177,7 @@ def _round_medians(metric: Metric) -> list[float]:
         return [float(v) for v in found]
     kept, start = [], 0
     for median, size in zip(found, sizes, strict=True):
-        disturbed = sum(1 for i in range(start, start + size) if i in contended)
+        disturbed = len(contended.intersection(range(start, start + size)))
         if disturbed * 2 <= size:
             kept.append(float(median))
         start += size

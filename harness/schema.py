@@ -13,9 +13,10 @@ from __future__ import annotations
 import functools
 import json
 import math
+import operator
 import re
 from collections.abc import Callable
-from itertools import pairwise
+from itertools import islice
 from pathlib import Path
 from types import UnionType
 from typing import Annotated, Any, Literal, Union, cast, get_args, get_origin, get_type_hints
@@ -42,7 +43,13 @@ from suites.runtime.result import SCHEMA_VERSION
 
 __all__ = ["MAX_CURVE_EPOCHS", "MAX_CURVES", "MAX_MAGNITUDE", "MAX_SAMPLES", "MAX_TOTAL_SAMPLES"]
 
-MAX_RESULT_BYTES = 64 * 1024 * 1024  # a result is metadata and samples, never bulk data
+# A result is metadata and samples, never bulk data: one at every count cap below is about 8 MiB
+# (benchmarks/readers.py). Twice that bounds what `show` and `compare` parse (they must stay fast
+# on a folder at every cap), and what a job can make the harness read.
+MAX_RESULT_BYTES = 16 * 1024 * 1024
+# Check values are compared pairwise across frameworks (assessment.py): a few to a few hundred
+# numbers in every suite (logits of 4 samples, a fitted vector); more would be bulk data.
+MAX_CHECK_NUMBERS = 10_000  # per result, all checks together
 MAX_SUMMARY_BYTES = 16 * 1024 * 1024
 MAX_DEPTH = 32  # deeper JSON is hostile: renderers and json.dumps recurse
 # Epochs over all curves of a result: every one is a point in three pictures, so the cap keeps
@@ -78,8 +85,18 @@ def _numbers(value: Any) -> bool:
     return number(value)
 
 
+def _count(value: Any) -> int:
+    return sum(_count(v) for v in value) if isinstance(value, list) else 1
+
+
 def _integer(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and abs(value) <= MAX_MAGNITUDE
+
+
+# A container holding only these holds nothing deeper: its children's types are checked in C
+# (`issuperset(map(type, ...))`), so the samples of a result at the caps are not visited one by one
+# in Python.
+_LEAVES = frozenset({str, int, float, bool, type(None)})
 
 
 def depth(value: Any) -> int:
@@ -92,7 +109,8 @@ def depth(value: Any) -> int:
         children = node.values() if isinstance(node, dict) else node
         if children:  # whatever a non-empty container holds sits one level down
             deepest = max(deepest, level + 1)
-        stack.extend((v, level + 1) for v in children if isinstance(v, (dict, list)))
+        if not _LEAVES.issuperset(map(type, children)):
+            stack.extend((v, level + 1) for v in children if isinstance(v, (dict, list)))
     return deepest
 
 
@@ -263,11 +281,22 @@ def _marks_problem(marks: dict[str, list[int]] | None, n: int, where: str) -> st
     for reason, indices in (marks or {}).items():
         if reason not in MARKS:
             return f"{where}: {_name(reason)} is not a mark reason (one of {', '.join(MARKS)})"
-        if len(indices) > n or any(not 0 <= i < n for i in indices):
+        if len(indices) > n or not _within(indices, n):
             return f"{where}.{reason}: expected indices of the {n} samples (0 to {n - 1})"
-        if any(a >= b for a, b in pairwise(indices)):
+        if not _ascending(indices):
             return f"{where}.{reason}: expected distinct indices in ascending order"
     return None
+
+
+# The two rules on sample indices, over whole lists in C (min, max, map): a result at the caps
+# holds 25 lists of 10,000 indices.
+def _within(indices: list[int], n: int) -> bool:
+    return not indices or (min(indices) >= 0 and max(indices) < n)
+
+
+def _ascending(indices: list[int]) -> bool:
+    """Strictly ascending: distinct and in order."""
+    return not any(map(operator.ge, indices, islice(indices, 1, None)))
 
 
 # The per-sample lists of a metric's `contention` (suites/runtime/contention.py), in one place for
@@ -287,7 +316,7 @@ def _contention_problem(seen: dict[str, Any] | None, n: int, where: str) -> str 
             return f"{where}.{key}: expected one value per sample ({n}), got {len(values)}"
     for key in ("contended", "throttled"):
         indices = seen.get(key) or []
-        if any(not 0 <= i < n for i in indices) or any(a >= b for a, b in pairwise(indices)):
+        if not (_within(indices, n) and _ascending(indices)):
             return f"{where}.{key}: expected distinct ascending indices of the {n} samples"
     return None
 
@@ -299,9 +328,9 @@ def _round_sizes_problem(sizes: list[int] | None, n: int, where: str) -> str | N
     return None
 
 
-def _problem(doc: Any) -> str | None:
+def _problem(doc: Any, nesting_checked: bool = False) -> str | None:
     """The first thing wrong with a parsed (and migrated) result document, or None."""
-    if depth(doc) > MAX_DEPTH:
+    if not nesting_checked and depth(doc) > MAX_DEPTH:
         return f"nested deeper than {MAX_DEPTH} levels"
     problem = _shape_problem(doc)
     if problem:
@@ -321,9 +350,13 @@ def _problem(doc: Any) -> str | None:
         problem = _metric_problem(i, metric, seen)
         if problem:
             return problem
+    numbers = 0
     for i, check in enumerate(doc["checks"]):
         if not _numbers(check["value"]):
             return f"checks[{i}] ({_name(check['name'])}).value: expected a finite number or list of them"
+        numbers += _count(check["value"])
+        if numbers > MAX_CHECK_NUMBERS:
+            return f"checks: more than the {MAX_CHECK_NUMBERS} numbers all check values of a result may hold"
     training = doc["training"] or {}
     return _curves_problem(training.get("curves") or []) or _target_problem(training.get("target"))
 
@@ -365,15 +398,18 @@ def _target_problem(target: dict[str, Any] | None) -> str | None:
     return None
 
 
-def validate(doc: Any, source: str) -> Result:
-    """`doc` migrated to the current version and checked; raises one InvalidResult line."""
+def validate(doc: Any, source: str, *, nesting_checked: bool = False) -> Result:
+    """`doc` migrated to the current version and checked; raises one InvalidResult line.
+
+    `nesting_checked`: `doc` comes from `parse_json`, which has measured its depth (a walk over
+    every value: not twice for a file at the caps)."""
     if not isinstance(doc, dict):
         problem: str | None = "top level is not a JSON object"
     else:
         problem = version_problem(doc.get("schema_version"))
     if problem is None:
         doc = migrate(doc)
-        problem = _problem(doc)
+        problem = _problem(doc, nesting_checked)
     if problem:
         raise InvalidResult(f"{plain(source)}: invalid result: {problem}")
     return cast(Result, doc)
@@ -400,7 +436,7 @@ def load_result(path: Path) -> Result:
         raise InvalidResult(f"{path}: result file is missing") from None
     except UnsafeFile as problem:
         raise InvalidResult(str(problem)) from None
-    return validate(parse_json(data, str(path), InvalidResult), str(path))
+    return validate(parse_json(data, str(path), InvalidResult), str(path), nesting_checked=True)
 
 
 def _reject_constant(name: str) -> float:

@@ -200,3 +200,13 @@ def test_first_calls_are_capped_like_samples() -> None:
     doc["metrics"][0]["first_calls"] = [1.0] * 10_001
     with pytest.raises(InvalidResult, match="first_calls: 10001 first_calls is more than the 10000 a result may hold"):
         validate(doc, "f.json")
+
+
+def test_check_values_are_capped_over_all_checks_of_a_result() -> None:
+    """They are compared pairwise across frameworks: bulk data there would make `show` crawl."""
+    doc = good()
+    doc["checks"] = [check("residual", [1.0] * 6_000, limit=1e-6), check("other", [[2.0] * 2_000] * 2, limit=1e-6)]
+    validate(copy.deepcopy(doc), "f.json")  # 10,000 in all: the cap itself
+    doc["checks"][1]["value"][1].append(3.0)
+    with pytest.raises(InvalidResult, match="checks: more than the 10000 numbers all check values of a result may hold"):
+        validate(doc, "f.json")

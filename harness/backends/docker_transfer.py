@@ -37,10 +37,10 @@ from harness.schema import MAX_RESULT_BYTES
 
 OUT_SUBDIR = "out"  # copy mode: the job writes here, a folder its user owns inside the results volume
 RESULTS_MOUNT = "/results"
-# What a job's /results may hold: its result file and artefacts at their own limits (64 MiB and
+# What a job's /results may hold: its result file and artefacts at their own limits (16 MiB and
 # 256 MiB: all the harness ever takes back), plus 8 MiB for job.json and the tmpfs's rounding of
 # every file to whole pages. Pages of a tmpfs are memory, charged to the job's memory limit.
-RESULTS_CAP_BYTES = MAX_RESULT_BYTES + MAX_ARTIFACT_BYTES + 8 * 2**20  # 328 MiB
+RESULTS_CAP_BYTES = MAX_RESULT_BYTES + MAX_ARTIFACT_BYTES + 8 * 2**20  # 280 MiB
 RESULTS_CAP_FILES = 4 * MAX_ARTIFACT_FILES  # files and folders: the job's inodes, capped as well
 # Free space below this after the job: its /results counts as full (a write past the cap failed).
 FULL_MARGIN = 2**20
