@@ -436,19 +436,24 @@ class _Endless(http.server.BaseHTTPRequestHandler):
         pass
 
 
+def _fetch_from(handler: type[http.server.BaseHTTPRequestHandler], data_dir: Path) -> tuple[int, str]:
+    """`data fetch mnist` from a mirror served by `handler` on this machine."""
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    httpd.daemon_threads = True
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    try:
+        return _invoke("data", "fetch", "mnist", "--source", "archive", "--mirror",
+                       f"http://127.0.0.1:{httpd.server_address[1]}/", "--data-dir", str(data_dir))  # fmt: skip
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+
+
 @pytest.mark.parametrize("announce", [False, True])
 def test_downloads_stop_at_the_published_size(announce: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A server sending far more than the archive's published size: refused, and not read to the end."""
     handler = type("Handler", (_Endless,), {"announce": announce, "sent": []})
-    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    try:
-        code, out = _invoke("data", "fetch", "mnist", "--source", "archive", "--mirror",
-                            f"http://127.0.0.1:{httpd.server_address[1]}/", "--data-dir", str(tmp_path))  # fmt: skip
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
+    code, out = _fetch_from(handler, tmp_path)
     assert code == 2 and "train-images-idx3-ubyte.gz" in out
     published = sources.SOURCES["mnist"].archives[0].size
     if announce:
@@ -484,16 +489,7 @@ def test_a_slow_drip_mirror_is_given_up_at_the_deadline(tmp_path: Path, monkeypa
     check made only between whole blocks would wait for hours (issue 23: 400 s against a stated 258 s)."""
     monkeypatch.setattr(download, "TIMEOUT_S", 1.0)
     monkeypatch.setattr(download, "MIN_RATE", 10**9)  # deadline: about 1 s
-    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Drip)
-    httpd.daemon_threads = True
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
     started = time.monotonic()
-    try:
-        code, out = _invoke("data", "fetch", "mnist", "--source", "archive", "--mirror",
-                            f"http://127.0.0.1:{httpd.server_address[1]}/", "--data-dir", str(tmp_path))  # fmt: skip
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
+    code, out = _fetch_from(_Drip, tmp_path)
     assert code == 2 and "gave up" in out, out
     assert time.monotonic() - started < 30  # four archives, each given up at its own ~1 s deadline

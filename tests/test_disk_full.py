@@ -47,12 +47,17 @@ def in_small_tmpfs(tmp_path: Path, size: str, script: str) -> subprocess.Complet
     return proc
 
 
-def test_a_job_that_fills_the_disk_fails_with_the_reason_and_the_run_resumes(tmp_path: Path) -> None:
-    flag = tmp_path / "hog-on"
+def hog_python(tmp_path: Path) -> tuple[Path, Path]:
+    """(the flag that switches the hog on, the stand-in interpreter), the flag set."""
+    flag, hog = tmp_path / "hog-on", tmp_path / "hog-python"
     flag.touch()
-    hog = tmp_path / "hog-python"
     hog.write_text(HOG.format(python=sys.executable, flag=str(flag)))
     hog.chmod(0o755)
+    return flag, hog
+
+
+def test_a_job_that_fills_the_disk_fails_with_the_reason_and_the_run_resumes(tmp_path: Path) -> None:
+    flag, hog = hog_python(tmp_path)
     args = f'--suite fault -f numpy,jax,pytorch --repeat 2 --python jax={hog} --results-dir "$DISK/results"'
     script = f"""
 export HARNESS_MIN_FREE_MB=0
@@ -85,11 +90,7 @@ echo $? > "{tmp_path}/second.rc"
 
 
 def test_the_first_attempt_records_why_each_job_did_not_finish(tmp_path: Path) -> None:
-    flag = tmp_path / "hog-on"
-    flag.touch()
-    hog = tmp_path / "hog-python"
-    hog.write_text(HOG.format(python=sys.executable, flag=str(flag)))
-    hog.chmod(0o755)
+    _, hog = hog_python(tmp_path)
     script = f"""
 export HARNESS_MIN_FREE_MB=0
 "$PY" -m harness.cli run --suite fault -f numpy,jax,pytorch --repeat 2 --python jax={hog} \\
