@@ -28,7 +28,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 from harness.errors import HarnessError
-from harness.safe_writes import flock_file
+from harness.safe_files import flock_file
 from harness.text.escape import plain
 
 ENV_VAR = "HARNESS_CACHE_HOME"

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from harness import cache_home
 from harness.errors import HarnessError
-from harness.safe_writes import write_json_atomic
+from harness.safe_files import write_json_atomic
 from suites.runtime import machine
 from suites.runtime.frameworks import FRAMEWORKS
 
@@ -197,8 +197,7 @@ def _read_cache(fp: str, limits: Limits | None) -> tuple[dict[str, Any] | None, 
         return doc, None
     kept = {name: entry for name, entry in doc["frameworks"].items() if name not in above}
     problem = (
-        f"calibration cache {path}: {'; '.join(above.values())}: discarded, measuring "
-        f"{', '.join(sorted(above))} again"
+        f"calibration cache {path}: {'; '.join(above.values())}: discarded, measuring {', '.join(sorted(above))} again"
     )
     return ({**doc, "frameworks": kept} if kept else None), problem
 

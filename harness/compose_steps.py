@@ -32,8 +32,16 @@ from harness.plan import Job, Plan, make_plan, plan_from_record
 from harness.result_types import Result
 from harness.run_folder import PLAN_FILE, RunWriter, new_run_folder, read_plan_record, within
 from harness.runner import finalize, placeholder_result
-from harness.safe_files import UnsafeFile, read_bytes, read_tail, remove_tree
-from harness.safe_writes import make_folder, new_folder, write_bytes_atomic, write_json_atomic
+from harness.safe_files import (
+    UnsafeFile,
+    make_folder,
+    new_folder,
+    read_bytes,
+    read_tail,
+    remove_tree,
+    write_bytes_atomic,
+    write_json_atomic,
+)
 from harness.schema import RUN_ID
 from harness.text.escape import plain
 from suites.runtime import job_spec

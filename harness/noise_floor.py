@@ -33,7 +33,7 @@ from harness.errors import HarnessError
 from harness.plan import Plan
 from harness.result_types import Result
 from harness.run_folder import Run, partners
-from harness.safe_writes import write_bytes_atomic
+from harness.safe_files import write_bytes_atomic
 from harness.statistics import ALPHA, smallest_exact_p, u_distribution
 from harness.text.escape import plain
 from harness.text.numbers import fmt_share

@@ -21,7 +21,7 @@ from harness.plan import Plan
 from harness.result_types import Metric, Result, Stats
 from harness.run_folder import SUMMARY_FILE, RunWriter, mismatch, new_run_folder, run_lock
 from harness.runner import execute, prepare_results_dir, sigterm_as_interrupt, warn
-from harness.safe_writes import NoSpace
+from harness.safe_files import NoSpace
 from harness.schema import PER_SAMPLE, InvalidResult, load_result, load_summary
 from suites.runtime.stats import summarize
 

@@ -28,8 +28,15 @@ from harness import __version__
 from harness.errors import HarnessError
 from harness.plan import Job, Plan, plan_from_record
 from harness.result_types import Result
-from harness.safe_files import is_regular, read_bytes
-from harness.safe_writes import flock_file, new_folder, remove, write_bytes_atomic, write_json_atomic
+from harness.safe_files import (
+    flock_file,
+    is_regular,
+    new_folder,
+    read_bytes,
+    remove,
+    write_bytes_atomic,
+    write_json_atomic,
+)
 from harness.schema import (
     GIT_COMMIT,
     InvalidResult,
@@ -67,7 +74,7 @@ class Run:
 
 def within(run_dir: Path) -> Path:
     """The anchor of every write into a run folder: its results folder. The run folder and all
-    below it are reached without following a link (harness/safe_writes.py)."""
+    below it are reached without following a link (harness/safe_files.py)."""
     return run_dir.parent
 
 

@@ -41,8 +41,7 @@ from harness.plan import Job, Plan, make_plan
 from harness.plausibility import machine_limits
 from harness.result_types import Result
 from harness.run_folder import SUMMARY_FILE, RunWriter, mismatch, new_run_folder, run_lock, within
-from harness.safe_files import is_regular, remove_tree
-from harness.safe_writes import NoSpace, probe, rename, write_json_atomic
+from harness.safe_files import NoSpace, is_regular, probe, remove_tree, rename, write_json_atomic
 from harness.schema import InvalidResult, load_result
 from harness.text.escape import plain
 from suites.runtime import machine

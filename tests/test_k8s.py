@@ -30,8 +30,16 @@ def documents(folder: Path) -> list[dict[str, Any]]:
 
 @pytest.mark.parametrize("device", ["cpu", "gpu"])
 def test_manifests_validate_against_the_kubernetes_schema(tmp_path: Path, device: str) -> None:
-    out = export(tmp_path, "--device", device, "--registry", "registry.example/team", "--data-claim", "datasets",
-                 frameworks="numpy,pytorch" if device == "cpu" else "jax,pytorch")  # numpy has no GPU variant
+    out = export(
+        tmp_path,
+        "--device",
+        device,
+        "--registry",
+        "registry.example/team",
+        "--data-claim",
+        "datasets",
+        frameworks="numpy,pytorch" if device == "cpu" else "jax,pytorch",
+    )  # numpy has no GPU variant
     docs = documents(out)
     assert [d["kind"] for d in docs] == ["ConfigMap", "Job", "Job"]
     for doc in docs:

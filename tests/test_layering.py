@@ -26,7 +26,6 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "harness.errors",
             "harness.backend_table",
             "harness.safe_files",
-            "harness.safe_writes",
             "harness.result_types",
             "harness.schema",
             "harness.statistics",

@@ -25,8 +25,8 @@ from typing import IO
 
 import pytest
 
-from harness.backends import process_tree
-from harness.backends.process_tree import read_stat
+from harness.backends import local
+from harness.backends.local import read_stat
 from harness.schema import load_result
 from tests.conftest import REPO, finished, harness, read, run_folder
 
@@ -200,19 +200,19 @@ def at_end(stream: IO[bytes] | None, within_s: float) -> bytes:
 
 @linux_only
 def test_the_sweep_ends_every_level_and_spares_the_harness_own_children(folder: Path) -> None:
-    was = process_tree.subreaper()
+    was = local.subreaper()
     own: list[subprocess.Popen[bytes]] = []  # the harness's own children: one there before the job,
     sleeper(own, new_session=True)  # one started during it, in the harness's session
     try:
-        with process_tree.contained():
-            assert process_tree.subreaper()
+        with local.contained():
+            assert local.subreaper()
             job = subprocess.Popen([sys.executable, "-c", TREE, str(folder)], stdout=subprocess.PIPE,
                                    start_new_session=True)  # fmt: skip
             sleeper(own, new_session=False)
             assert job.wait(timeout=60) == 0
             levels = [Grandchild.of(folder / f"{level}.pid") for level in range(1, 7)]
             assert all(level.exists() for level in levels)  # orphans, sleepers and a zombie, all still there
-        assert process_tree.subreaper() == was  # a subreaper only while a job runs
+        assert local.subreaper() == was  # a subreaper only while a job runs
         assert [level.pid for level in levels if level.exists()] == []  # none left, not even a zombie
         assert at_end(job.stdout, within_s=5) == b"all six started\n"  # every copy of the pipe is closed
         assert [child.poll() for child in own] == [None, None]  # not the job's: left alone

@@ -1,9 +1,9 @@
 """A link planted at every path the harness writes, listed from the writers themselves.
 
 The list is not written by hand: a real run and its `--resume` execute under an audit hook that
-records every `harness.write` event (raised by each writer in harness/safe_writes.py) and every
+records every `harness.write` event (raised by each writer in harness/safe_files.py) and every
 write-mode open, mkdir or rename made by path. Any write below the results folder that bypassed
-safe_writes fails the first test. Then, for every folder and file that list names below the
+safe_files fails the first test. Then, for every folder and file that list names below the
 results folder (and below the cache home), a fresh copy of the run gets a symbolic link there,
 pointing outside, and is resumed: nothing outside may change, and the harness either replaces the
 link (a file) or refuses it in one line (a folder), never with a traceback.
@@ -139,7 +139,7 @@ def prepared(tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
             "python": f"numpy={script}", "results": results}  # fmt: skip
 
 
-def test_every_write_below_the_results_folder_goes_through_safe_writes(prepared: dict[str, object]) -> None:
+def test_every_write_below_the_results_folder_goes_through_safe_files(prepared: dict[str, object]) -> None:
     results = Path(str(prepared["results"]))
     anchors = {Path(r["anchor"]) for r in records(Path(str(prepared["trace"]))) if "anchor" in r}
     bypass = [

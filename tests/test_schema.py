@@ -208,5 +208,7 @@ def test_check_values_are_capped_over_all_checks_of_a_result() -> None:
     doc["checks"] = [check("residual", [1.0] * 6_000, limit=1e-6), check("other", [[2.0] * 2_000] * 2, limit=1e-6)]
     validate(copy.deepcopy(doc), "f.json")  # 10,000 in all: the cap itself
     doc["checks"][1]["value"][1].append(3.0)
-    with pytest.raises(InvalidResult, match="checks: more than the 10000 numbers all check values of a result may hold"):
+    with pytest.raises(
+        InvalidResult, match="checks: more than the 10000 numbers all check values of a result may hold"
+    ):
         validate(doc, "f.json")

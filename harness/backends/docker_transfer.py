@@ -31,8 +31,7 @@ from harness import owner
 from harness.backends.job_folder import MAX_ARTIFACT_BYTES, MAX_ARTIFACT_FILES
 from harness.errors import HarnessError
 from harness.images import LABEL
-from harness.safe_files import MissingFile, UnsafeFile, read_bytes
-from harness.safe_writes import create, failure
+from harness.safe_files import MissingFile, UnsafeFile, create, failure, read_bytes
 from harness.schema import MAX_RESULT_BYTES
 
 OUT_SUBDIR = "out"  # copy mode: the job writes here, a folder its user owns inside the results volume

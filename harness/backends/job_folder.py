@@ -24,8 +24,16 @@ from typing import IO, BinaryIO, TypeVar
 from harness.backends.base import JobOutcome
 from harness.plan import Job
 from harness.run_folder import within
-from harness.safe_files import MissingFile, UnsafeFile, read_bytes, remove_tree
-from harness.safe_writes import copy_regular_tree, create, new_folder, write_bytes_atomic
+from harness.safe_files import (
+    MissingFile,
+    UnsafeFile,
+    copy_regular_tree,
+    create,
+    new_folder,
+    read_bytes,
+    remove_tree,
+    write_bytes_atomic,
+)
 from harness.schema import MAX_RESULT_BYTES
 from harness.text.escape import plain
 from suites.runtime import job_spec
@@ -124,7 +132,7 @@ def note_harvest(outcome: JobOutcome, found: Harvest) -> JobOutcome:
 
 # Copy a child's output to a log file and, line by line, to the terminal while it runs.
 #
-# The log is a file the harness created itself (see safe_writes.create) and the stderr tail that
+# The log is a file the harness created itself (see safe_files.create) and the stderr tail that
 # goes into a failed result is kept here in memory: nothing the job later plants at a log's path
 # is ever read or written through.
 TAIL_BYTES = 16 * 1024

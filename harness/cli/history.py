@@ -15,7 +15,7 @@ from harness.history import find_changes, series_of
 from harness.publish.collect import collect
 from harness.report.exports import Format
 from harness.report.history_report import history_junit, render_history
-from harness.safe_writes import write_bytes_atomic
+from harness.safe_files import write_bytes_atomic
 from harness.text.escape import plain
 
 

@@ -26,7 +26,7 @@ from harness.cli.results import compare, report, show
 from harness.cli.run import calibrate_command, run
 from harness.cli.stacks import build, clean, wheelhouse
 from harness.errors import BAD_INPUT, HarnessError
-from harness.safe_writes import FULL
+from harness.safe_files import FULL
 from harness.text.escape import plain
 
 app = typer.Typer(
@@ -65,11 +65,11 @@ def main(argv: list[str] | None = None) -> None:
         code = app(args=args, prog_name="harness", standalone_mode=False)
     except HarnessError as error:
         typer.echo(f"error: {plain(error)}", err=True)
-        sys.exit(getattr(error, "exit_code", BAD_INPUT))  # a full disk is not bad input (safe_writes.NoSpace)
+        sys.exit(getattr(error, "exit_code", BAD_INPUT))  # a full disk is not bad input (safe_files.NoSpace)
     except OSError as error:
         if error.errno not in FULL:
             raise
-        # A write not made through safe_writes met a full disk: still one line, not a traceback.
+        # A write not made through safe_files met a full disk: still one line, not a traceback.
         typer.echo(
             f"error: {plain(error.strerror)} ({plain(error.filename or '')}); free some space and run again", err=True
         )

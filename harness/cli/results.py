@@ -20,7 +20,7 @@ from harness.report.folder import write_report
 from harness.report.junit import comparison_junit
 from harness.report.sparklines import render_plots
 from harness.run_folder import load_run, resolve_run
-from harness.safe_writes import write_bytes_atomic
+from harness.safe_files import write_bytes_atomic
 from harness.text.escape import plain
 
 

@@ -29,8 +29,7 @@ from harness.publish.names import GENERATED, INDEX, MANIFEST, bisect_file, compa
 from harness.publish.run_page import run_page
 from harness.publish.suite_page import Changes, suite_page
 from harness.result_types import Metric, Result
-from harness.safe_files import MissingFile, UnsafeFile, read_bytes, real_folder
-from harness.safe_writes import write_bytes_atomic
+from harness.safe_files import MissingFile, UnsafeFile, read_bytes, real_folder, write_bytes_atomic
 from harness.text.escape import plain
 
 _HERE = Path(__file__).resolve().parent

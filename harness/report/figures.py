@@ -16,8 +16,7 @@ from harness.report import picture_figures as pictured
 from harness.report.pictures import wide
 from harness.result_types import Metric
 from harness.run_folder import Run
-from harness.safe_files import real_folder
-from harness.safe_writes import write_bytes_atomic
+from harness.safe_files import real_folder, write_bytes_atomic
 from harness.text.escape import plain, plot_label
 
 

@@ -12,8 +12,7 @@ from harness.report.environment import environment_rows
 from harness.report.exports import Format, render_run
 from harness.report.figures import write_figures
 from harness.run_folder import Run
-from harness.safe_files import real_folder
-from harness.safe_writes import write_bytes_atomic
+from harness.safe_files import real_folder, write_bytes_atomic
 from harness.text import escape
 
 FAIRNESS_PREFIXES = ("settings.", "precision.", "variables.", "machine.cpu.", "device.")

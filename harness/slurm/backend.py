@@ -26,8 +26,7 @@ from harness.backends.job_folder import tail_text
 from harness.errors import HarnessError
 from harness.images import variant_for
 from harness.plan import Job
-from harness.safe_files import UnsafeFile, read_tail
-from harness.safe_writes import make_folder
+from harness.safe_files import UnsafeFile, make_folder, read_tail
 from harness.slurm import control
 from harness.slurm.script import (
     Layout,

@@ -27,8 +27,7 @@ from harness.plan import Job, Plan, plan_from_record
 from harness.result_types import Result
 from harness.run_folder import PLAN_FILE, RunWriter, mismatch, new_run_folder, read_plan_record, run_lock, within
 from harness.runner import placeholder_result, prepare_results_dir
-from harness.safe_files import MissingFile, UnsafeFile, read_tail
-from harness.safe_writes import create
+from harness.safe_files import MissingFile, UnsafeFile, create, read_tail
 from harness.schema import InvalidResult, load_result
 from harness.slurm.script import Layout, Stack, batch_script, job_spec_for, literal, prepare_script
 from harness.slurm.settings import RUNTIMES, SlurmSettings
