@@ -90,13 +90,13 @@ def _check(text: str, source: str) -> Path:
 
 def folder(*parts: str, environ: Mapping[str, str] | None = None) -> Path:
     """`<home>/<parts...>`, created level by level as folders of our own (a planted link is refused)."""
-    path = home(environ)
+    path = root = home(environ)
     _make(path, top=True)
     for part in parts:
         if not part or part in (".", "..") or "/" in part or "\0" in part:
             raise HarnessError(f"{plain(part)!r} is not a folder name inside the cache home")
         path = path / part
-        sys.audit("harness.write", str(home(environ)), str(path))  # tests/test_planted_links.py lists writes
+        sys.audit("harness.write", str(root), str(path))  # tests/test_planted_links.py lists writes
         _make(path, top=False)
     return path
 

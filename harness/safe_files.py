@@ -278,7 +278,7 @@ def new_folder(path: Path, anchor: Path) -> None:
         try:
             os.mkdir(path.name, 0o755, dir_fd=dir_fd)
         except FileExistsError:
-            raise
+            raise  # the caller's to word (e.g. "run X already exists")
         except OSError as error:
             raise failure(path, error, "created") from None
 
