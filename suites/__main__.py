@@ -122,6 +122,7 @@ def run_job(job: JobSpec, spec: SuiteSpec, framework: Framework, params: dict[st
             warmup=warmup,
             device=adapter.device(settings),
             device_kind=job.device,
+            precision=job.precision,
             sync=adapter.sync,
             barrier=adapter.barrier_for(settings),
             # Off only to measure the barrier's own cost (benchmarks/) or to test the lints alone;

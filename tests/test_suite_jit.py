@@ -72,3 +72,59 @@ def test_jit_on_three_frameworks(results: Path) -> None:
         assert math.isclose(speedup, eager / jit["stats"]["median"])
     assert name("jit", 1000, 100) not in {m["name"] for m in docs["numpy"]["metrics"]}
     assert "f_at_6" in proc.stdout and "FAIL" not in proc.stdout
+
+
+class _Output:
+    """A stand-in for a jax.Array: counts how often the loop waited on it."""
+
+    waits = 0
+
+    def block_until_ready(self) -> _Output:
+        _Output.waits += 1
+        return self
+
+
+def test_gpu_loop_waits_on_the_last_output_only_and_cpu_keeps_the_window() -> None:
+    from suites.jit.common import IN_FLIGHT
+    from suites.jit.impl_jax import dispatch_loop, in_flight_window
+
+    calls: list[_Output] = []
+
+    def fn(_: object) -> _Output:
+        calls.append(_Output())
+        return calls[-1]
+
+    _Output.waits = 0
+    out = dispatch_loop(fn, None, 10, in_flight_window("gpu"))
+    assert in_flight_window("gpu") is None and _Output.waits == 0 and out == [calls[-1]] and len(calls) == 10
+    calls.clear()
+    out = dispatch_loop(fn, None, 10, in_flight_window("cpu"))
+    assert in_flight_window("cpu") == IN_FLIGHT
+    # every output but the last IN_FLIGHT is waited on inside the loop; those are returned for the contract
+    assert _Output.waits == 10 - IN_FLIGHT and out == calls[-IN_FLIGHT:]
+
+
+@pytest.mark.parametrize("kind", ["cpu", "gpu"])
+def test_the_jax_jit_suite_uses_the_window_of_its_device(kind: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The suite itself (not only the helper) picks the window by device kind; the jobs run on
+    the CPU here, with the context saying `gpu` as a GPU job's would."""
+    import jax
+
+    from suites.jit import impl_jax
+    from suites.runtime.context import Context
+    from suites.runtime.registry import all_suites
+
+    seen: list[int | None] = []
+    real = impl_jax.dispatch_loop
+
+    def spy(fn: object, x: object, loops: int, window: int | None) -> list[object]:
+        seen.append(window)
+        return real(fn, x, loops, window)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(impl_jax, "dispatch_loop", spy)
+    spec = all_suites()["jit"]
+    params = spec.resolve({"min_length": 100, "max_length": 100, "total": 300})
+    ctx = Context(spec, "jax", params, repeat=2, warmup=0, device=jax.devices("cpu")[0], device_kind=kind,
+                  sync=jax.block_until_ready)  # fmt: skip
+    impl_jax.run(ctx)
+    assert seen and set(seen) == {impl_jax.in_flight_window(kind)}

@@ -60,6 +60,7 @@ class Context:
         holds_work: Callable[[Any], bool] | None = None,
         sync_check: bool = True,
         energy_meter: Callable[[], Any] | None = None,
+        precision: str = "fp32",
     ) -> None:
         self.spec = spec
         self.framework = framework
@@ -68,6 +69,8 @@ class Context:
         self.warmup = warmup
         self.device = device
         self.device_kind = device_kind
+        # `--precision` (runtime/settings.py): training loops read it to compute in bf16 for real.
+        self.precision = precision
         self.sync = sync
         self.data_dir = data_dir  # read-only datasets (`harness data`); suites never download
         self.artifacts_dir = artifacts_dir  # optional extra files written next to the result
