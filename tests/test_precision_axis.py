@@ -1,6 +1,6 @@
 """`--precision fp32|tf32|bf16`: planned, passed to the job, set the same way in JAX and PyTorch,
-recorded, and checked by the precision probe (which on this CPU reads fp32 whatever is asked:
-only a GPU's tensor cores have reduced-precision float32 paths)."""
+recorded, and checked by the precision probe (which on this CPU reads fp32 for fp32 and tf32: only
+a GPU's tensor cores have TF32; bf16 operands read bf16 anywhere)."""
 
 from __future__ import annotations
 
@@ -51,15 +51,16 @@ def test_a_hostile_plan_json_cannot_smuggle_a_precision() -> None:
 
 @pytest.mark.slow
 @pytest.mark.parametrize(
-    ("precision", "jax_setting", "torch_setting", "allow_tf32"),
+    ("precision", "jax_setting", "torch_setting", "allow_tf32", "float32_matmul", "compute_dtype"),
     [
-        ("fp32", "highest", "highest", False),
-        ("tf32", "tensorfloat32", "high", True),
-        ("bf16", "bfloat16", "medium", True),
+        ("fp32", "highest", "highest", False, "float32", "float32"),
+        ("tf32", "tensorfloat32", "high", True, "tf32", "float32"),
+        # bf16 lives in the operands (autocast, dtype=bfloat16 layers): float32 matmuls stay float32.
+        ("bf16", "highest", "highest", False, "float32", "bfloat16"),
     ],
 )
 def test_both_frameworks_are_set_the_same_way_and_record_it(
-    precision: str, jax_setting: str, torch_setting: str, allow_tf32: bool
+    precision: str, jax_setting: str, torch_setting: str, allow_tf32: bool, float32_matmul: str, compute_dtype: str
 ) -> None:
     # Each framework in a fresh interpreter: the settings are process-global.
     code = (
@@ -74,6 +75,10 @@ def test_both_frameworks_are_set_the_same_way_and_record_it(
     assert jax_rec["jax_default_matmul_precision"] == jax_setting
     assert torch_rec["float32_matmul_precision"] == torch_setting
     assert torch_rec["cuda_matmul_allow_tf32"] is allow_tf32 and torch_rec["cudnn_allow_tf32"] is allow_tf32
+    # The comparable pair the table's footer checks: the same words in both frameworks.
+    assert jax_rec["float32_matmul"] == torch_rec["float32_matmul"] == float32_matmul
+    assert jax_rec["compute_dtype"] == torch_rec["compute_dtype"] == compute_dtype
+    assert torch_rec["cuda_matmul_allow_bf16_reduced_precision_reduction"] is False  # float32 accumulation
 
 
 @pytest.mark.slow

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import math
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -12,74 +15,112 @@ from harness.assessment import assess
 from harness.report.table import render
 from harness.run_folder import load_run
 from suites.runtime import precision
+from tests import precision_emulation as emulation
+from tests.conftest import REPO
 from tests.factories import metric, result, write_run
 
 
-def round_mantissa(x: np.ndarray, bits: int) -> np.ndarray:
-    """float32 rounded to `bits` explicit mantissa bits, nearest-even (what TF32/bf16 inputs get)."""
-    raw = x.astype(np.float32).view(np.uint32).astype(np.uint64)
-    drop = 23 - bits
-    half = np.uint64(1 << (drop - 1))
-    lsb = (raw >> np.uint64(drop)) & np.uint64(1)
-    rounded = (raw + half - np.uint64(1) + lsb) >> np.uint64(drop) << np.uint64(drop)
-    return rounded.astype(np.uint32).view(np.float32)
+@pytest.fixture(scope="module")
+def probes() -> dict[str, precision.Probe]:
+    return {op: emulation.probe_for(op) for op in ("matmul", "conv")}
 
 
-def product_with(rounding: str) -> list[float]:
-    """A @ I as a GPU would compute it in each arithmetic class: the inputs rounded, fp32 accumulate."""
-    a_rows, b_rows = precision.identity_operands()
-    a, b = np.asarray(a_rows, np.float32), np.asarray(b_rows, np.float32)
-    if rounding == "tf32":
-        out = round_mantissa(a, 10) @ round_mantissa(b, 10)
-    elif rounding == "bf16":
-        out = round_mantissa(a, 7) @ round_mantissa(b, 7)
-    elif rounding == "bf16x3":  # XLA's bfloat16_3x: hi*hi + hi*lo + lo*hi, each part a bfloat16
-        a_hi, b_hi = round_mantissa(a, 7), round_mantissa(b, 7)
-        a_lo, b_lo = round_mantissa(a - a_hi, 7), round_mantissa(b - b_hi, 7)
-        out = a_hi @ b_hi + a_hi @ b_lo + a_lo @ b_hi
-    elif rounding == "fp16":
-        with np.errstate(over="ignore", invalid="ignore"):
-            out = (a.astype(np.float16) @ b.astype(np.float16)).astype(np.float32)
-    else:
-        out = a @ b
-    return out[: precision.MAX_BITS + 1, 0].astype(float).tolist()
-
-
-@pytest.mark.parametrize(
-    ("rounding", "expected", "bits"),
-    [("fp32", "fp32", 23), ("tf32", "tf32", 10), ("bf16", "bf16", 7), ("bf16x3", "bf16x3", 16), ("fp16", "fp16", 10)],
-)
-def test_each_arithmetic_class_is_told_apart(rounding: str, expected: str, bits: int) -> None:
-    found = precision.classify(product_with(rounding))
+@pytest.mark.parametrize(("op", "name"), list(emulation.EMULATIONS))
+def test_each_emulated_arithmetic_reads_as_its_class_clear_of_every_threshold(
+    probes: dict[str, precision.Probe], op: str, name: str
+) -> None:
+    expected, emulate = emulation.EMULATIONS[(op, name)]
+    probe = probes[op]
+    found = probe.measure(emulate(probe.lhs, probe.rhs))
     assert found["class"] == expected
-    assert abs(found["bits"] - bits) <= 1
+    # Half a bit of room on either side of every line: a metric or threshold that drifts towards
+    # a neighbouring class fails here before it misreads a GPU.
+    assert all(abs(found["bits"] - floor) >= 0.5 for _, floor in precision.THRESHOLDS), found["bits"]
 
 
-def test_winograd_noise_of_a_few_ulp_still_reads_fp32() -> None:
-    outputs = product_with("fp32")
-    noisy = [v * (1 + 3 * 2.0**-24) for v in outputs]  # 3 ulp off everywhere
-    assert precision.classify(noisy)["class"] == "fp32"
+def test_split_precision_products_do_not_read_as_fp32(probes: dict[str, precision.Probe]) -> None:
+    """The old identity probe's blind spot: bfloat16 passes summed to look like float32."""
+    probe = probes["matmul"]
+    found = probe.measure(emulation.split3(emulation.matmul, 7)(probe.lhs, probe.rhs))
+    assert found["class"] == "bf16x3"
+    assert precision.CLASSES.index(found["class"]) > precision.CLASSES.index("fp32")
 
 
-def test_the_wrong_number_of_outputs_is_refused() -> None:
-    with pytest.raises(ValueError, match="probe outputs"):
-        precision.classify([1.0] * 5)
+def test_the_operands_are_large_random_and_carry_every_low_order_bit(probes: dict[str, precision.Probe]) -> None:
+    matmul, conv = probes["matmul"], probes["conv"]
+    # Sizes where library heuristics pick the workload's kernels: no dimension of the product and
+    # no convolution reduction below 512.
+    assert min(matmul.lhs.shape + matmul.rhs.shape) >= 512
+    assert math.prod(conv.rhs.shape[1:]) >= 512
+    for operand in (matmul.lhs, matmul.rhs, conv.lhs, conv.rhs):
+        values = operand.ravel()[:-1] if operand is conv.lhs else operand.ravel()
+        values = values[values != precision.OVERFLOW_PROBE]
+        # Every value needs float32's last significand bit: rounding to 22 bits moves each one.
+        assert (emulation.round_mantissa(values, 22, truncate=True) != values).all()
+        assert 0.4 < (values < 0).mean() < 0.6  # mixed signs, so sums cancel as in real layers
+        assert len(np.unique(values)) > 0.9 * values.size  # random, not a pattern
+    # The same bits in every framework and every NumPy release: a hash of the seed, not a generator.
+    again = precision.matmul_probe()
+    assert (again.lhs.view(np.uint32) == matmul.lhs.view(np.uint32)).all()
+    assert [f"{v:08x}" for v in matmul.rhs.view(np.uint32)[0, :3]] == GOLDEN_RHS_BITS
+
+
+GOLDEN_RHS_BITS = ["3fc7c955", "bfd7e515", "3fadc7eb"]
+
+
+def test_only_the_overflow_slice_decides_fp16_and_it_stays_out_of_the_error(
+    probes: dict[str, precision.Probe],
+) -> None:
+    probe = probes["matmul"]
+    out = (probe.lhs @ probe.rhs).astype(np.float64)
+    out[-1, :] = np.inf  # what fp16 makes of the 73728 row
+    found = probe.measure(out)
+    assert found["class"] == "fp16" and found["fp16_overflow"] and found["bits"] > precision.FP32_BITS
+    assert found["max_rel_error"] is not None and found["non_finite"] == 0
+    out = (probe.lhs @ probe.rhs).astype(np.float64)
+    out[0, :] = np.nan  # broken elsewhere: counted, and as wrong as can be, but not fp16
+    found = probe.measure(out)
+    assert found["class"] == "fp32" and found["non_finite"] == probe.exact.shape[1]
+    assert found["max_rel_error"] is None
+
+
+def test_an_output_of_the_wrong_shape_is_refused(probes: dict[str, precision.Probe]) -> None:
+    with pytest.raises(ValueError, match="probe output has shape"):
+        probes["matmul"].measure(np.zeros((64, 64)))
+
+
+def test_a_bf16_compute_dtype_is_declared_bf16_whatever_float32_matmuls_do() -> None:
+    assert precision.declared_class("float32", "bfloat16") == "bf16"
+    assert precision.declared_class("float32", "float32") == "fp32"
+    assert precision.declared_class("tf32") == "tf32"
+
+
+PROBE_IN_A_FRESH_PROCESS = """
+import json, sys
+from suites.runtime.settings import Settings
+from suites.runtime import adapter_{module} as adapter
+found = {{}}
+for wanted in ("fp32", "bf16"):
+    settings = Settings(device="cpu", threads=None, x64=False, precision=wanted)
+    adapter.configure(settings)
+    found[wanted] = adapter.precision_probe(settings)
+print(json.dumps(found))
+"""
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("module", ["adapter_numpy", "adapter_jax", "adapter_pytorch"])
-def test_every_framework_measures_fp32_on_this_cpu(module: str) -> None:
-    import importlib
-
-    from suites.runtime.settings import Settings
-
-    adapter = importlib.import_module(f"suites.runtime.{module}")
-    settings = Settings(device="cpu", threads=None, x64=False)
-    adapter.configure(settings)
-    measured = adapter.precision_probe(settings)
-    assert measured["matmul"]["class"] == "fp32" and measured["matmul"]["bits"] == 23
-    if module != "adapter_numpy":
-        assert measured["conv"]["class"] == "fp32"
+@pytest.mark.parametrize("module", ["numpy", "jax", "pytorch"])
+def test_each_framework_measures_what_this_cpu_computes(module: str) -> None:
+    """fp32 reads fp32 everywhere; bf16 operands (autocast, jnp.bfloat16) read bf16. NumPy has no
+    bf16 mode: its float32 BLAS reads fp32 whatever is asked."""
+    code = PROBE_IN_A_FRESH_PROCESS.format(module=module)
+    out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True)
+    found = json.loads(out.stdout.strip().splitlines()[-1])
+    ops = ["matmul"] if module == "numpy" else ["matmul", "conv"]
+    assert {op: found["fp32"][op]["class"] for op in ops} == dict.fromkeys(ops, "fp32")
+    bf16 = "fp32" if module == "numpy" else "bf16"
+    assert {op: found["bf16"][op]["class"] for op in ops} == dict.fromkeys(ops, bf16)
+    assert found["fp32"]["method"] == precision.METHOD
 
 
 def with_measured(doc: dict, matmul: str) -> dict:

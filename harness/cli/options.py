@@ -174,7 +174,10 @@ WheelhouseOption = Annotated[
 PrecisionOption = Annotated[
     Precision,
     typer.Option(
-        help="float32 matmul/conv arithmetic for the suites that have a precision axis (fp32 for comparisons)"
+        help="matmul/conv arithmetic of the suites with a precision axis, the same in every framework: fp32 "
+        "(default, for comparisons); tf32 (float32 operands, TF32 tensor cores allowed: GPU only, a CPU computes "
+        "fp32); bf16 (bfloat16 operands, float32 accumulation and master weights: autocast, dtype=bfloat16 "
+        "layers). The precision probe records what really ran (docs/method.md)"
     ),
 ]
 StacksOption = Annotated[

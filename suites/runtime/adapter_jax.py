@@ -12,7 +12,11 @@ from suites.runtime.settings import Settings, usable_cores
 # (JAX's "default" precision would use TF32 on Ampere+, PyTorch's matmul default does not).
 MATMUL_PRECISION = "highest"
 # `--precision`: jax_default_matmul_precision governs every dot and convolution of float32 arrays.
-MATMUL_PRECISIONS = {"fp32": MATMUL_PRECISION, "tf32": "tensorfloat32", "bf16": "bfloat16"}
+# bf16 keeps float32 ones at full precision: the bfloat16 is in the operands (the suites' layers
+# are built with dtype=bfloat16, param_dtype=float32), not in a reduced float32 algorithm.
+MATMUL_PRECISIONS = {"fp32": MATMUL_PRECISION, "tf32": "tensorfloat32", "bf16": MATMUL_PRECISION}
+# What float32 matmuls do under each jax_default_matmul_precision, named as PyTorch's adapter does.
+FLOAT32_MATMUL = {"highest": "float32", "float32": "float32", "tensorfloat32": "tf32", "bfloat16": "bf16"}
 
 
 def configure(settings: Settings) -> dict[str, Any]:
@@ -27,11 +31,17 @@ def configure(settings: Settings) -> dict[str, Any]:
         "jax_default_matmul_precision": precision,
         "requested": settings.precision,
         # Comparable across frameworks (the table's footer lists them when they differ).
-        "float32_matmul": "float32" if precision in ("highest", "float32") else precision,
+        "float32_matmul": FLOAT32_MATMUL.get(precision, precision),
+        "compute_dtype": compute_dtype(settings),
         # XLA's CPU pool is sized from the cores this process may use (settings.pin_cores);
         # XLA_FLAGS thread options are recorded with the variables but do not bind.
         "compute_threads": usable_cores(),
     }
+
+
+def compute_dtype(settings: Settings) -> str:
+    """The dtype the suites' matmul and convolution operands are in (interface of `--precision`)."""
+    return "bfloat16" if settings.precision == "bf16" else "float32"
 
 
 def device(settings: Settings) -> Any:
@@ -97,22 +107,32 @@ def holds_work(out: Any) -> bool:
 
 
 def precision_probe(settings: Settings) -> dict[str, Any]:
-    """Matmul and convolution of the probe operands under this job's settings (runtime/precision.py)."""
+    """Matmul and convolution of the probe operands as the suites compute them (runtime/precision.py):
+    on the job's device, under the configured matmul precision, and for bf16 with the operands cast
+    to bfloat16 as a Flax layer with dtype=bfloat16 casts its input and float32 kernel. The
+    convolution is NHWC/HWIO, Flax's layout."""
     import jax
     import jax.numpy as jnp
     import numpy as np
 
-    a, b = (np.asarray(m, dtype=np.float32) for m in precision.identity_operands())
+    dtype = jnp.bfloat16 if compute_dtype(settings) == "bfloat16" else jnp.float32
+    matmul, conv = precision.matmul_probe(), precision.conv_probe()
+    dims = ("NHWC", "HWIO", "NHWC")
+
+    def convolve(x: Any, w: Any) -> Any:
+        return jax.lax.conv_general_dilated(x.astype(dtype), w.astype(dtype), (1, 1), "VALID", dimension_numbers=dims)
+
     dev = device(settings)
     with jax.default_device(dev):
-        product = jax.jit(jnp.matmul)(jnp.asarray(a), jnp.asarray(b))
-        # NCHW input (1, C, H, 1) with C = the columns of A, OIHW kernel = identity over channels.
-        lhs = jnp.asarray(a.T[None, :, :, None])
-        rhs = jnp.asarray(b[:, :, None, None])
-        conv = jax.jit(lambda x, w: jax.lax.conv_general_dilated(x, w, (1, 1), "VALID"))(lhs, rhs)
-    column = np.asarray(product)[: precision.MAX_BITS + 1, 0].astype(float).tolist()
-    conv_column = np.asarray(conv)[0, 0, : precision.MAX_BITS + 1, 0].astype(float).tolist()
-    return precision.measured_record(column, conv_column)
+        product = jax.jit(lambda a, b: jnp.matmul(a.astype(dtype), b.astype(dtype)))(
+            jnp.asarray(matmul.lhs), jnp.asarray(matmul.rhs)
+        )
+        image = jax.jit(convolve)(
+            jnp.asarray(conv.lhs.transpose(0, 2, 3, 1)), jnp.asarray(conv.rhs.transpose(2, 3, 1, 0))
+        )
+    found = np.asarray(product).astype(np.float64)
+    found_conv = np.asarray(image).astype(np.float64).transpose(0, 3, 1, 2)  # back to NCHW
+    return precision.measured_record(matmul.measure(found), conv.measure(found_conv))
 
 
 def environment(settings: Settings) -> dict[str, Any]:

@@ -63,11 +63,8 @@ def holds_work(out: Any) -> bool:
 
 def precision_probe(settings: Settings) -> dict[str, Any]:
     """The matmul probe through NumPy's float32 BLAS (NumPy has no convolution of its own)."""
-    import numpy as np
-
-    a, b = (np.asarray(m, dtype=np.float32) for m in precision.identity_operands())
-    column = (a @ b)[: precision.MAX_BITS + 1, 0].astype(float).tolist()
-    return precision.measured_record(column, None)
+    matmul = precision.matmul_probe()
+    return precision.measured_record(matmul.measure(matmul.lhs @ matmul.rhs), None)
 
 
 def environment(settings: Settings) -> dict[str, Any]:

@@ -11,7 +11,10 @@ from suites.runtime.settings import Settings
 _on_gpu = False
 
 
-FLOAT32_MATMUL_PRECISION = {"fp32": "highest", "tf32": "high", "bf16": "medium"}
+# `--precision` -> torch.set_float32_matmul_precision: float32 operands stay float32 (fp32) or may
+# run on TF32 tensor cores (tf32). bf16 keeps float32 matmuls at full precision: the bfloat16 is
+# in the operands, which the suites' models get under torch.autocast (training_torch.autocast).
+FLOAT32_MATMUL_PRECISION = {"fp32": "highest", "tf32": "high", "bf16": "highest"}
 
 
 def configure(settings: Settings) -> dict[str, Any]:
@@ -20,14 +23,16 @@ def configure(settings: Settings) -> dict[str, Any]:
 
     if settings.threads is not None:
         torch.set_num_threads(settings.threads)
-    # fp32 (default): TF32 off, float32 means float32 in every framework (see
-    # adapter_jax.MATMUL_PRECISION). tf32/bf16 (`--precision`): "high"/"medium" let cuBLAS use
-    # TF32/bf16 internally for float32 matmuls; cuDNN convolutions have a TF32 switch only, so a
-    # bf16 request leaves them at TF32, which the precision probe then reports.
-    reduced = settings.precision != "fp32"
-    torch.backends.cuda.matmul.allow_tf32 = reduced
-    torch.backends.cudnn.allow_tf32 = reduced
+    # fp32 (default) and bf16: TF32 off, float32 means float32 in every framework (see
+    # adapter_jax.MATMUL_PRECISION). tf32: cuBLAS and cuDNN may run float32 matmuls and
+    # convolutions on TF32 tensor cores.
+    tf32 = settings.precision == "tf32"
+    torch.backends.cuda.matmul.allow_tf32 = tf32
+    torch.backends.cudnn.allow_tf32 = tf32
     torch.set_float32_matmul_precision(FLOAT32_MATMUL_PRECISION[settings.precision])
+    # bf16 GEMMs accumulate in float32 throughout, as XLA's do: cuBLAS may otherwise reduce
+    # split-K partial sums in bfloat16.
+    torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction = False
     if settings.device == "gpu" and not torch.cuda.is_available():
         raise JobError("--device gpu: torch.cuda.is_available() is False; use a cuda12 image and --gpus")
     _on_gpu = settings.device == "gpu"
@@ -36,19 +41,34 @@ def configure(settings: Settings) -> dict[str, Any]:
         "requested": settings.precision,
         "cuda_matmul_allow_tf32": bool(torch.backends.cuda.matmul.allow_tf32),
         "cudnn_allow_tf32": bool(torch.backends.cudnn.allow_tf32),
+        "cuda_matmul_allow_bf16_reduced_precision_reduction": bool(
+            torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction
+        ),
         "torch_num_threads": torch.get_num_threads(),
         "torch_num_interop_threads": torch.get_num_interop_threads(),
         # Autotuned convolution algorithms change both speed and (slightly) results.
         "cudnn_benchmark": bool(torch.backends.cudnn.benchmark),
         "cudnn_deterministic": bool(torch.backends.cudnn.deterministic),
         # Comparable across frameworks (the table's footer lists them when they differ).
-        "float32_matmul": {"highest": "float32", "high": "tf32", "medium": "bf16"}.get(
-            torch.get_float32_matmul_precision(), "tf32"
-        )
-        if not (torch.get_float32_matmul_precision() == "highest" and torch.backends.cuda.matmul.allow_tf32)
-        else "tf32",
+        "float32_matmul": float32_matmul(),
+        "compute_dtype": compute_dtype(settings),
         "compute_threads": torch.get_num_threads(),
     }
+
+
+def float32_matmul() -> str:
+    """What a float32 matmul does now: TF32 when either switch allows it, bf16 under "medium"."""
+    import torch
+
+    setting = torch.get_float32_matmul_precision()
+    if setting == "medium":
+        return "bf16"
+    return "tf32" if setting == "high" or torch.backends.cuda.matmul.allow_tf32 else "float32"
+
+
+def compute_dtype(settings: Settings) -> str:
+    """The dtype the suites' matmul and convolution operands are in (interface of `--precision`)."""
+    return "bfloat16" if settings.precision == "bf16" else "float32"
 
 
 def device(settings: Settings) -> Any:
@@ -109,20 +129,20 @@ def leaves(tree: Any) -> list[Any]:
 
 
 def precision_probe(settings: Settings) -> dict[str, Any]:
-    """Matmul and convolution of the probe operands under this job's settings (runtime/precision.py)."""
+    """Matmul and convolution of the probe operands as the suites compute them (runtime/precision.py):
+    on the job's device under the configured flags, and for bf16 inside torch.autocast, as the
+    training loops run their models."""
     import torch
 
-    a_rows, b_rows = precision.identity_operands()
+    matmul, conv = precision.matmul_probe(), precision.conv_probe()
     dev = device(settings)
-    a = torch.tensor(a_rows, dtype=torch.float32, device=dev)
-    b = torch.tensor(b_rows, dtype=torch.float32, device=dev)
-    with torch.no_grad():
+    a, b, x, w = (torch.from_numpy(m).to(dev) for m in (matmul.lhs, matmul.rhs, conv.lhs, conv.rhs))
+    bf16 = compute_dtype(settings) == "bfloat16"
+    with torch.no_grad(), torch.autocast(device_type=dev.type, dtype=torch.bfloat16, enabled=bf16):
         product = a @ b
-        # NCHW input (1, C, H, 1) with C = the columns of A, OIHW kernel = identity over channels.
-        conv = torch.nn.functional.conv2d(a.T[None, :, :, None].contiguous(), b[:, :, None, None].contiguous())
-    column = product[: precision.MAX_BITS + 1, 0].double().cpu().tolist()
-    conv_column = conv[0, 0, : precision.MAX_BITS + 1, 0].double().cpu().tolist()
-    return precision.measured_record(column, conv_column)
+        image = torch.nn.functional.conv2d(x, w)
+    found, found_conv = (t.double().cpu().numpy() for t in (product, image))
+    return precision.measured_record(matmul.measure(found), conv.measure(found_conv))
 
 
 def environment(settings: Settings) -> dict[str, Any]:

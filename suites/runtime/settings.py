@@ -36,9 +36,16 @@ RECORDED_VARIABLES = THREAD_VARIABLES + (
 CACHE_VARIABLES = ("JAX_COMPILATION_CACHE_DIR", "TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR")
 
 CACHE_MODES = ("cold", "warm")
-# The arithmetic of float32 matmuls and convolutions (`--precision`): fp32 everywhere by default
-# (fair comparisons); tf32 and bf16 let the tensor cores take float32 inputs at reduced internal
-# precision, set the same way in every framework and verified by the precision probe.
+# The arithmetic of matmuls and convolutions (`--precision`), set the same way in every framework
+# and verified by the precision probe (runtime/precision.py):
+#   fp32  float32 operands, float32 arithmetic (TF32 off, matmul precision "highest"): the default
+#         for fair comparisons.
+#   tf32  float32 operands, TensorFloat-32 tensor cores allowed for them (a GPU's choice per kernel).
+#   bf16  real bfloat16: bfloat16 operands with float32 accumulation and float32 master weights
+#         (PyTorch: torch.autocast; Flax: dtype=bfloat16, param_dtype=float32 layers); float32
+#         matmuls left elsewhere stay at full precision. A job is in this mode when
+#         `Settings.precision == "bf16"`.
+# On a CPU, fp32 and tf32 compute alike (no TF32 unit); bf16 does round the operands.
 PRECISIONS = ("fp32", "tf32", "bf16")
 
 
