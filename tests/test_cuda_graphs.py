@@ -89,6 +89,10 @@ def _copy_into(captured: Any, fresh: Any) -> None:
 
 @pytest.fixture
 def fake_cuda(monkeypatch: pytest.MonkeyPatch) -> FakeCuda:
+    return install_fake_cuda(monkeypatch)
+
+
+def install_fake_cuda(monkeypatch: pytest.MonkeyPatch) -> FakeCuda:
     """The stand-in torch.cuda; a captured graph's replay reruns its step into the captured outputs."""
     fake = FakeCuda()
     monkeypatch.setattr(cuda_graphs, "_torch_cuda", lambda: fake)

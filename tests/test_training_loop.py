@@ -125,7 +125,29 @@ def test_device_peak_memory_is_reported_above_the_baseline() -> None:
     baseline = training.MemoryBaseline(device_bytes=100 * MIB, host_bytes=None, host_reset=False)
     training.record_peak_memory(ctx, baseline=baseline, device_peak=350 * MIB, how="test allocator")
     values = {m["name"]: m["samples"][0] for m in ctx.metrics}
-    assert values == {"peak memory": 250.0, "memory before training": 100.0}
+    assert values == {"peak memory above baseline": 250.0, "memory before training": 100.0}
+    assert ctx.training["memory"] == {"peak": "observed", "how": "device allocator (test allocator)"}
+
+
+@pytest.mark.parametrize(("peak_before", "observable"), [(400, False), (350, False), (300, True), (None, True)])
+def test_a_device_peak_no_higher_than_the_peak_before_training_is_not_observable(
+    peak_before: int | None, observable: bool
+) -> None:
+    """JAX cannot reset its allocator's peak: a training peak under an earlier one (a data copy,
+    a probe) cannot be told apart from it, and reads as no number rather than a wrong one."""
+    ctx = _ctx()
+    baseline = training.MemoryBaseline(device_bytes=100 * MIB, host_bytes=None, host_reset=False)
+    before = None if peak_before is None else peak_before * MIB
+    training.record_peak_memory(ctx, baseline=baseline, device_peak=350 * MIB, how="jax", peak_before=before)
+    values = {m["name"]: m["samples"][0] for m in ctx.metrics}
+    assert values["memory before training"] == 100.0
+    memory = ctx.training["memory"]
+    if observable:
+        assert values["peak memory above baseline"] == 250.0 and memory["peak"] == "observed"
+    else:
+        assert "peak memory above baseline" not in values
+        assert memory["peak"] == "not observable" and "cannot be reset" in memory["why"]
+        assert any("not observable" in n for n in ctx.notes)
 
 
 def test_host_peak_memory_counts_what_training_allocates_after_the_baseline() -> None:
@@ -137,5 +159,89 @@ def test_host_peak_memory_counts_what_training_allocates_after_the_baseline() ->
     training.record_peak_memory(ctx, baseline=baseline, device_peak=None, how="")
     del block
     values = {m["name"]: m["samples"][0] for m in ctx.metrics}
-    assert 60 <= values["peak memory"] < 200
+    assert 60 <= values["peak memory above baseline"] < 200
     assert values["memory before training"] == pytest.approx(baseline.host_bytes / MIB)
+
+
+@pytest.mark.parametrize(("peak_after", "observable"), [(900, True), (800, False)])
+def test_a_host_peak_counter_that_cannot_be_reset_must_grow_to_count(
+    monkeypatch: pytest.MonkeyPatch, peak_after: int, observable: bool
+) -> None:
+    """Without /proc/self/clear_refs the peak RSS is the process's: only a peak above the one at the
+    baseline belongs to training."""
+    peaks = iter([800 * MIB, peak_after * MIB])
+    monkeypatch.setattr(training, "reset_host_peak", lambda: False)
+    monkeypatch.setattr(training, "host_rss_bytes", lambda: 300 * MIB)
+    monkeypatch.setattr(training, "host_peak_bytes", lambda: next(peaks))
+    ctx = _ctx()
+    baseline = training.memory_baseline(None)
+    assert baseline.host_peak == 800 * MIB and not baseline.host_reset
+    training.record_peak_memory(ctx, baseline=baseline, device_peak=None, how="")
+    values = {m["name"]: m["samples"][0] for m in ctx.metrics}
+    assert values["memory before training"] == 300.0
+    if observable:
+        assert values["peak memory above baseline"] == 600.0 and ctx.training["memory"]["peak"] == "observed"
+    else:
+        assert "peak memory above baseline" not in values and ctx.training["memory"]["peak"] == "not observable"
+
+
+class BlindCounter:
+    """A compilation counter whose events never arrive (interface: __call__ None, `why`)."""
+
+    why = "jax 9.9 emitted no /jax/core/compile/backend_compile_duration event"
+
+    def __call__(self) -> None:
+        return None
+
+
+class CountingCounter:
+    how = "test compilations"
+
+    def __init__(self) -> None:
+        self.count = 0
+
+    def __call__(self) -> int:
+        self.count += 1  # one compilation per epoch boundary read
+        return self.count
+
+
+def _train_with(monkeypatch: pytest.MonkeyPatch, counter: Any) -> tuple[Context, training.History]:
+    clock = Clock()
+    monkeypatch.setattr(time, "perf_counter", clock)
+    ctx = _ctx()
+
+    def run_epoch(e: int) -> int:
+        clock.now += 1.0
+        return e
+
+    history = training.train(ctx, epochs=3, run_epoch=run_epoch, read=lambda out: (1.0, 50.0), samples_per_epoch=10,
+                             compilations=counter)  # fmt: skip
+    training.record(ctx, history)
+    return ctx, history
+
+
+def test_a_counter_that_cannot_observe_compilations_records_no_compilation_rows(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    ctx, history = _train_with(monkeypatch, BlindCounter())
+    assert [e.compilations for e in history.epochs] == [None, None, None]
+    names = {m["name"] for m in ctx.metrics}
+    assert not names & {"compilations (first epoch)", "compilations (later epochs)"}
+    assert ctx.training["compilations"] == {"observable": False, "why": BlindCounter.why}
+    assert any("not observable" in n and BlindCounter.why in n for n in ctx.notes)
+    assert "compilations not observable" in capsys.readouterr().out
+
+
+def test_an_observable_counter_records_its_rows_and_what_it_counts(monkeypatch: pytest.MonkeyPatch) -> None:
+    ctx, history = _train_with(monkeypatch, CountingCounter())
+    assert [e.compilations for e in history.epochs] == [1, 1, 1]
+    values = {m["name"]: m["samples"] for m in ctx.metrics}
+    assert values["compilations (first epoch)"] == [1] and values["compilations (later epochs)"] == [2]
+    assert ctx.training["compilations"] == {"observable": True, "how": "test compilations"}
+
+
+def test_a_loop_without_a_counter_compiles_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    ctx, _ = _train_with(monkeypatch, None)
+    values = {m["name"]: m["samples"] for m in ctx.metrics}
+    assert values["compilations (first epoch)"] == [0] and values["compilations (later epochs)"] == [0]
+    assert ctx.training["compilations"]["observable"] is True

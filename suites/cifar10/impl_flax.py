@@ -17,7 +17,7 @@ def run(ctx: Context) -> None:
     data = training_jax.to_device(ctx, images.train_x, images.train_y, images.test_x, images.test_y, orders, aux)
     training_jax.run(
         ctx,
-        model=CNN(nnx.Rngs(params=p["seed"])),
+        model=CNN(nnx.Rngs(params=p["seed"]), dtype=training_jax.compute_dtype(ctx)),
         tx=optax.adam(p["lr"]),
         prepare=prepare,
         data=data,

@@ -5,16 +5,20 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 from flax import nnx
+from jax.typing import DTypeLike
 
 from suites.cifar10.common import MEANS, SIZE, STDS
 
 
 class CNN(nnx.Module):
-    def __init__(self, rngs: nnx.Rngs) -> None:
-        self.conv1 = nnx.Conv(3, 32, kernel_size=(3, 3), padding="SAME", rngs=rngs)
-        self.conv2 = nnx.Conv(32, 64, kernel_size=(3, 3), padding="SAME", rngs=rngs)
-        self.fc1 = nnx.Linear(8 * 8 * 64, 256, rngs=rngs)
-        self.fc2 = nnx.Linear(256, 10, rngs=rngs)
+    """`dtype`: what the layers compute in (bfloat16 under `--precision bf16`); parameters stay float32."""
+
+    def __init__(self, rngs: nnx.Rngs, dtype: DTypeLike = jnp.float32) -> None:
+        typed = {"dtype": dtype, "param_dtype": jnp.float32, "rngs": rngs}
+        self.conv1 = nnx.Conv(3, 32, kernel_size=(3, 3), padding="SAME", **typed)
+        self.conv2 = nnx.Conv(32, 64, kernel_size=(3, 3), padding="SAME", **typed)
+        self.fc1 = nnx.Linear(8 * 8 * 64, 256, **typed)
+        self.fc2 = nnx.Linear(256, 10, **typed)
 
     def __call__(self, x: jax.Array) -> jax.Array:
         x = nnx.avg_pool(nnx.relu(self.conv1(x)), window_shape=(2, 2), strides=(2, 2))

@@ -15,7 +15,7 @@ def run(ctx: Context) -> None:
     training_jax.jax_variant(p["variant"])
     images, orders = load(ctx)
     data = training_jax.to_device(ctx, images.train_x, images.train_y, images.test_x, images.test_y, orders, None)
-    model = CNN(nnx.Rngs(params=p["seed"], dropout=p["seed"] + 1))
+    model = CNN(nnx.Rngs(params=p["seed"], dropout=p["seed"] + 1), dtype=training_jax.compute_dtype(ctx))
     training_jax.run(
         ctx,
         model=model,

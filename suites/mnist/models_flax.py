@@ -5,18 +5,22 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 from flax import nnx
+from jax.typing import DTypeLike
 
 from suites.mnist.common import MEAN, STD
 
 
 class CNN(nnx.Module):
-    def __init__(self, rngs: nnx.Rngs) -> None:
-        self.conv1 = nnx.Conv(1, 32, kernel_size=(3, 3), padding="VALID", rngs=rngs)
-        self.conv2 = nnx.Conv(32, 64, kernel_size=(3, 3), padding="VALID", rngs=rngs)
+    """`dtype`: what the layers compute in (bfloat16 under `--precision bf16`); parameters stay float32."""
+
+    def __init__(self, rngs: nnx.Rngs, dtype: DTypeLike = jnp.float32) -> None:
+        typed = {"dtype": dtype, "param_dtype": jnp.float32, "rngs": rngs}
+        self.conv1 = nnx.Conv(1, 32, kernel_size=(3, 3), padding="VALID", **typed)
+        self.conv2 = nnx.Conv(32, 64, kernel_size=(3, 3), padding="VALID", **typed)
         self.dropout1 = nnx.Dropout(0.25, rngs=rngs)
-        self.fc1 = nnx.Linear(12 * 12 * 64, 256, rngs=rngs)
+        self.fc1 = nnx.Linear(12 * 12 * 64, 256, **typed)
         self.dropout2 = nnx.Dropout(0.5, rngs=rngs)
-        self.fc2 = nnx.Linear(256, 10, rngs=rngs)
+        self.fc2 = nnx.Linear(256, 10, **typed)
 
     def __call__(self, x: jax.Array) -> jax.Array:
         x = nnx.relu(self.conv1(x))

@@ -163,27 +163,39 @@ def record_transfer(ctx: Context, seconds: list[float], nbytes: int, probes: lis
     )
 
 
-def record_cold_split(ctx: Context, first_epoch: float, compile_s: float, warm: list[float], transfer: float) -> None:
-    """Epoch 1 = compilation + the rest (compute and first-run costs); the warm epochs for scale."""
+def record_cold_split(
+    ctx: Context, first_epoch: float, compile_s: float | None, warm: list[float], transfer: float, why: str = ""
+) -> None:
+    """Epoch 1 = compilation + the rest (compute and first-run costs); the warm epochs for scale.
+
+    `compile_s` None: compilation time not observable (`why`): neither split row is recorded, since
+    a zero would move the compilation into "compute".
+    """
     import statistics
 
-    compute = max(first_epoch - compile_s, 0.0)
     warm_median = statistics.median(warm)
-    ctx.value(
-        "cold epoch: compilation",
-        compile_s,
-        unit="s",
-        better="lower",
-        description="trace, lowering and XLA compilation inside epoch 1 (jax.monitoring); 0 for eager PyTorch",
-    )
-    ctx.value(
-        "cold epoch: compute",
-        compute,
-        unit="s",
-        better="lower",
-        description="epoch 1 minus its compilation: the work itself plus first-run costs (allocator growth, "
-        "kernel selection, lazy module loading)",
-    )
+    if compile_s is None:
+        why = why or "no compilation timer"
+        ctx.training["cold_split"] = {"compilation": "not observable", "why": why}
+        split = f"compilation not observable ({why})"
+    else:
+        compute = max(first_epoch - compile_s, 0.0)
+        split = f"= compilation {compile_s:.3f} s + compute {compute:.3f} s"
+        ctx.value(
+            "cold epoch: compilation",
+            compile_s,
+            unit="s",
+            better="lower",
+            description="trace, lowering and XLA compilation inside epoch 1 (jax.monitoring); 0 for eager PyTorch",
+        )
+        ctx.value(
+            "cold epoch: compute",
+            compute,
+            unit="s",
+            better="lower",
+            description="epoch 1 minus its compilation: the work itself plus first-run costs (allocator growth, "
+            "kernel selection, lazy module loading)",
+        )
     ctx.value(
         "cold epoch / warm epoch",
         first_epoch / warm_median,
@@ -192,7 +204,7 @@ def record_cold_split(ctx: Context, first_epoch: float, compile_s: float, warm: 
         description="epoch 1 (with compilation) over the median warm epoch",
     )
     line = (
-        f"cold epoch 1 {first_epoch:.3f} s = compilation {compile_s:.3f} s + compute {compute:.3f} s; "
+        f"cold epoch 1 {first_epoch:.3f} s {split}; "
         f"warm epoch median {warm_median:.3f} s; data to device once before epoch 1: {transfer:.3f} s"
     )
     ctx.note(line)

@@ -15,37 +15,50 @@ from typing import Any
 from suites.resnet18 import common
 from suites.runtime.context import Context
 
-# JAX's own trace / lower / compile timers (jax._src.dispatch); durations arrive when each ends.
-COMPILE_EVENTS = (
-    "/jax/core/compile/jaxpr_trace_duration",
-    "/jax/core/compile/jaxpr_to_mlir_module_duration",
-    "/jax/core/compile/backend_compile_duration",
-)
-
 
 class CompileClock:
-    """Intervals JAX spent tracing, lowering and compiling; nested ones are counted once."""
+    """Intervals JAX spent tracing, lowering and compiling; nested ones are counted once.
+
+    JAX's own timers are private jax.monitoring events (runtime/training_jax.py): a canary compilation
+    at construction checks that all three still arrive. If one does not, the clock answers None
+    (compilations and seconds alike) and `why` names the missing events: a missing timer would
+    otherwise read as "no compilation" and move its seconds into the cold epoch's compute.
+    """
+
+    how = "XLA executables built, from jax.monitoring backend_compile_duration events (a persistent-cache hit counts)"
 
     def __init__(self) -> None:
         import jax
 
+        from suites.runtime import training_jax
+
+        # Read now, so a test can rename the events before construction.
+        events = (training_jax.TRACE_EVENT, training_jax.LOWERING_EVENT, training_jax.BACKEND_COMPILE_EVENT)
         self.intervals: list[tuple[float, float]] = []
         self.compiles = 0
+        seen: set[str] = set()
 
         def listen(event: str, duration: float, **kwargs: Any) -> None:
-            if event in COMPILE_EVENTS:
+            seen.add(event)
+            if event in events:
                 end = time.perf_counter()
                 self.intervals.append((end - duration, end))
-                if event == COMPILE_EVENTS[-1]:
+                if event == events[-1]:
                     self.compiles += 1
 
         jax.monitoring.register_event_duration_secs_listener(listen)
+        training_jax.compile_canary()
+        self.why = training_jax.unseen_events(seen, events)
+        self.intervals.clear()  # the canary is not the suite's
+        self.compiles = 0
 
-    def __call__(self) -> int:
-        return self.compiles
+    def __call__(self) -> int | None:
+        return None if self.why else self.compiles
 
-    def seconds(self, start: int, stop: int | None = None) -> float:
-        """Length of the union of intervals[start:stop]."""
+    def seconds(self, start: int, stop: int | None = None) -> float | None:
+        """Length of the union of intervals[start:stop]; None when the timers cannot be observed."""
+        if self.why:
+            return None
         total, reach = 0.0, float("-inf")
         for lo, hi in sorted(self.intervals[start:stop]):
             if hi <= reach:
@@ -53,6 +66,15 @@ class CompileClock:
             total += hi - max(lo, reach)
             reach = hi
         return total
+
+
+def binary_loss(logits: Any, labels: Any) -> Any:
+    """Mean sigmoid binary cross-entropy, in float32 whatever the logits' dtype (bfloat16 under
+    `--precision bf16`, where PyTorch's autocast also runs the loss in float32)."""
+    import jax.numpy as jnp
+    import optax
+
+    return jnp.mean(optax.sigmoid_binary_cross_entropy(logits.astype(jnp.float32), labels))
 
 
 def run(ctx: Context) -> None:
@@ -65,14 +87,26 @@ def run(ctx: Context) -> None:
     from suites.resnet18.models_flax import ResNet18, load_weights, prepare, torch_name
     from suites.runtime import training
     from suites.runtime.datasets import batch_starts
-    from suites.runtime.training_jax import first_step_probe, summary_rows
+    from suites.runtime.training_jax import (
+        PEAK_HOW,
+        allocator_stats,
+        compute_dtype,
+        first_step_probe,
+        float32_compute,
+        initial_state,
+        model_from,
+        record_fairness,
+        summary_rows,
+    )
 
     p = ctx.params
     clock = CompileClock()
     images, orders = common.load(ctx)
     batch, epochs = int(p["batch_size"]), int(p["epochs"])
     dev = ctx.device
+    dtype = compute_dtype(ctx)
     ctx.training["data"] = "device"
+    record_fairness(ctx, host_data=False)
 
     # Moving the data: the cold first copy, then repeated copies of the same arrays. The previous
     # copy is dropped before the next one, so the device never holds two copies of the dataset
@@ -93,33 +127,19 @@ def run(ctx: Context) -> None:
     train_x, train_y, test_x, test_y, orders_dev = arrays
 
     weights = common.init_weights(int(p["seed"]))
-    model = ResNet18(nnx.Rngs(p["seed"]))
+    model = ResNet18(nnx.Rngs(p["seed"]), dtype)
     load_weights(model, weights)
     n_params = int(sum(x.size for x in jax.tree.leaves(nnx.state(model, nnx.Param))))
     sgd = optax.sgd(p["lr"], momentum=common.SGD_MOMENTUM)
     tx = optax.adam(p["lr"]) if p["optimizer"] == "adam" else sgd
 
-    # The first optimiser step on the first batch, on a copy (BatchNorm on batch statistics, as in training).
-    first_idx = np.asarray(orders[0, :batch])
-    x_first, y_first = train_x[first_idx], train_y[first_idx].astype(jnp.float32)
-
-    def snapshot(m: Any) -> dict[str, Any]:
-        flat, _ = jax.tree_util.tree_flatten_with_path(nnx.state(m, nnx.Param))
-        return {torch_name(path): np.asarray(leaf) for path, leaf in flat}
-
-    first_step_probe(
-        ctx,
-        model=model,
-        tx=tx,
-        loss_of=lambda m: jnp.mean(optax.sigmoid_binary_cross_entropy(m(prepare(x_first)), y_first)),
-        snapshot=snapshot,
-        order=[name for name, _ in common.param_shapes()],
-        lr=float(p["lr"]),
-        train_mode=True,
-    )
-
-    optimizer = nnx.Optimizer(model, tx, wrt=nnx.Param)
     model.train()
+    initial = initial_state(model)  # for the first-step probe, run after training
+    # The baseline before the optimiser exists: PyTorch creates its optimiser state inside epoch 1,
+    # so here too it lands above the baseline, in the training peak.
+    before = allocator_stats(dev, ctx.device_kind)
+    baseline = training.memory_baseline(before[0] if before else None)
+    optimizer = nnx.Optimizer(model, tx, wrt=nnx.Param)
     graphdef, state = nnx.split((model, optimizer))
     leaves, treedef = jax.tree.flatten(jax.device_put(state, dev))
     n = len(images.train_y)
@@ -135,7 +155,7 @@ def run(ctx: Context) -> None:
 
             def loss_fn(m: Any) -> tuple[Any, Any]:
                 logits = m(xb)
-                return jnp.mean(optax.sigmoid_binary_cross_entropy(logits, yb)), logits
+                return binary_loss(logits, yb), logits
 
             (loss, logits), grads = nnx.value_and_grad(loss_fn, has_aux=True)(model)
             optimizer.update(model, grads)
@@ -188,28 +208,49 @@ def run(ctx: Context) -> None:
         )
         return 100.0 * int(total) / m_test
 
-    stats = dev.memory_stats() if ctx.device_kind == "gpu" else None
-    baseline = training.memory_baseline(int(stats["bytes_in_use"]) if stats else None)
     with jax.default_device(dev):
         history = training.train(
             ctx, epochs=epochs, run_epoch=run_epoch, read=read, samples_per_epoch=used, compilations=clock,
             evaluate=evaluate, target=training.target_of(ctx), curve=training.curve_of(ctx),
         )  # fmt: skip
+    after = allocator_stats(dev, ctx.device_kind)
     training.record(ctx, history, flops_per_sample=common.flops_per_sample(int(p["image_size"])))
     common.record_transfer(ctx, transfers, nbytes, probes)
     if history.steady:
         common.record_cold_split(
-            ctx, history.first.seconds, clock.seconds(*marks[0]), [e.seconds for e in history.steady], transfers[0]
-        )
+            ctx, history.first.seconds, clock.seconds(*marks[0]), [e.seconds for e in history.steady], transfers[0],
+            why=clock.why or "",
+        )  # fmt: skip
 
-    stats = dev.memory_stats() if ctx.device_kind == "gpu" else None
     training.record_peak_memory(
         ctx,
         baseline=baseline,
-        device_peak=int(stats["peak_bytes_in_use"]) if stats else None,
-        how="jax Device.memory_stats() peak_bytes_in_use minus bytes_in_use before training, "
-        "XLA_PYTHON_CLIENT_PREALLOCATE=false",
+        device_peak=after[1] if after else None,
+        how=PEAK_HOW,
+        peak_before=before[1] if before else None,
     )
+    # The first optimiser step on the first batch, from the initial weights (BatchNorm on batch
+    # statistics, as in training), now that the peak has been read.
+    first_idx = np.asarray(orders[0, :batch])
+    x_first, y_first = train_x[first_idx], train_y[first_idx].astype(jnp.float32)
+
+    def snapshot(m: Any) -> dict[str, Any]:
+        flat, _ = jax.tree_util.tree_flatten_with_path(nnx.state(m, nnx.Param))
+        return {torch_name(path): np.asarray(leaf) for path, leaf in flat}
+
+    start = model_from(graphdef, jax.tree.unflatten(treedef, leaves), initial, dev)
+    with jax.default_device(dev), float32_compute(start):  # the checks in float32 whatever --precision
+        first_step_probe(
+            ctx,
+            model=start,
+            tx=tx,
+            loss_of=lambda m: binary_loss(m(prepare(x_first)), y_first),
+            snapshot=snapshot,
+            order=[name for name, _ in common.param_shapes()],
+            lr=float(p["lr"]),
+            train_mode=True,
+        )
+    stats = dev.memory_stats() if ctx.device_kind == "gpu" else None
     if stats:
         # bytes_limit is the BFC allocator's ceiling, MEM_FRACTION (default .75) x the card's
         # memory: exactly what preallocation would grab at the first operation, and what
@@ -227,12 +268,12 @@ def run(ctx: Context) -> None:
 
     # The same model, numerically: logits of the untrained network (shared initial weights, batch
     # statistics as in training) on the first test images, compared with the other framework.
-    fresh = ResNet18(nnx.Rngs(p["seed"]))
+    fresh = ResNet18(nnx.Rngs(p["seed"]), jnp.float32)  # float32 whatever --precision (float32_compute)
     load_weights(fresh, weights)
     fresh.train()
     probe = jax.device_put(common.probe_batch(images), dev)
     logits = nnx.jit(lambda m, x: m(prepare(x)))(fresh, probe)  # nnx.jit: BatchNorm updates its statistics
-    ctx.check("initial_logits", [float(v) for v in np.asarray(logits)])
+    ctx.check("initial_logits", [float(v) for v in np.asarray(logits, dtype=np.float32)])
 
     if p["artifacts"]:
         model, _ = nnx.merge(graphdef, jax.tree.unflatten(treedef, leaves))

@@ -2,8 +2,11 @@
 
 Data lives on the device as uint8 NCHW before the clock starts; a batch is an index into it.
 Eager PyTorch compiles nothing, so its cold epoch has no compilation share: whatever epoch 1
-costs beyond a warm epoch is first-run work (allocator growth, oneDNN/cuDNN kernel selection,
-lazy CUDA module loading).
+costs beyond a warm epoch is first-run work (allocator growth, oneDNN/cuDNN kernel selection --
+on a GPU cuDNN's algorithm search, switched on just before epoch 1 as XLA autotunes when it
+compiles -- lazy CUDA module loading). `--precision bf16`: the network runs under bf16 autocast
+with float32 master weights (training_torch.autocast); the checks stay float32 (the workload's
+definition, as in the Flax job).
 """
 
 from __future__ import annotations
@@ -20,9 +23,9 @@ def run(ctx: Context) -> None:
     import torch.nn.functional as F
 
     from suites.resnet18.models_torch import ResNet18, load_weights, make_prepare
-    from suites.runtime import training
+    from suites.runtime import training, training_torch
     from suites.runtime.datasets import batch_starts
-    from suites.runtime.training_torch import CompileCounter, _cudnn_flags, first_step_probe
+    from suites.runtime.training_torch import CompileCounter, first_step_probe
 
     p = ctx.params
     images, orders = common.load(ctx)
@@ -30,10 +33,19 @@ def run(ctx: Context) -> None:
     dev = ctx.device
     on_gpu = ctx.device_kind == "gpu"
     ctx.training["data"] = "device"
-    _cudnn_flags(ctx)
+    training_torch.fairness(ctx).update(host_copy=None, compute_dtype=training_torch.compute_dtype(ctx))
     if on_gpu:
         torch.cuda.init()  # CUDA context creation is start-up, not data movement
     prepare = make_prepare(dev)
+
+    def logits_of(m: Any, x: Any) -> Any:
+        """The network in the job's dtype; normalisation stays float32 (Flax's runs before its layers)."""
+        inputs = prepare(x)
+        with training_torch.autocast(ctx):
+            return m(inputs)
+
+    def bce(logits: Any, y: Any) -> Any:
+        return F.binary_cross_entropy_with_logits(logits.float(), y)  # float32 loss, as autocast would
 
     def nchw(a: Any) -> Any:
         return torch.from_numpy(a).permute(0, 3, 1, 2).contiguous()
@@ -69,18 +81,8 @@ def run(ctx: Context) -> None:
     else:
         optimizer = torch.optim.SGD(model.parameters(), lr=p["lr"], momentum=common.SGD_MOMENTUM)
 
-    # The first optimiser step on the first batch, on a copy (BatchNorm on batch statistics, as in training).
     first = orders_dev[0, :batch]
     x_first, y_first = train_x[first], train_y[first].float()
-    first_step_probe(
-        ctx,
-        model=model,
-        optimizer=optimizer,
-        loss_of=lambda m: F.binary_cross_entropy_with_logits(m(prepare(x_first)), y_first),
-        order=[name for name, _ in common.param_shapes()],
-        lr=float(p["lr"]),
-        train_mode=True,
-    )
 
     n = len(images.train_y)
     starts, tail = batch_starts(n, batch, bool(p["drop_last"]))
@@ -95,8 +97,8 @@ def run(ctx: Context) -> None:
         for start, size in spans:
             idx = order[start : start + size]
             yb = train_y[idx].float()
-            logits = model(prepare(train_x[idx]))
-            loss = F.binary_cross_entropy_with_logits(logits, yb)
+            logits = logits_of(model, train_x[idx])
+            loss = bce(logits, yb)
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             optimizer.step()
@@ -116,19 +118,19 @@ def run(ctx: Context) -> None:
         correct = torch.zeros((), dtype=torch.int64, device=dev)
         with torch.inference_mode():
             for lo in range(0, m_test, batch):
-                logits = model(prepare(test_x[lo : lo + batch]))
+                logits = logits_of(model, test_x[lo : lo + batch])
                 correct += ((logits > 0).long() == test_y[lo : lo + batch]).sum()
         model.train()
         return 100.0 * int(correct) / m_test
 
-    if on_gpu:
-        torch.cuda.reset_peak_memory_stats()
-    baseline = training.memory_baseline(int(torch.cuda.memory_allocated()) if on_gpu else None)
     model.train()
-    history = training.train(
-        ctx, epochs=epochs, run_epoch=run_epoch, read=read, samples_per_epoch=used, compilations=CompileCounter(),
-        evaluate=evaluate, target=training.target_of(ctx), curve=training.curve_of(ctx),
-    )  # fmt: skip
+    with training_torch.conv_algorithm_search(ctx):
+        baseline = training_torch.memory_baseline(ctx)  # optimizer state is made in epoch 1, above it
+        history = training.train(
+            ctx, epochs=epochs, run_epoch=run_epoch, read=read, samples_per_epoch=used,
+            compilations=CompileCounter(compiles=False), evaluate=evaluate, target=training.target_of(ctx),
+            curve=training.curve_of(ctx),
+        )  # fmt: skip
     training.record(ctx, history, flops_per_sample=common.flops_per_sample(int(p["image_size"])))
     common.record_transfer(ctx, transfers, nbytes, probes)
     if history.steady:
@@ -148,6 +150,19 @@ def run(ctx: Context) -> None:
             label="allocator reserved (peak)",
             description="torch.cuda.max_memory_reserved(): the caching allocator's peak pool",
         )
+    # The first optimiser step on the first batch, from the initial weights on a copy (BatchNorm on
+    # batch statistics, as in training), once the peak has been read, as in the Flax job: on the CPU
+    # the peak is the resident set, which a probe before training would have grown unseen.
+    first_step_probe(
+        ctx,
+        model=model,
+        optimizer=optimizer,
+        loss_of=lambda m: bce(m(prepare(x_first)), y_first),  # float32 whatever --precision
+        order=[name for name, _ in common.param_shapes()],
+        lr=float(p["lr"]),
+        train_mode=True,
+        start=lambda m: load_weights(m, weights),
+    )
 
     accuracy = history.evaluations[-1].accuracy if history.evaluations else evaluate()
     training.record_accuracy(ctx, accuracy)
@@ -157,8 +172,8 @@ def run(ctx: Context) -> None:
     load_weights(fresh, weights)
     fresh = fresh.to(dev).train()
     with torch.no_grad():
-        logits = fresh(prepare(nchw(common.probe_batch(images)).to(dev)))
-    ctx.check("initial_logits", [float(v) for v in logits.cpu().tolist()])
+        logits = fresh(prepare(nchw(common.probe_batch(images)).to(dev)))  # float32 whatever --precision
+    ctx.check("initial_logits", [float(v) for v in logits.float().cpu().tolist()])
 
     if p["artifacts"]:
         rows = [(name, tuple(int(d) for d in t.shape)) for name, t in model.named_parameters()]

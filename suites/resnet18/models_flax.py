@@ -13,16 +13,19 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from flax import nnx
+from jax.typing import DTypeLike
 
 from suites.resnet18.common import BLOCKS, BN_EPS, BN_MOMENTUM, MEAN, STAGES, STD
 
 
-def _bn(channels: int, rngs: nnx.Rngs) -> nnx.BatchNorm:
-    # use_fast_variance=False: the two-pass variance PyTorch computes, not E[x^2] - E[x]^2
-    return nnx.BatchNorm(channels, momentum=1.0 - BN_MOMENTUM, epsilon=BN_EPS, use_fast_variance=False, rngs=rngs)
+def _bn(channels: int, rngs: nnx.Rngs, dtype: DTypeLike) -> nnx.BatchNorm:
+    # use_fast_variance=False: the two-pass variance PyTorch computes, not E[x^2] - E[x]^2. In
+    # bfloat16 the output is bfloat16; Flax computes the statistics in float32 and keeps them so.
+    return nnx.BatchNorm(channels, momentum=1.0 - BN_MOMENTUM, epsilon=BN_EPS, use_fast_variance=False,
+                         dtype=dtype, param_dtype=jnp.float32, rngs=rngs)  # fmt: skip
 
 
-def _conv(cin: int, cout: int, k: int, stride: int, pad: int, rngs: nnx.Rngs) -> nnx.Conv:
+def _conv(cin: int, cout: int, k: int, stride: int, pad: int, rngs: nnx.Rngs, dtype: DTypeLike) -> nnx.Conv:
     return nnx.Conv(
         cin,
         cout,
@@ -30,20 +33,23 @@ def _conv(cin: int, cout: int, k: int, stride: int, pad: int, rngs: nnx.Rngs) ->
         strides=(stride, stride),
         padding=((pad, pad), (pad, pad)),
         use_bias=False,
+        dtype=dtype,
+        param_dtype=jnp.float32,
         rngs=rngs,
     )
 
 
 class BasicBlock(nnx.Module):
-    def __init__(self, cin: int, cout: int, stride: int, rngs: nnx.Rngs) -> None:
-        self.conv1 = _conv(cin, cout, 3, stride, 1, rngs)
-        self.bn1 = _bn(cout, rngs)
-        self.conv2 = _conv(cout, cout, 3, 1, 1, rngs)
-        self.bn2 = _bn(cout, rngs)
+    def __init__(self, cin: int, cout: int, stride: int, rngs: nnx.Rngs, dtype: DTypeLike = jnp.float32) -> None:
+        self.conv1 = _conv(cin, cout, 3, stride, 1, rngs, dtype)
+        self.bn1 = _bn(cout, rngs, dtype)
+        self.conv2 = _conv(cout, cout, 3, 1, 1, rngs, dtype)
+        self.bn2 = _bn(cout, rngs, dtype)
         # An empty list, not None, when the shapes match: NNX fixes an attribute's kind (data or
         # static) at its first assignment.
         needed = stride != 1 or cin != cout
-        self.downsample = nnx.List([_conv(cin, cout, 1, stride, 0, rngs), _bn(cout, rngs)] if needed else [])
+        down = [_conv(cin, cout, 1, stride, 0, rngs, dtype), _bn(cout, rngs, dtype)] if needed else []
+        self.downsample = nnx.List(down)
 
     def __call__(self, x: jax.Array) -> jax.Array:
         out = nnx.relu(self.bn1(self.conv1(x)))
@@ -53,15 +59,18 @@ class BasicBlock(nnx.Module):
 
 
 class ResNet18(nnx.Module):
-    def __init__(self, rngs: nnx.Rngs) -> None:
-        self.conv1 = _conv(3, 64, 7, 2, 3, rngs)
-        self.bn1 = _bn(64, rngs)
+    """`dtype`: what the layers compute in (bfloat16 under `--precision bf16`); parameters stay float32."""
+
+    def __init__(self, rngs: nnx.Rngs, dtype: DTypeLike = jnp.float32) -> None:
+        self.conv1 = _conv(3, 64, 7, 2, 3, rngs, dtype)
+        self.bn1 = _bn(64, rngs, dtype)
         cin = 64
         for s, (cout, stride) in enumerate(STAGES, start=1):
-            blocks = [BasicBlock(cin if b == 0 else cout, cout, stride if b == 0 else 1, rngs) for b in range(BLOCKS)]
+            blocks = [BasicBlock(cin if b == 0 else cout, cout, stride if b == 0 else 1, rngs, dtype)
+                      for b in range(BLOCKS)]  # fmt: skip
             setattr(self, f"layer{s}", nnx.List(blocks))
             cin = cout
-        self.fc = nnx.Linear(512, 1, rngs=rngs)
+        self.fc = nnx.Linear(512, 1, dtype=dtype, param_dtype=jnp.float32, rngs=rngs)
 
     def __call__(self, x: jax.Array) -> jax.Array:
         x = nnx.relu(self.bn1(self.conv1(x)))

@@ -193,7 +193,10 @@ def initial_logits_check(ctx: Context, logits: list[list[float]], loss: float) -
 # 0.1 % off moves the weights check by 1e-3 and the loss by 1.4e-5; Adam eps 1e-7 (Keras's) instead
 # of 1e-8 moves the weights by 3.8e-3: all fail these tolerances, float32 rounding does not.
 def first_step_specs(
-    *, loss_rtol: float = 1e-5, loss_atol: float = 1e-6, weights_rtol: float = 5e-4
+    *,
+    loss_rtol: float = 1e-5,
+    loss_atol: float = 1e-6,
+    weights_rtol: float = 5e-4,
 ) -> tuple[CheckSpec, CheckSpec]:
     """The two first-step checks; a suite whose forward pass amplifies rounding (BatchNorm over
     few values) loosens the loss tolerance, never the weights'."""
@@ -249,7 +252,7 @@ class Epoch:
     seconds: float
     loss: float  # mean training loss over the epoch's samples
     accuracy: float  # training accuracy over the epoch, percent
-    compilations: int
+    compilations: int | None  # None: the counter cannot observe compilations in this framework release
     probe: Probe | None = None  # the sync-escape barrier run after the epoch's clock stopped
     energy: Any = None  # GPU jobs: the epoch's nvml.EnergyReading (meter entered/left outside the clock)
 
@@ -268,6 +271,8 @@ class History:
     evaluations: list[Evaluation] = field(default_factory=list)
     target: float | None = None
     reached_at: int | None = None  # 1-based epoch that first reached the target
+    # The result's `training.compilations`: {"observable": True, "how": ...} or {"observable": False, "why": ...}.
+    compilations: dict[str, Any] = field(default_factory=dict)
 
     @property
     def first(self) -> Epoch:
@@ -285,7 +290,7 @@ def train(
     run_epoch: Callable[[int], Any],
     read: Callable[[Any], tuple[float, float]],
     samples_per_epoch: int,
-    compilations: Callable[[], int] = lambda: 0,
+    compilations: Callable[[], int | None] | None = None,
     evaluate: Callable[[], float] | None = None,
     target: float | None = None,
     curve: bool = False,
@@ -294,15 +299,19 @@ def train(
 
     `run_epoch(e)` dispatches epoch e and returns what must be synchronised (the final state
     and the on-device loss/accuracy totals); `read(out)` turns that into (mean loss, accuracy
-    percent) after the clock has stopped; `compilations()` is a running count of compilations.
+    percent) after the clock has stopped; `compilations()` is a running count of compilations, or
+    None when the counter cannot observe them (its `why` says so; None: a loop that compiles nothing).
     `evaluate()`: test accuracy of the current state, run after each epoch's clock has stopped
     when a `target` is set or `curve` asks for a learning curve; training stops early only at
     the first epoch whose accuracy reaches `target`.
     """
-    history = History(samples_per_epoch=samples_per_epoch, target=target)
+    counter = compilations if compilations is not None else NothingCompiles()
+    history = History(samples_per_epoch=samples_per_epoch, target=target, compilations=compile_record(counter))
+    if not history.compilations["observable"]:
+        ctx.progress(f"compilations not observable: {history.compilations['why']}")
     began = time.perf_counter()
     for e in range(epochs):
-        before = compilations()
+        before = counter()
         gc.collect()
         was_enabled = gc.isenabled()
         gc.disable()  # a collection inside one epoch is noise another framework may not pay
@@ -317,7 +326,8 @@ def train(
                 gc.enable()
         probe = ctx.probe_escape()  # outside the clock: finds work the epoch left running
         loss, accuracy = read(out)
-        compiled = compilations() - before
+        after = counter()
+        compiled = None if before is None or after is None else after - before
         history.epochs.append(Epoch(seconds, loss, accuracy, compiled, probe, getattr(meter, "reading", None)))
         ctx.progress(
             f"epoch {e + 1}/{epochs}: loss {loss:.4f}, train accuracy {accuracy:.2f} %, {seconds:.3f} s"
@@ -337,6 +347,27 @@ def train(
                 history.reached_at = e + 1
                 break
     return history
+
+
+class NothingCompiles:
+    """The counter of a loop that compiles nothing (eager code with no compiler behind it)."""
+
+    how = "nothing compiles in this loop (no compiler counter given)"
+
+    def __call__(self) -> int:
+        return 0
+
+
+def compile_record(counter: Callable[[], int | None]) -> dict[str, Any]:
+    """The result's `training.compilations`: what the counter counts, or why it cannot count.
+
+    A counter built on events a framework release may rename answers None rather than 0: a silent
+    zero would read as "no recompilation" in the steady epochs.
+    """
+    if counter() is None:
+        why = getattr(counter, "why", None)
+        return {"observable": False, "why": str(why or "the compilation counter cannot observe compilations")}
+    return {"observable": True, "how": str(getattr(counter, "how", None) or "the framework's compilation counter")}
 
 
 def record(
@@ -372,26 +403,40 @@ def record(
     last = history.epochs[-1]
     ctx.value("train loss (first epoch)", first.loss, unit="", better="lower", description="mean loss of epoch 1")
     ctx.value("train loss (last epoch)", last.loss, unit="", better="lower", description="mean loss of the last epoch")
+    record_compilations(ctx, history)
+    ctx.note("train loss per epoch: " + " ".join(f"{e.loss:.4f}" for e in history.epochs))
+    ctx.note("train accuracy per epoch (%): " + " ".join(f"{e.accuracy:.2f}" for e in history.epochs))
+    ctx.training["curves"] = [learning_curve(ctx, history)]
+    if history.target is not None:
+        record_target(ctx, history)
+
+
+def record_compilations(ctx: Context, history: History) -> None:
+    """The compilation rows, or none at all (and the reason) when the counter could not observe them."""
+    counts = [e.compilations for e in history.epochs]
+    observable = dict(history.compilations or {"observable": True, "how": "the framework's compilation counter"})
+    if any(c is None for c in counts) and observable.get("observable"):
+        observable = {"observable": False, "why": "the compilation counter stopped answering during training"}
+    ctx.training["compilations"] = observable
+    if not observable["observable"]:
+        ctx.note(f"compilations per epoch: not observable ({observable['why']})")
+        return
+    first, *later = [c for c in counts if c is not None]
     ctx.value(
         "compilations (first epoch)",
-        first.compilations,
+        first,
         unit="",
         better="lower",
         description="XLA / torch.compile compilations during epoch 1 (one per distinct batch shape when jitted)",
     )
     ctx.value(
         "compilations (later epochs)",
-        sum(e.compilations for e in steady),
+        sum(later),
         unit="",
         better="lower",
         description="compilations after epoch 1; anything but 0 means retracing in the steady state",
     )
-    ctx.note("train loss per epoch: " + " ".join(f"{e.loss:.4f}" for e in history.epochs))
-    ctx.note("train accuracy per epoch (%): " + " ".join(f"{e.accuracy:.2f}" for e in history.epochs))
-    ctx.note("compilations per epoch: " + " ".join(str(e.compilations) for e in history.epochs))
-    ctx.training["curves"] = [learning_curve(ctx, history)]
-    if history.target is not None:
-        record_target(ctx, history)
+    ctx.note("compilations per epoch: " + " ".join(str(c) for c in counts) + f" ({observable['how']})")
 
 
 def learning_curve(ctx: Context, history: History) -> dict[str, Any]:
@@ -530,48 +575,76 @@ class MemoryBaseline:
     device_bytes: int | None  # the GPU allocator's bytes in use (None on the CPU)
     host_bytes: int | None  # the process's resident set (CPU runs)
     host_reset: bool  # the peak-RSS counter was restarted at this point
+    # CPU runs whose peak-RSS counter could not be restarted: the peak so far, which training must
+    # exceed for its own peak to be told apart from an earlier one.
+    host_peak: int | None = None
 
 
 def memory_baseline(device_bytes: int | None) -> MemoryBaseline:
-    """Take the baseline right before epoch 1 (after any reset of the peak counters)."""
-    reset = reset_host_peak() if device_bytes is None else False
-    return MemoryBaseline(device_bytes, host_rss_bytes() if device_bytes is None else None, reset)
+    """Take the baseline right before training allocates anything of its own (after any reset of
+    the peak counters): before the optimiser state exists, which PyTorch creates inside epoch 1."""
+    if device_bytes is not None:
+        return MemoryBaseline(device_bytes, None, False)
+    reset = reset_host_peak()
+    return MemoryBaseline(None, host_rss_bytes(), reset, None if reset else host_peak_bytes())
 
 
-def record_peak_memory(ctx: Context, *, baseline: MemoryBaseline, device_peak: int | None, how: str) -> None:
+PEAK_METRIC = "peak memory above baseline"
+
+
+def record_peak_memory(
+    ctx: Context, *, baseline: MemoryBaseline, device_peak: int | None, how: str, peak_before: int | None = None
+) -> None:
     """Peak memory of training itself: the peak during training minus the baseline taken just before.
 
     Like for like across frameworks: JAX cannot reset its allocator's peak, PyTorch can, and
     copies made before training (data transfers, probes) differ between the suites' code paths;
-    above the baseline both count the same thing (activations, gradients, optimiser updates,
+    above the baseline both count the same thing (optimiser state, activations, gradients,
     workspaces). The baseline itself is reported as `memory before training`.
+
+    `peak_before`: the device allocator's peak when the baseline was taken, for an allocator whose
+    peak cannot be reset (JAX). A peak after training no higher than that may be an earlier one
+    (a data copy, a probe): then the training peak is not observable, and no number is recorded.
+    The result's `training.memory` says which it was.
     """
     if device_peak is not None and baseline.device_bytes is not None:
-        peak, base = device_peak, baseline.device_bytes
+        peak, base, earlier = device_peak, baseline.device_bytes, peak_before
         where = f"device allocator ({how})"
     else:
-        peak = host_peak_bytes()
-        base = baseline.host_bytes if baseline.host_reset and baseline.host_bytes is not None else 0
+        peak, earlier = host_peak_bytes(), baseline.host_peak
+        base = baseline.host_bytes if baseline.host_bytes is not None else 0
         where = (
             "host RSS (VmHWM after a reset just before training, minus VmRSS then)"
-            if base
-            else "host RSS since the process started (peak counter not resettable here)"
+            if baseline.host_reset
+            else "host RSS (VmHWM, not resettable here, minus VmRSS just before training)"
         )
-    ctx.value(
-        "peak memory",
-        max(peak - base, 0) / MIB,
-        unit="MiB",
-        better="lower",
-        description=f"peak memory during training above what was allocated just before it: {where}",
-    )
     ctx.value(
         "memory before training",
         base / MIB,
         unit="MiB",
         better="lower",
-        description=f"allocated just before epoch 1 (framework, model, resident data): {where}",
+        description=f"allocated just before training (framework, model, resident data): {where}",
     )
-    ctx.note(f"peak memory: {where}; peak {peak / MIB:.1f} MiB, baseline {base / MIB:.1f} MiB")
+    if earlier is not None and peak <= earlier:
+        why = (
+            f"the peak after training ({peak / MIB:.1f} MiB) is no higher than the peak before it "
+            f"({earlier / MIB:.1f} MiB), and the peak counter cannot be reset: training's own peak is hidden "
+            f"under an earlier one ({where})"
+        )
+        ctx.training["memory"] = {"peak": "not observable", "why": why}
+        ctx.note(f"{PEAK_METRIC}: not observable: {why}")
+        ctx.progress(f"{PEAK_METRIC}: not observable ({why})")
+        return
+    ctx.value(
+        PEAK_METRIC,
+        max(peak - base, 0) / MIB,
+        unit="MiB",
+        better="lower",
+        description=f"peak during training above the bytes allocated just before epoch 1 (the optimiser state "
+        f"included): {where}",
+    )
+    ctx.training["memory"] = {"peak": "observed", "how": where}
+    ctx.note(f"{PEAK_METRIC}: {where}; peak {peak / MIB:.1f} MiB, baseline {base / MIB:.1f} MiB")
 
 
 # ---------------------------------------------------------------------------------------------

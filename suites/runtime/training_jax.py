@@ -14,7 +14,10 @@ batch has another shape, so it compiles once more -- counted, like the seed's ca
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import itertools
+import os
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,22 +28,73 @@ from suites.runtime.datasets import batch_starts
 EVAL_BATCH = 1000
 
 
+# JAX's own trace / lower / compile timers (jax._src.dispatch). Private names: a release may rename
+# or drop them, which every listener below detects with a canary instead of counting zero.
+TRACE_EVENT = "/jax/core/compile/jaxpr_trace_duration"
+LOWERING_EVENT = "/jax/core/compile/jaxpr_to_mlir_module_duration"
+BACKEND_COMPILE_EVENT = "/jax/core/compile/backend_compile_duration"
+
+_canaries = itertools.count(1)
+
+
+def compile_canary() -> None:
+    """jit-compile (and run) a program never compiled before in this process.
+
+    A fresh function object is traced again, and its own constant makes it a new program too,
+    so no cache in front of the compiler can answer for it.
+    """
+    import jax
+    import numpy as np
+
+    offset = float(next(_canaries))
+
+    def canary(x: Any) -> Any:
+        return x * 2.0 + offset
+
+    jax.block_until_ready(jax.jit(canary)(np.float32(0.0)))
+
+
+def unseen_events(seen: set[str], needed: Sequence[str]) -> str | None:
+    """Why a listener cannot observe compilations: the events the canary's compilation did not emit."""
+    import jax
+
+    missing = [name for name in needed if name not in seen]
+    if not missing:
+        return None
+    return (
+        f"jax {jax.__version__} emitted no {', '.join(missing)} event while a fresh function compiled "
+        "(private jax.monitoring names, renamed or dropped in this release)"
+    )
+
+
 class CompileCounter:
-    """Counts XLA compilations (jitted functions, and each primitive when running eagerly)."""
+    """Counts XLA compilations (jitted functions, and each primitive when running eagerly).
+
+    Built on a private jax.monitoring event: a canary compilation at construction checks that the
+    event still arrives; if not, __call__ answers None and `why` says which event is missing.
+    """
+
+    how = f"XLA executables built, from jax.monitoring {BACKEND_COMPILE_EVENT} events (a persistent-cache hit counts)"
 
     def __init__(self) -> None:
         import jax
 
         self.count = 0
+        seen: set[str] = set()
+        backend = BACKEND_COMPILE_EVENT  # read now, so a test can rename the event before construction
 
         def listen(event: str, duration: float, **kwargs: Any) -> None:
-            if event == "/jax/core/compile/backend_compile_duration":
+            seen.add(event)
+            if event == backend:
                 self.count += 1
 
         jax.monitoring.register_event_duration_secs_listener(listen)
+        compile_canary()
+        self.why = unseen_events(seen, (backend,))
+        self.count = 0  # the canary is not the suite's
 
-    def __call__(self) -> int:
-        return self.count
+    def __call__(self) -> int | None:
+        return None if self.why else self.count
 
 
 def jax_variant(variant: str) -> str:
@@ -103,12 +157,113 @@ def to_device(ctx: Context, train_x: Any, train_y: Any, test_x: Any, test_y: Any
 
 
 def cross_entropy(logits: Any, labels: Any) -> Any:
-    """Mean negative log-likelihood of log-softmax(logits): the seed's log-softmax + NLL."""
+    """Mean negative log-likelihood of log-softmax(logits): the seed's log-softmax + NLL.
+
+    In float32 whatever the logits' dtype: bfloat16 logits (`--precision bf16`) are cast first, as
+    PyTorch's autocast runs its losses in float32.
+    """
     import jax
     import jax.numpy as jnp
 
-    logp = jax.nn.log_softmax(logits, axis=-1)
+    logp = jax.nn.log_softmax(logits.astype(jnp.float32), axis=-1)
     return -jnp.mean(jnp.take_along_axis(logp, labels[:, None], axis=-1))
+
+
+def compute_dtype(ctx: Context) -> Any:
+    """The dtype the layers compute in: bfloat16 operands under `--precision bf16` (float32 parameters
+    and accumulation, like PyTorch's autocast), float32 otherwise."""
+    import jax.numpy as jnp
+
+    return jnp.bfloat16 if ctx.precision == "bf16" else jnp.float32
+
+
+AUTOTUNE_FLAG = "xla_gpu_autotune_level"
+
+
+def xla_autotuning(xla_flags: str) -> bool:
+    """Whether XLA:GPU autotunes (times candidate convolution / GEMM algorithms while compiling):
+    on unless XLA_FLAGS sets --xla_gpu_autotune_level=0 (the last setting wins, as XLA parses them)."""
+    level: str | None = None
+    for token in xla_flags.split():
+        name, _, value = token.lstrip("-").partition("=")
+        if name == AUTOTUNE_FLAG:
+            level = value
+    if level is None:
+        return True  # XLA's default level autotunes
+    try:
+        return int(level) != 0
+    except ValueError:
+        return True  # XLA refuses such a flag when it starts: this job would not have got here
+
+
+def record_fairness(ctx: Context, *, host_data: bool) -> None:
+    """The result's `training.fairness`: settings that two frameworks must share to be compared."""
+    gpu = ctx.device_kind == "gpu"
+    ctx.training.setdefault("fairness", {}).update(
+        {
+            # XLA:GPU picks convolution algorithms by timing them (PyTorch's counterpart is
+            # cudnn.benchmark); XLA:CPU searches none.
+            "conv_algorithm_search": xla_autotuning(os.environ.get("XLA_FLAGS", "")) if gpu else None,
+            # jax.device_put returns before the copy ends: the copy overlaps the step's dispatch.
+            "host_copy": "async" if gpu and host_data else None,
+            "compute_dtype": "bfloat16" if ctx.precision == "bf16" else "float32",
+        }
+    )
+
+
+def allocator_stats(device: Any, device_kind: str) -> tuple[int, int] | None:
+    """(bytes in use, peak bytes in use) of a GPU's allocator; None on the CPU, where the host's
+    resident set is measured instead, or where the backend keeps no statistics."""
+    if device_kind != "gpu":
+        return None
+    stats = device.memory_stats() or {}
+    in_use, peak = stats.get("bytes_in_use"), stats.get("peak_bytes_in_use")
+    if not isinstance(in_use, int) or not isinstance(peak, int):
+        return None
+    return in_use, peak
+
+
+@contextmanager
+def float32_compute(model: Any) -> Iterator[Any]:
+    """`model` computing in float32 while the block runs (every layer's `dtype`, restored after).
+
+    The checks are the workload's definition (same model, weights, optimiser and data), so both
+    frameworks compute them in float32 whatever `--precision`: in bf16 two frameworks agree only
+    to bf16 rounding, which would blunt every check to "grossly different". The bf16 arithmetic
+    itself is shown by the precision probe and by training.
+    """
+    import jax.numpy as jnp
+    from flax import nnx
+
+    layers = [m for _, m in nnx.iter_modules(model) if getattr(m, "dtype", None) is not None]
+    saved = [m.dtype for m in layers]
+    for m in layers:
+        m.dtype = jnp.float32
+    try:
+        yield model
+    finally:
+        for m, dtype in zip(layers, saved, strict=True):
+            m.dtype = dtype
+
+
+def initial_state(model: Any) -> Any:
+    """A host (NumPy) copy of the model's weights and statistics: the first-step probe runs from it
+    after training, so its copy and step never raise the device's peak before the baseline."""
+    import jax
+    from flax import nnx
+
+    return jax.device_get(nnx.state(model, nnx.Any(nnx.Param, nnx.BatchStat)))
+
+
+def model_from(graphdef: Any, state: Any, initial: Any, device: Any) -> Any:
+    """The trained (model, optimiser) pair's model with `initial` put back: the initial model again,
+    in arrays of its own (the training state is left as it is)."""
+    import jax
+    from flax import nnx
+
+    model, _ = nnx.merge(graphdef, state)
+    nnx.update(model, jax.device_put(initial, device))
+    return model
 
 
 def param_count(model: Any) -> int:
@@ -192,6 +347,12 @@ def first_step_probe(
     )
 
 
+PEAK_HOW = (
+    "jax Device.memory_stats() peak_bytes_in_use minus bytes_in_use before the optimiser state was created, "
+    "XLA_PYTHON_CLIENT_PREALLOCATE=false"
+)
+
+
 def run(
     ctx: Context,
     *,
@@ -230,26 +391,23 @@ def run(
             "on a CPU the scan variant of a CNN is far slower than the per-step jit (35x for mnist here)"
         )
     counter = CompileCounter()
+    record_fairness(ctx, host_data=data.host)
     n_params = param_count(model)
     load_weights(model, training.initial_weights(layers, seed))
     first_idx = np.asarray(data.orders[0, :batch])  # the first batch, wherever the data lives
     x_first, y_first = jax.device_put((data.train_x[first_idx], data.train_y[first_idx]), ctx.device)
     with jax.default_device(ctx.device):
         model.eval()  # dropout off: the initial loss is a deterministic function of the weights
-        logits = model(prepare(x_first, None))
+        with float32_compute(model):  # the checks in float32 whatever --precision (see float32_compute)
+            logits = model(prepare(x_first, None)).astype(jnp.float32)
         loss = float(cross_entropy(logits, y_first))
         training.initial_logits_check(ctx, jax.device_get(logits[: training.PROBE_SAMPLES]).tolist(), loss)
-        names = [layer.name for layer in layers]
-        first_step_probe(
-            ctx,
-            model=model,
-            tx=tx,
-            loss_of=lambda m: cross_entropy(m(prepare(x_first, None)), y_first),
-            snapshot=lambda m: _params_by_name(m, names),
-            order=[f"{n}.{part}" for n in names for part in ("kernel", "bias")],
-            lr=lr,
-        )
         model.train()
+    initial = initial_state(model)
+    # The baseline before the optimiser exists: PyTorch creates its optimiser state inside epoch 1,
+    # so here too it lands above the baseline, in the training peak.
+    before = allocator_stats(ctx.device, ctx.device_kind)
+    baseline = training.memory_baseline(before[0] if before else None)
     optimizer = nnx.Optimizer(model, tx, wrt=nnx.Param)
     graphdef, state = nnx.split((model, optimizer))
     leaves, treedef = jax.tree.flatten(state)  # a flat list: cheapest pytree to pass per call
@@ -368,22 +526,34 @@ def run(
         return 100.0 * int(total) / m_test
 
     target = training.target_of(ctx)
-    stats = ctx.device.memory_stats() if ctx.device_kind == "gpu" else None
-    baseline = training.memory_baseline(int(stats["bytes_in_use"]) if stats else None)
     with jax.default_device(ctx.device):
         history = training.train(
             ctx, epochs=epochs, run_epoch=run_epoch, read=read, samples_per_epoch=used, compilations=counter,
             evaluate=evaluate, target=target, curve=training.curve_of(ctx),
         )  # fmt: skip
+    after = allocator_stats(ctx.device, ctx.device_kind)
     training.record(ctx, history, flops_per_sample=flops_per_sample, variant=mode)
-    stats = ctx.device.memory_stats() if ctx.device_kind == "gpu" else None
     training.record_peak_memory(
         ctx,
         baseline=baseline,
-        device_peak=int(stats["peak_bytes_in_use"]) if stats else None,
-        how="jax Device.memory_stats() peak_bytes_in_use minus bytes_in_use before training, "
-        "XLA_PYTHON_CLIENT_PREALLOCATE=false",
+        device_peak=after[1] if after else None,
+        how=PEAK_HOW,
+        peak_before=before[1] if before else None,
     )
+    # The first-step checks, from the initial weights, now that the peak has been read.
+    names = [layer.name for layer in layers]
+    with jax.default_device(ctx.device):
+        start = model_from(graphdef, jax.tree.unflatten(treedef, leaves), initial, ctx.device)
+        with float32_compute(start):
+            first_step_probe(
+                ctx,
+                model=start,
+                tx=tx,
+                loss_of=lambda m: cross_entropy(m(prepare(x_first, None)), y_first),
+                snapshot=lambda m: _params_by_name(m, names),
+                order=[f"{n}.{part}" for n in names for part in ("kernel", "bias")],
+                lr=lr,
+            )
     accuracy = history.evaluations[-1].accuracy if history.evaluations else evaluate()
     training.record_accuracy(ctx, accuracy)
     ctx.check("param_count", n_params)

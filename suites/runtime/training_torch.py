@@ -5,11 +5,19 @@ parameters are tensors on the device before the clock starts; a batch is an inde
 (no DataLoader, no per-batch host work); loss and accuracy are summed into a device tensor
 and read after the epoch. `compiled` wraps the forward pass (model plus input preparation) in
 `torch.compile`; backward runs through the AOT-compiled graph, the optimiser step stays eager.
+
+Like for like with the Flax loop (each recorded in the result's `training.fairness`): cuDNN's
+algorithm search on a GPU, as XLA autotunes (`conv_algorithm_search`); pinned, asynchronous
+host-to-device copies with data=host on a GPU, as jax.device_put's (`host_copy`); `--precision
+bf16` computes the model in bfloat16 under autocast with float32 master weights, as Flax's
+dtype=bfloat16 layers do (`compute_dtype`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import types
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,8 +31,9 @@ EVAL_BATCH = 1000
 DATA_NOTES = {
     "device": "data=device: dataset, sample orders and augmentation parameters resident on the device; "
     "a step indexes its own batch",
-    "host": "data=host: each step gathers its batch from CPU tensors and copies it to the device with .to() "
-    "(no DataLoader workers, no pinned memory)",
+    "host": "data=host: each step gathers its batch from CPU tensors; on a GPU straight into fresh pinned "
+    "(page-locked) host memory, copied to the device with .to(non_blocking=True), as DataLoader(pin_memory=True) "
+    "gives (no DataLoader workers); on the CPU the gathered batch is used where it is",
 }
 
 VARIANT_NOTES = {
@@ -53,13 +62,78 @@ def seed_everything(seed: int) -> None:
     torch.manual_seed(seed)  # parameter init and dropout masks, on CPU and every GPU
 
 
+# TorchDynamo counts the graphs it compiles in a private module whose names have moved between
+# releases; a missing key reads as 0 there (a defaultdict), which would pass for "no recompilation".
+DYNAMO_COUNTER = "torch._dynamo.utils.counters['stats']['unique_graphs']"
+
+
+def _dynamo_graphs() -> int | None:
+    """TorchDynamo's running count of compiled graphs; None where this release has no such counter
+    (or nothing has compiled yet: the key appears with the first graph)."""
+    try:
+        from torch._dynamo import utils
+    except ImportError:
+        return None
+    counters = getattr(utils, "counters", None)
+    stats = counters.get("stats") if isinstance(counters, Mapping) else None  # .get: no defaultdict insert
+    value = stats.get("unique_graphs") if isinstance(stats, Mapping) else None
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _canary_compile() -> None:
+    """Compile one fresh tiny function with TorchDynamo (backend="eager": no inductor, no C++).
+
+    Dynamo caches by code object, so each canary gets a code object of its own: a second counter
+    in the same process must see a compilation too, not a cache hit."""
+    import torch
+
+    def canary(x: Any) -> Any:
+        return x + 1
+
+    fresh = types.FunctionType(canary.__code__.replace(), canary.__globals__, "canary")
+    torch.compile(fresh, backend="eager")(torch.zeros(1))
+
+
 class CompileCounter:
-    """Graphs compiled by TorchDynamo so far (a recompile for a new batch shape counts too)."""
+    """Graphs compiled by TorchDynamo so far (a recompile for a new batch shape counts too).
 
-    def __call__(self) -> int:
-        from torch._dynamo.utils import counters
+    `compiles`: whether the loop compiles at all. If it does, a canary compilation before training
+    proves the counter moves; where it does not, `__call__` returns None and `why` says why, so a
+    broken counter reads as "not observable", never as 0 compilations. An eager loop compiles
+    nothing: 0 by construction, no canary (and no TorchDynamo import)."""
 
-        return int(counters["stats"]["unique_graphs"])
+    def __init__(self, compiles: bool = True) -> None:
+        self.compiles = compiles
+        self.why: str | None = None
+        if compiles:
+            self.how = f"graphs compiled by TorchDynamo ({DYNAMO_COUNTER}), checked by a canary compile before training"
+            self.why = self._canary_problem()
+        else:
+            self.how = "eager PyTorch: nothing in this loop is compiled, 0 by construction"
+
+    @staticmethod
+    def _canary_problem() -> str | None:
+        before = _dynamo_graphs() or 0  # None before the first compilation in this process
+        try:
+            _canary_compile()
+        except Exception as e:  # any failure (no compiler backend, a dynamo error) leaves the count unproven
+            return f"a canary torch.compile failed ({type(e).__name__}: {e}), so {DYNAMO_COUNTER} is unverified"
+        after = _dynamo_graphs()
+        if after is None:
+            return f"{DYNAMO_COUNTER} does not exist in this torch release"
+        if after <= before:
+            return f"{DYNAMO_COUNTER} did not move when a canary function was compiled"
+        return None
+
+    def __call__(self) -> int | None:
+        if not self.compiles:
+            return 0
+        if self.why is not None:
+            return None
+        value = _dynamo_graphs()
+        if value is None:
+            self.why = f"{DYNAMO_COUNTER} disappeared during training"
+        return value
 
 
 @dataclass
@@ -141,12 +215,16 @@ def first_step_probe(
     lr: float,
     snapshot: Callable[[Any], dict[str, Any]] | None = None,
     train_mode: bool = False,
+    start: Callable[[Any], None] | None = None,
 ) -> None:
     """One step of the suite's own optimiser type and settings (its `defaults`: lr, momentum, eps,
-    ...) on a copy of the model: the first-step checks. The training model stays untouched."""
+    ...) on a copy of the model: the first-step checks. The training model stays untouched.
+    `start(copy)` puts the initial weights into the copy, for a probe run after training."""
     import copy
 
     probe = copy.deepcopy(model)
+    if start is not None:
+        start(probe)
     probe.train(train_mode)
     opt = type(optimizer)(probe.parameters(), **optimizer.defaults)
 
@@ -182,6 +260,105 @@ def _cudnn_flags(ctx: Context) -> None:
              + ", deterministic=" + str(flags["cudnn_deterministic"]).lower())  # fmt: skip
 
 
+def fairness(ctx: Context) -> dict[str, Any]:
+    """The result's `training.fairness`: setting -> value, compared across frameworks by the host."""
+    found: dict[str, Any] = ctx.training.setdefault("fairness", {})
+    return found
+
+
+def conv_search(device_kind: str) -> bool | None:
+    """Whether training lets cuDNN time its convolution algorithms (torch.backends.cudnn.benchmark).
+
+    On a GPU yes: XLA autotunes its convolutions and GEMMs when it compiles, so a PyTorch loop
+    left on cuDNN's heuristics would be compared with one hand tuned. None on the CPU, where
+    neither library searches (the flag only steers cuDNN)."""
+    return True if device_kind == "gpu" else None
+
+
+@contextmanager
+def conv_algorithm_search(ctx: Context) -> Iterator[None]:
+    """Training with the algorithm search `conv_search` decides, switched on only here, just before
+    epoch 1: the search then lands in the cold epoch as XLA's autotuning does (the probes before
+    ran on the heuristics and have tuned nothing). Restored afterwards, so checks computed after
+    training take the same path as those before. Records the setting and the flags training used."""
+    import torch
+
+    search = conv_search(ctx.device_kind)
+    fairness(ctx)["conv_algorithm_search"] = search
+    before = torch.backends.cudnn.benchmark
+    if search is not None:
+        torch.backends.cudnn.benchmark = search
+    try:
+        _cudnn_flags(ctx)
+        yield
+    finally:
+        torch.backends.cudnn.benchmark = before
+
+
+def host_copy(device_kind: str, host: bool) -> str | None:
+    """How a data=host batch reaches the device: "async" on a GPU (a pinned buffer and a
+    non_blocking copy, which overlaps the kernels still queued, as jax.device_put does); None with
+    data=device or on the CPU (nothing to copy; pinning needs CUDA)."""
+    return "async" if host and device_kind == "gpu" else None
+
+
+def host_batch(src: Any, idx: Any, dev: Any, pinned: bool) -> Any:
+    """Rows `idx` of the CPU tensor `src`, on `dev`.
+
+    `pinned`: gathered straight into a fresh page-locked buffer and copied with non_blocking=True.
+    A fresh buffer per step is safe: PyTorch's CachingHostAllocator hands a pinned block out again
+    only once the copy that read it has finished (it records an event on the copy's stream);
+    reusing one buffer here would overwrite it while the previous copy may still be reading it."""
+    import torch
+
+    if not pinned:
+        return src[idx].to(dev)
+    buf = torch.empty((int(idx.shape[0]), *src.shape[1:]), dtype=src.dtype, pin_memory=True)
+    torch.index_select(src, 0, idx, out=buf)
+    return buf.to(dev, non_blocking=True)
+
+
+def compute_dtype(ctx: Context) -> str:
+    """The dtype the model computes in: `--precision bf16` means bf16 operands (runtime/settings.py)."""
+    return "bfloat16" if ctx.precision == "bf16" else "float32"
+
+
+def autocast(ctx: Context, *, cache: bool = True) -> AbstractContextManager[Any]:
+    """The region that computes in the job's dtype: under bf16 torch.autocast (bf16 operands for
+    convolutions and matmuls, float32 accumulation, float32 master weights; no GradScaler, bf16 has
+    float32's range); otherwise nothing, so the float32 path is the plain one. `cache` False: no
+    cache of cast weights, as PyTorch asks of autocast in a CUDA graph capture."""
+    import torch
+
+    if compute_dtype(ctx) != "bfloat16":
+        return nullcontext()
+    region: AbstractContextManager[Any] = torch.autocast(
+        device_type=ctx.device.type, dtype=torch.bfloat16, cache_enabled=cache
+    )
+    return region
+
+
+def cross_entropy(logits: Any, labels: Any) -> Any:
+    """The training loss on float32 logits (bf16 ones are cast first, as Flax's loop does and as
+    autocast would: cross_entropy is on its float32 list); a no-op cast for float32 logits."""
+    import torch.nn.functional as F
+
+    return F.cross_entropy(logits.float(), labels)  # log-softmax + NLL in one kernel
+
+
+def memory_baseline(ctx: Context) -> training.MemoryBaseline:
+    """The allocator's bytes right before epoch 1, after the peak counter is restarted (so copies
+    made before training, the initial-logits check's among them, do not count). Optimizer state
+    must not exist yet: PyTorch creates it in the first step, above this baseline, as the Flax
+    loop counts its own."""
+    import torch
+
+    on_gpu = ctx.device_kind == "gpu"
+    if on_gpu:
+        torch.cuda.reset_peak_memory_stats()
+    return training.memory_baseline(int(torch.cuda.memory_allocated()) if on_gpu else None)
+
+
 def run(
     ctx: Context,
     *,
@@ -202,7 +379,6 @@ def run(
 ) -> None:
     """Train, evaluate and record every training metric and check for one pytorch job."""
     import torch
-    import torch.nn.functional as F
 
     mode = torch_variant(variant, ctx.device)
     ctx.note(VARIANT_NOTES[mode])
@@ -212,30 +388,35 @@ def run(
         cuda_graphs.make_capturable(optimizer)  # before any step: Adam's step counts live on the device
     ctx.note(DATA_NOTES["host" if data.host else "device"])
     ctx.training["data"] = "host" if data.host else "device"
-    _cudnn_flags(ctx)
-    counter = CompileCounter()
+    copy_mode = host_copy(ctx.device_kind, data.host)
+    fairness(ctx).update(host_copy=copy_mode, compute_dtype=compute_dtype(ctx))
+    counter = CompileCounter(compiles=mode == "compiled")  # its canary compiles before any clock
+
+    def logits_of(m: Any, x: Any, a: Any) -> Any:
+        """The model in the job's dtype; the input pipeline (`prepare`) stays float32, as Flax's
+        runs before its bf16 layers. cuda-graph: autocast without its weight cache inside capture."""
+        inputs = prepare(x, a)
+        with autocast(ctx, cache=mode != "cuda-graph"):
+            return m(inputs)
+
+    # The checks are the workload's definition (same model, weights, optimiser, data): computed in
+    # float32 whatever `--precision` (as in the Flax loop), so they keep float32's tolerances. In
+    # bf16 two frameworks agree only to bf16 rounding, which would blunt every check to "grossly
+    # different"; the bf16 arithmetic itself is shown by the precision probe and the training.
     n_params = param_count(model)
-    load_weights(model, training.initial_weights(layers, seed), layers)
+    initial = training.initial_weights(layers, seed)
+    load_weights(model, initial, layers)
     model.eval()  # dropout off: the initial loss is a deterministic function of the weights
     first = data.orders[0, :batch]
     x_first, y_first = data.train_x[first].to(ctx.device), data.train_y[first].to(ctx.device)
     with torch.no_grad():
         logits = model(prepare(x_first, None))
-        loss = float(F.cross_entropy(logits, y_first))
-        training.initial_logits_check(ctx, logits[: training.PROBE_SAMPLES].tolist(), loss)
-    names = [layer.name for layer in layers]
-    first_step_probe(
-        ctx,
-        model=model,
-        optimizer=optimizer,
-        loss_of=lambda m: F.cross_entropy(m(prepare(x_first, None)), y_first),
-        order=[f"{n}.{part}" for n in names for part in ("weight", "bias")],
-        lr=lr,
-    )
+        loss = float(cross_entropy(logits, y_first))
+        training.initial_logits_check(ctx, logits[: training.PROBE_SAMPLES].float().tolist(), loss)
     model.train()
 
     def forward(x: Any, a: Any) -> Any:
-        return model(prepare(x, a))
+        return logits_of(model, x, a)
 
     fwd = torch.compile(forward) if mode == "compiled" else forward
     n = int(data.train_y.shape[0])
@@ -246,6 +427,7 @@ def run(
     used = n if tail else len(starts) * batch
     x_all, y_all = data.train_x, data.train_y
     dev = ctx.device
+    pinned = copy_mode == "async"
 
     def run_epoch(e: int) -> Any:
         order = data.orders[e]
@@ -254,13 +436,13 @@ def run(
         for start, size in spans:
             idx = order[start : start + size]
             if data.host:  # gather on the host, then one copy per array to the device
-                xb, yb = x_all[idx].to(dev), y_all[idx].to(dev)
-                ab = aux[idx].to(dev) if aux is not None else None
+                xb, yb = host_batch(x_all, idx, dev, pinned), host_batch(y_all, idx, dev, pinned)
+                ab = host_batch(aux, idx, dev, pinned) if aux is not None else None
             else:
                 xb, yb = x_all[idx], y_all[idx]
                 ab = aux[idx] if aux is not None else None
             logits = fwd(xb, ab)
-            loss = F.cross_entropy(logits, yb)  # log-softmax + NLL in one kernel
+            loss = cross_entropy(logits, yb)
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             optimizer.step()
@@ -275,7 +457,7 @@ def run(
         if tail:  # a graph replays one shape: the last partial batch is left out of every epoch
             ctx.note(f"cuda-graph: the last partial batch ({tail} samples) is left out of every epoch")
             spans, used = [(s, batch) for s in starts], len(starts) * batch
-        epoch_fn = _graph_epochs(ctx, model, optimizer, fwd, data, spans, batch, graphed)
+        epoch_fn = _graph_epochs(ctx, model, optimizer, fwd, data, spans, batch, graphed, pinned)
 
     def read(out: Any) -> tuple[float, float]:
         loss_sum, correct = out.tolist()
@@ -289,19 +471,18 @@ def run(
         correct = torch.zeros((), dtype=torch.int64, device=dev)
         with torch.inference_mode():
             for lo in range(0, m_test, EVAL_BATCH):
-                logits = model(prepare(data.test_x[lo : lo + EVAL_BATCH], None))
+                logits = logits_of(model, data.test_x[lo : lo + EVAL_BATCH], None)
                 correct += (logits.argmax(dim=1) == data.test_y[lo : lo + EVAL_BATCH]).sum()
         model.train()
         return 100.0 * int(correct) / m_test
 
     on_gpu = ctx.device_kind == "gpu"
-    if on_gpu:
-        torch.cuda.reset_peak_memory_stats()
-    baseline = training.memory_baseline(int(torch.cuda.memory_allocated()) if on_gpu else None)
-    history = training.train(
-        ctx, epochs=epochs, run_epoch=epoch_fn, read=read, samples_per_epoch=used, compilations=counter,
-        evaluate=evaluate, target=training.target_of(ctx), curve=training.curve_of(ctx),
-    )  # fmt: skip
+    with conv_algorithm_search(ctx):
+        baseline = memory_baseline(ctx)
+        history = training.train(
+            ctx, epochs=epochs, run_epoch=epoch_fn, read=read, samples_per_epoch=used, compilations=counter,
+            evaluate=evaluate, target=training.target_of(ctx), curve=training.curve_of(ctx),
+        )  # fmt: skip
     training.record(ctx, history, flops_per_sample=flops_per_sample, variant=mode)
     if graphed:
         ctx.note(f"cuda-graph: one capture, replayed {graphed[0].replays} times")
@@ -310,6 +491,19 @@ def run(
         baseline=baseline,
         device_peak=int(torch.cuda.max_memory_allocated()) if on_gpu else None,
         how="torch.cuda.max_memory_allocated() minus memory_allocated() before training",
+    )
+    # The first-step checks, from the initial weights, once the peak has been read (as in the Flax
+    # loop): on the CPU the peak is the process's resident set, and a probe before the baseline
+    # would leave its freed model copy and gradients in the heap for training to reuse unseen.
+    names = [layer.name for layer in layers]
+    first_step_probe(
+        ctx,
+        model=model,
+        optimizer=optimizer,
+        loss_of=lambda m: cross_entropy(m(prepare(x_first, None)), y_first),  # float32, as above
+        order=[f"{n}.{part}" for n in names for part in ("weight", "bias")],
+        lr=lr,
+        start=lambda m: load_weights(m, initial, layers),
     )
     accuracy = history.evaluations[-1].accuracy if history.evaluations else evaluate()
     training.record_accuracy(ctx, accuracy)
@@ -329,12 +523,14 @@ def _graph_epochs(
     spans: Sequence[tuple[int, int]],
     batch: int,
     graphed: list[Any],
+    pinned: bool = False,
 ) -> Callable[[int], Any]:
     """`run_epoch` of variant=cuda-graph: the step reads its batch from static buffers (the sample
-    indices when the data is on the device, the batch itself with data=host) and is captured on
-    its first call, in epoch 1 (so capture cost lands in the cold epoch, as compilation does)."""
+    indices when the data is on the device, the batch itself with data=host, copied there from
+    pinned memory when `pinned`) and is captured on its first call, in epoch 1 (so capture cost
+    lands in the cold epoch, as compilation does). `fwd` carries the autocast region of a bf16
+    job, so the capture records the bf16 casts and kernels."""
     import torch
-    import torch.nn.functional as F
 
     from suites.runtime import cuda_graphs
 
@@ -344,10 +540,10 @@ def _graph_epochs(
 
     def batch_inputs(e: int, start: int) -> list[Any]:
         idx = data.orders[e][start : start + batch]
-        inputs = [x_all[idx].to(dev), y_all[idx].to(dev)] if data.host else [idx]
-        if data.aux is not None:
-            inputs.append(data.aux[e][idx].to(dev))
-        return inputs
+        aux = [data.aux[e]] if data.aux is not None else []
+        if data.host:
+            return [host_batch(a, idx, dev, pinned) for a in (x_all, y_all, *aux)]
+        return [idx] + [a[idx] for a in aux]
 
     def step(*inputs: Any) -> Any:
         if data.host:
@@ -355,7 +551,7 @@ def _graph_epochs(
         else:
             xb, yb, rest = x_all[inputs[0]], y_all[inputs[0]], inputs[1:]
         logits = fwd(xb, rest[0] if rest else None)
-        loss = F.cross_entropy(logits, yb)
+        loss = cross_entropy(logits, yb)
         optimizer.zero_grad(set_to_none=True)  # grads come from the graph's pool, rewritten per replay
         loss.backward()
         optimizer.step()
