@@ -1,8 +1,12 @@
-"""Ceilings measured on this machine: achievable matmul FLOP/s per dtype and streaming bandwidth.
+"""Ceilings measured on this machine: achievable matmul FLOP/s per dtype and arithmetic, and
+streaming bandwidth.
 
 Datasheets say what a device could do; what its libraries reach on it is often far less (a GPU
 at a lower power limit, a CPU whose turbo never engages). `harness calibrate` runs the hidden
-`calibrate` suite with each framework stack, keeps the best rate per quantity, and caches the
+`calibrate` suite with each framework stack and keeps, per quantity, the best sample of any stack.
+A matmul ceiling is keyed by the operands' dtype and the arithmetic the suite's precision probe
+measured for it (`ceiling_key`: "float32/fp32", "float32/tf32", "bfloat16/bf16", "float64/fp64",
+...), so a TF32 run is never held against a float32 ceiling. The suite caches the
 ceilings in the cache home (harness/cache_home.py: `calibration/<fingerprint>.json`) per machine
 fingerprint (CPU, cores, memory, device, thread and CPU limits), so every results folder on this
 machine shares them. `harness run` calibrates once per fingerprint on its own and copies the
@@ -29,26 +33,61 @@ from typing import TYPE_CHECKING, Any
 from harness import cache_home
 from harness.errors import HarnessError
 from harness.safe_files import write_json_atomic
-from suites.runtime import machine
+from suites.runtime import machine, precision
 from suites.runtime.frameworks import FRAMEWORKS
+from suites.runtime.marks import ESCAPED as ESCAPED_MARK
 
 if TYPE_CHECKING:
     from harness.run_folder import Run
 
 FORMAT = "harness-calibration"
-VERSION = 1
+# Version 1 kept one median per stack and dtype, not keyed by arithmetic: never read (a cache of it
+# is measured again; a run folder's copy gives no "% of achievable"), since its float32 figure may
+# be another arithmetic's and a median under load understates the ceiling.
+VERSION = 2
 RUN_FILE = "calibration.json"
 MAX_BYTES = 1 << 20
-CALIBRATED_DTYPES = ("float32", "float64")
 MODES = ("auto", "always", "never")
+BANDWIDTH = "bandwidth"
+MATMUL_PREFIX = "matmul "  # the calibrate suite's matmul metrics: "matmul <ceiling key>"
+# The operands' dtype -> its spelling in a ceiling key; float32 adds the measured arithmetic class.
+_DTYPES = {
+    "float64": "float64", "f64": "float64", "double": "float64",
+    "float32": "float32", "f32": "float32", "float": "float32",
+    "bfloat16": "bfloat16", "bf16": "bfloat16",
+    "float16": "float16", "f16": "float16", "half": "float16",
+}  # fmt: skip
+# Every key a ceiling may have: float32 under each class the precision probe tells apart; the
+# other dtypes compute in their own arithmetic whatever a framework's float32 flags say.
+CEILING_KEYS = (
+    *(f"float32/{cls}" for cls in precision.CLASSES),
+    "bfloat16/bf16",
+    "float16/fp16",
+    "float64/fp64",
+)
 # Beyond any machine one job runs on (the largest GPUs reach petaFLOP/s and tens of TB/s), whatever
 # it is: a figure above these is a corrupt or planted file, refused before the device's own peak
 # (Limits, below) is even asked.
-PHYSICAL_MAX = {"float32": 1e18, "float64": 1e18, "bandwidth": 1e17}
-UNITS = {"float32": "FLOP/s", "float64": "FLOP/s", "bandwidth": "B/s"}
-# quantity (float32, float64, bandwidth) -> (the most this machine's device can reach, why): the
-# datasheet peaks of harness/plausibility.py, computed by the caller (a layer above this module).
+PHYSICAL_MAX = {"flops": 1e18, BANDWIDTH: 1e17}
+# ceiling key or "bandwidth" -> (the most this machine's device can reach, why): the datasheet
+# peaks of harness/plausibility.py, computed by the caller (a layer above this module).
 Limits = Mapping[str, tuple[float, str]]
+
+
+def ceiling_key(dtype: Any, arithmetic: str | None) -> str | None:
+    """The ceiling a matmul-like rate is held to: its operands' dtype and, for float32, the arithmetic
+    class the precision probe measured (suites/runtime/precision.py). None: nothing to key it by (an
+    undeclared dtype, or float32 whose arithmetic was not measured)."""
+    spelled = _DTYPES.get(dtype) if isinstance(dtype, str) else None
+    if spelled is None:
+        return None
+    if spelled != "float32":
+        return next(key for key in CEILING_KEYS if key.startswith(spelled + "/"))
+    return f"float32/{arithmetic}" if arithmetic in precision.CLASSES else None
+
+
+def _unit(quantity: str) -> str:
+    return "B/s" if quantity == BANDWIDTH else "FLOP/s"
 
 
 @dataclass(frozen=True)
@@ -56,12 +95,13 @@ class Ceilings:
     """The best rate any framework reached here, per quantity (None: not measured)."""
 
     fingerprint: str
-    flops_by_dtype: dict[str, float]
+    flops_by_key: dict[str, float]  # ceiling key ("float32/tf32") -> FLOP/s
     bandwidth: float | None
     frameworks: tuple[str, ...]
 
-    def flops(self, dtype: Any) -> float | None:
-        return self.flops_by_dtype.get(dtype) if isinstance(dtype, str) else None
+    def flops(self, key: str | None) -> float | None:
+        """The matmul ceiling of one key (`ceiling_key`); never another key's, even a close one."""
+        return self.flops_by_key.get(key) if isinstance(key, str) else None
 
 
 def gpu_names() -> list[str]:
@@ -124,8 +164,15 @@ def _refuse(name: str) -> Any:
 
 def parse(doc: Any) -> Ceilings:
     """Validate a calibration document (cache file or a run's copy); raises ValueError."""
-    if not isinstance(doc, dict) or doc.get("format") != FORMAT or doc.get("version") != VERSION:
-        raise ValueError(f"not a {FORMAT} version {VERSION} document")
+    if not isinstance(doc, dict) or doc.get("format") != FORMAT:
+        raise ValueError(f"not a {FORMAT} document")
+    version = doc.get("version")
+    if version != VERSION:
+        shown = version if isinstance(version, int) and not isinstance(version, bool) else "?"
+        raise ValueError(
+            f"version {shown} is not read (version {VERSION} keys each ceiling by dtype and arithmetic, "
+            "the best of several samples)"
+        )
     fp = doc.get("fingerprint")
     if not isinstance(fp, str) or not fp.isalnum() or len(fp) > 64:
         raise ValueError("fingerprint: expected a short alphanumeric string")
@@ -137,21 +184,31 @@ def parse(doc: Any) -> Ceilings:
     for name, entry in per_fw.items():
         if name not in FRAMEWORKS or not isinstance(entry, dict):
             raise ValueError(f"frameworks: unknown framework {name!r}")
-        for quantity in (*CALIBRATED_DTYPES, "bandwidth"):
-            value = entry.get(quantity)
-            if value is None:
-                continue
-            if not _positive(value):
-                raise ValueError(f"frameworks.{name}.{quantity}: expected a positive number")
-            if value > PHYSICAL_MAX[quantity]:
-                raise ValueError(
-                    f"frameworks.{name}.{quantity}: {value:.3g} {UNITS[quantity]} is beyond any machine's peak"
-                )
-            if quantity == "bandwidth":
-                bandwidth = max(bandwidth or 0.0, float(value))
-            else:
-                flops[quantity] = max(flops.get(quantity, 0.0), float(value))
+        for key, value in _flops_entry(name, entry).items():
+            flops[key] = max(flops.get(key, 0.0), value)
+        moved = entry.get(BANDWIDTH)
+        if moved is not None:
+            bandwidth = max(bandwidth or 0.0, _figure(f"frameworks.{name}.{BANDWIDTH}", moved, BANDWIDTH))
     return Ceilings(fp, flops, bandwidth, tuple(sorted(per_fw)))
+
+
+def _flops_entry(name: str, entry: dict[str, Any]) -> dict[str, float]:
+    """One framework's matmul ceilings, validated: known keys, positive finite rates below any machine's."""
+    found = entry.get("flops", {})
+    if not isinstance(found, dict):
+        raise ValueError(f"frameworks.{name}.flops: expected an object of ceiling key -> FLOP/s")
+    for key in found:
+        if key not in CEILING_KEYS:
+            raise ValueError(f"frameworks.{name}.flops: unknown ceiling key {key!r} (one of {', '.join(CEILING_KEYS)})")
+    return {key: _figure(f"frameworks.{name}.flops.{key}", value, "flops") for key, value in found.items()}
+
+
+def _figure(where: str, value: Any, kind: str) -> float:
+    if not _positive(value):
+        raise ValueError(f"{where}: expected a positive number")
+    if value > PHYSICAL_MAX[kind]:
+        raise ValueError(f"{where}: {value:.3g} {_unit(kind)} is beyond any machine's peak")
+    return float(value)
 
 
 def cache_path(fp: str) -> Path:
@@ -206,10 +263,11 @@ def above_limits(doc: dict[str, Any], limits: Limits) -> dict[str, str]:
     """Frameworks of a parsed document with a figure above this machine's peak -> what is wrong."""
     found: dict[str, str] = {}
     for name, entry in sorted(doc["frameworks"].items()):
+        figures = {**entry.get("flops", {}), BANDWIDTH: entry.get(BANDWIDTH)}
         for quantity, (limit, basis) in limits.items():
-            value = entry.get(quantity)
+            value = figures.get(quantity)
             if value is not None and value > limit:
-                found[name] = f"{name} {quantity} {value:.3g} {UNITS[quantity]} is above the peak ({basis})"
+                found[name] = f"{name} {quantity} {value:.3g} {_unit(quantity)} is above the peak ({basis})"
                 break
     return found
 
@@ -226,30 +284,62 @@ def ceilings_for_run(run: Run) -> Ceilings | None:
         return None
 
 
-def rates_from_result(result: Mapping[str, Any]) -> dict[str, float]:
-    """Best-per-quantity rates of one ok calibration result, leaving out untrustworthy samples."""
-    rates: dict[str, float] = {}
+def rates_from_result(result: Mapping[str, Any]) -> dict[str, Any]:
+    """The ceilings one ok calibration result shows: {"flops": {ceiling key: FLOP/s}, "bandwidth":
+    B/s}, each from the best sample (see `best_sample`), leaving out untrustworthy samples; {} if none."""
     if result.get("status") != "ok":
-        return rates
+        return {}
+    flops: dict[str, float] = {}
+    bandwidth = 0.0
     for metric in result.get("metrics", []):
-        sync = metric.get("sync")
-        if isinstance(sync, dict) and sync.get("state") == "escaped":
-            continue
-        median = metric.get("stats", {}).get("median")
-        if not _positive(median):
+        best = best_sample(metric)
+        if best is None:
             continue
         # Every metric declares both a FLOP and a byte count (for the roofline), so the stream
         # has a FLOP/s and each matmul a bandwidth: the best rate any metric reached is what is
         # achievable here, which a last-one-wins assignment would replace with whichever came last.
-        if _positive(metric.get("flops")) and metric.get("dtype") in CALIBRATED_DTYPES:
-            _keep_max(rates, str(metric["dtype"]), float(metric["flops"]) / float(median))
+        key = _matmul_key(metric)
+        if key is not None and _positive(metric.get("flops")):
+            flops[key] = max(flops.get(key, 0.0), float(metric["flops"]) / best)
         if _positive(metric.get("bytes")):
-            _keep_max(rates, "bandwidth", float(metric["bytes"]) / float(median))
+            bandwidth = max(bandwidth, float(metric["bytes"]) / best)
+    rates: dict[str, Any] = {"flops": flops} if flops else {}
+    if bandwidth:
+        rates[BANDWIDTH] = bandwidth
     return rates
 
 
-def _keep_max(rates: dict[str, float], quantity: str, rate: float) -> None:
-    rates[quantity] = max(rates.get(quantity, 0.0), rate)
+def best_sample(metric: Mapping[str, Any]) -> float | None:
+    """The fastest trustworthy sample of a time metric (seconds), None if it has none.
+
+    The best, not the median: a ceiling is what the machine can reach, and a median taken while
+    other work shared the machine understates it; a run measured later on a quieter machine then
+    showed 227 % "of achievable". A faster sample than the machine can produce would need work
+    escaping the clock, so samples the barrier caught doing that (and metrics it flagged) are left
+    out; a contended sample is only ever slower, and the best of several passes it over."""
+    sync = metric.get("sync")
+    if isinstance(sync, dict) and sync.get("state") == "escaped":
+        return None
+    samples = metric.get("samples")
+    if not isinstance(samples, list):
+        return None
+    marks = metric.get("marks")
+    escaped = marks.get(ESCAPED_MARK) if isinstance(marks, dict) else None
+    left_out = set(escaped) if isinstance(escaped, list) else set()
+    kept = [float(s) for i, s in enumerate(samples) if i not in left_out and _positive(s)]
+    return min(kept) if kept else None
+
+
+def _matmul_key(metric: Mapping[str, Any]) -> str | None:
+    """The ceiling key a calibrate matmul metric names ("matmul float32/tf32", "... n/2" at another
+    size), if it agrees with the metric's dtype: a name and a dtype that disagree key nothing."""
+    name = metric.get("name")
+    if not isinstance(name, str) or not name.startswith(MATMUL_PREFIX):
+        return None
+    key = name.removeprefix(MATMUL_PREFIX).split(" ", 1)[0]
+    if key not in CEILING_KEYS or key.split("/")[0] != _DTYPES.get(metric.get("dtype") or ""):
+        return None
+    return key
 
 
 def store(
@@ -306,11 +396,13 @@ def describe(doc: dict[str, Any]) -> list[str]:
     lines = [
         f"fingerprint {ceilings.fingerprint} ({doc.get('device', '?')}); frameworks: {', '.join(ceilings.frameworks)}"
     ]
-    for dtype, value in sorted(ceilings.flops_by_dtype.items()):
-        lines.append(f"  matmul {dtype}: {value / 1e9:.4g} GFLOP/s achievable")
+    for key, value in sorted(ceilings.flops_by_key.items()):
+        lines.append(f"  matmul {key}: {value / 1e9:.4g} GFLOP/s achievable")
     if ceilings.bandwidth is not None:
         lines.append(f"  stream bandwidth: {ceilings.bandwidth / 1e9:.4g} GB/s achievable")
     for name, entry in sorted(doc["frameworks"].items()):
-        parts = [f"{k} {v / 1e9:.4g}" for k, v in sorted(entry.items()) if k in ("float32", "float64", "bandwidth")]
+        figures = {**entry.get("flops", {}), BANDWIDTH: entry.get(BANDWIDTH)}
+        parts = [f"{k} {v / 1e9:.4g}" for k, v in sorted(figures.items()) if v is not None]
         lines.append(f"    {name}: " + ", ".join(parts) + f" (run {entry.get('run_id')})")
+    lines.append("  each the best sample of any stack (a ceiling is what this machine can reach)")
     return lines

@@ -165,7 +165,7 @@ def test_a_cache_from_another_fingerprint_or_tampered_is_not_used(own_cache_home
     fp = fingerprint("cpu", 1, None)
     path = cache_path(fp)
     path.write_text(
-        json.dumps({"format": "harness-calibration", "version": 1, "fingerprint": "other", "frameworks": {}})
+        json.dumps({"format": "harness-calibration", "version": 2, "fingerprint": "other", "frameworks": {}})
     )
     assert load_cache(fp) is None
     path.write_text("{not json")

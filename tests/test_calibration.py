@@ -24,12 +24,12 @@ def cache_files() -> list[Path]:
 def test_calibrate_measures_every_stack_and_caches_per_machine() -> None:
     proc = harness("calibrate", "--backend", "local", "-q")
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "matmul float64" in proc.stdout and "stream bandwidth" in proc.stdout
+    assert "matmul float64/fp64" in proc.stdout and "stream bandwidth" in proc.stdout
     (cache,) = cache_files()
     ceilings = parse(read(cache))
     assert ceilings.frameworks == ("jax", "numpy", "pytorch")
     assert ceilings.bandwidth and ceilings.bandwidth > 1e8  # more than 0.1 GB/s on any real machine
-    assert ceilings.flops_by_dtype["float32"] > ceilings.flops_by_dtype["float64"] * 0.5
+    assert ceilings.flops_by_key["float32/fp32"] > ceilings.flops_by_key["float64/fp64"] * 0.5
 
 
 @pytest.mark.slow
@@ -52,9 +52,9 @@ def test_a_tampered_calibration_is_ignored_and_named(tmp_path: Path) -> None:
     run_dir = write_run(tmp_path / "run", [result("numpy", [metric("matmul", [0.1] * 3, flops=2e9)])])
     doc = {
         "format": "harness-calibration",
-        "version": 1,
+        "version": 2,
         "fingerprint": "abc",
-        "frameworks": {"numpy": {"float64": -5}},
+        "frameworks": {"numpy": {"flops": {"float64/fp64": -5}}},
     }
     (run_dir / "calibration.json").write_text(json.dumps(doc))
     run = load_run(run_dir)
@@ -69,8 +69,8 @@ def test_a_tampered_calibration_is_ignored_and_named(tmp_path: Path) -> None:
 def test_achievable_share_uses_the_best_framework(tmp_path: Path) -> None:
     run_dir = write_run(tmp_path / "run", [result("numpy", [metric("matmul", [0.1] * 3, flops=2e9)])])
     doc = {
-        "format": "harness-calibration", "version": 1, "fingerprint": "abc",
-        "frameworks": {"numpy": {"float64": 25e9}, "jax": {"float64": 40e9}},
+        "format": "harness-calibration", "version": 2, "fingerprint": "abc",
+        "frameworks": {"numpy": {"flops": {"float64/fp64": 25e9}}, "jax": {"flops": {"float64/fp64": 40e9}}},
     }  # fmt: skip
     doc["frameworks"]["numpy"]["bandwidth"] = 1e10
     (run_dir / "calibration.json").write_text(json.dumps(doc))

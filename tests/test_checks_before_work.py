@@ -200,7 +200,7 @@ def test_collecting_a_k8s_export_whose_pods_left_no_log_fails(tmp_path: Path) ->
 
 
 def cache_doc(fp: str, frameworks: dict[str, dict[str, float]]) -> dict[str, object]:
-    return {"format": "harness-calibration", "version": 1, "fingerprint": fp, "device": "cpu",
+    return {"format": "harness-calibration", "version": 2, "fingerprint": fp, "device": "cpu",
             "frameworks": {name: {**rates, "run_id": "planted"} for name, rates in frameworks.items()}}  # fmt: skip
 
 
@@ -208,28 +208,31 @@ def test_a_poisoned_calibration_cache_is_measured_again_not_used(tmp_path: Path)
     fp = fingerprint("cpu", None, None)  # as the run below computes it: same machine, no limits
     path = cache_path(fp)
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(cache_doc(fp, {"numpy": {"float64": 1e30, "float32": 1e30, "bandwidth": 1e9}})))
+    path.write_text(json.dumps(cache_doc(fp, {"numpy": {"flops": {"float64/fp64": 1e30, "float32/fp32": 1e30},
+                                                          "bandwidth": 1e9}})))  # fmt: skip
     proc = harness("run", "--suite", "fault", "-f", "numpy", "--repeat", "2", "--calibrate", "auto",
                    "--backend", "local", "--results-dir", str(tmp_path / "results"), "-q")  # fmt: skip
     assert finished(proc), proc.stdout + proc.stderr
     assert "warning: calibration cache" in proc.stderr and "1e+30 FLOP/s is beyond any machine's peak" in proc.stderr
     assert "calibrating this machine" in proc.stderr  # measured again
     used = parse(read(run_folder(proc.stdout) / "calibration.json"))
-    assert used.flops_by_dtype["float64"] < 1e18 and read(path)["frameworks"]["numpy"]["run_id"] != "planted"
+    assert used.flops_by_key["float64/fp64"] < 1e18 and read(path)["frameworks"]["numpy"]["run_id"] != "planted"
 
 
 def test_a_cached_figure_above_the_devices_peak_is_dropped_and_never_merged_back() -> None:
     fp = "0123456789abcdef"
     path = cache_path(fp)
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(cache_doc(fp, {"numpy": {"float64": 5e13}, "jax": {"float64": 4e10}})))
-    limits = {"float64": (1e12, "8 cores x 3.00 GHz x 16 FLOP/cycle (avx2)")}
+    path.write_text(json.dumps(cache_doc(fp, {"numpy": {"flops": {"float64/fp64": 5e13}},
+                                              "jax": {"flops": {"float64/fp64": 4e10}}})))  # fmt: skip
+    limits = {"float64/fp64": (1e12, "8 cores x 3.00 GHz x 16 FLOP/cycle (avx2)")}
     assert load_cache(fp) is not None and set(load_cache(fp)["frameworks"]) == {"numpy", "jax"}  # type: ignore[index]
     kept = load_cache(fp, limits)
     assert kept is not None and set(kept["frameworks"]) == {"jax"}  # numpy is measured again
     problem = cache_problem(fp, limits) or ""
-    assert "numpy float64 5e+13 FLOP/s is above the peak (8 cores" in problem and "measuring numpy again" in problem
-    stored = store(fp, "cpu", {"pytorch": {"float64": 3e10}}, limits)
+    assert "numpy float64/fp64 5e+13 FLOP/s is above the peak (8 cores" in problem
+    assert "measuring numpy again" in problem
+    stored = store(fp, "cpu", {"pytorch": {"flops": {"float64/fp64": 3e10}}}, limits)
     assert set(stored["frameworks"]) == {"jax", "pytorch"}  # the implausible figure is not written back
 
 

@@ -107,6 +107,7 @@ def fake_pynvml(
     api("nvmlDeviceGetEnforcedPowerLimit", lambda h: 700_000)
     api("nvmlDeviceGetPowerManagementLimit", lambda h: 650_000)
     api("nvmlDeviceGetPersistenceMode", lambda h: 1)
+    api("nvmlDeviceGetMemoryInfo", lambda h: types.SimpleNamespace(total=85_520_809_984, free=1, used=2))
     api("nvmlDeviceGetEccMode", lambda h: [1, 0])
     api("nvmlDeviceGetTemperatureV", lambda h, sensor: 41)
     api("nvmlDeviceGetTemperature", lambda h, sensor: 40)
@@ -134,6 +135,7 @@ def test_environment_reads_every_field_in_plain_units() -> None:
         "memory_clock_mhz": 2619,
         "memory_clock_max_mhz": 2619,
         "power_limit_w": 700.0,  # milliwatts -> watts
+        "memory_bytes": 85_520_809_984,  # tells H100 SXM (80 GB) from NVL (94 GB) of one name
         "persistence_mode": True,
         "ecc_mode": True,
         "ecc_mode_pending": False,
@@ -145,14 +147,14 @@ def test_unsupported_fields_are_none_and_older_calls_are_the_fallback() -> None:
     fake = fake_pynvml(
         unsupported=(
             "nvmlDeviceGetEccMode", "nvmlDeviceGetTemperatureV", "nvmlDeviceGetEnforcedPowerLimit",
-            "nvmlSystemGetCudaDriverVersion_v2", "nvmlDeviceGetPersistenceMode",
+            "nvmlSystemGetCudaDriverVersion_v2", "nvmlDeviceGetPersistenceMode", "nvmlDeviceGetMemoryInfo",
         )
     )  # fmt: skip
     env = nvml.environment(fake)
     assert env is not None and env["cuda_driver_version"] == "13.0"
     gpu = env["gpus"][1]
     assert gpu["ecc_mode"] is None and gpu["ecc_mode_pending"] is None and gpu["persistence_mode"] is None
-    assert gpu["temperature_c"] == 40 and gpu["power_limit_w"] == 650.0
+    assert gpu["temperature_c"] == 40 and gpu["power_limit_w"] == 650.0 and gpu["memory_bytes"] is None
     assert fake.calls[-1] == "nvmlShutdown"
 
 

@@ -219,8 +219,8 @@ def test_every_framework_has_its_own_colour_and_flags_keep_red() -> None:
 
 
 def _calibrate(run: Run, flops: float = 4e10, bandwidth: float = 2e10) -> Run:
-    doc = {"format": "harness-calibration", "version": 1, "fingerprint": "abc123",
-           "frameworks": {"numpy": {"float64": flops, "bandwidth": bandwidth}}}  # fmt: skip
+    doc = {"format": "harness-calibration", "version": 2, "fingerprint": "abc123",
+           "frameworks": {"numpy": {"flops": {"float64/fp64": flops}, "bandwidth": bandwidth}}}  # fmt: skip
     (run.path / "calibration.json").write_text(json.dumps(doc))
     return load_run(run.path)
 

@@ -83,7 +83,7 @@ def calibration(path: Path) -> None:
         "format": FORMAT,
         "version": VERSION,
         "fingerprint": "abc123",
-        "frameworks": {"numpy": {"float64": 30e9, "float32": 60e9, "bandwidth": 12e9}},
+        "frameworks": {"numpy": {"flops": {"float64/fp64": 30e9, "float32/fp32": 60e9}, "bandwidth": 12e9}},
     }
     (path / RUN_FILE).write_text(json.dumps(doc))
 
@@ -176,7 +176,7 @@ def test_the_roofline_embedded_is_the_pictures_roofline(published: tuple[Path, d
     ]
     assert [r["kind"] for r in roofline["roofs"]] == ["measured", "datasheet"]
     assert [r["dashed"] for r in roofline["roofs"]] == [False, True]
-    assert roofline["roofs"][0]["label"] == "measured here float64: 30 GFLOP/s, 12 GB/s (stream)"
+    assert roofline["roofs"][0]["label"] == "measured here float64/fp64: 30 GFLOP/s, 12 GB/s (stream)"
     assert {p["framework"]: p["colour"] for p in roofline["points"]} == {
         "numpy": palette.colour("numpy"),
         "jax": palette.colour("jax"),
@@ -231,7 +231,7 @@ def test_every_chart_has_a_title_alt_text_and_a_caption(published: tuple[Path, d
     assert set(labels) == {"chart-roofline", "chart-timeline-0", "chart-timeline-1"}
     assert labels["chart-roofline"].startswith(
         "Roofline: achieved GFLOP/s against arithmetic intensity (FLOP per byte) for numpy matmul and jax matmul; "
-        "under 2 roofs (measured here float64: 30 GFLOP/s"
+        "under 2 roofs (measured here float64/fp64: 30 GFLOP/s"
     )
     assert labels["chart-timeline-0"] == (
         "Time of every steady sample of matmul in the order taken, for numpy and jax; 2 rounds, 1 round boundary; "

@@ -43,7 +43,8 @@ def test_jit_loops_declare_six_operations_per_element() -> None:
 def test_calibrate_declares_both_quantities_on_every_metric() -> None:
     n, mib = 64, 1
     metrics = _run_numpy("calibrate", {"matmul_size": n, "stream_mib": mib})
-    assert metrics["matmul float32"]["bytes"] == 3 * n * n * 4 and metrics["matmul float64"]["bytes"] == 3 * n * n * 8
+    assert metrics["matmul float32/fp32"]["bytes"] == 3 * n * n * 4
+    assert metrics["matmul float64/fp64"]["bytes"] == 3 * n * n * 8
     elements = mib * 2**20 // 4
     stream = metrics["stream scale"]
     assert stream["flops"] == elements and stream["dtype"] == "float32" and stream["bytes"] == 8 * elements
@@ -53,8 +54,9 @@ def test_calibrate_declares_both_quantities_on_every_metric() -> None:
 def test_calibration_rates_take_the_best_metric_per_quantity(stream_first: bool) -> None:
     """The matmul's implied bandwidth and the stream's FLOP/s are far below the real ceilings:
     whichever order the metrics come in, each ceiling is the best any metric reached."""
-    matmul = dict(metric("matmul float32", [0.01] * 3, flops=1e9), bytes=1e6, dtype="float32")  # 100 GFLOP/s, 0.1 GB/s
-    stream = dict(metric("stream scale", [0.1] * 3, flops=1e8), bytes=8e8, dtype="float32")  # 1 GFLOP/s, 8 GB/s
+    # 100 GFLOP/s and 0.1 GB/s; the stream 1 GFLOP/s and 8 GB/s.
+    matmul = dict(metric("matmul float32/fp32", [0.01] * 3, flops=1e9), bytes=1e6, dtype="float32")
+    stream = dict(metric("stream scale", [0.1] * 3, flops=1e8), bytes=8e8, dtype="float32")
     order = [stream, matmul] if stream_first else [matmul, stream]
     rates = rates_from_result(result("numpy", order))
-    assert rates == {"float32": pytest.approx(1e11), "bandwidth": pytest.approx(8e9)}
+    assert rates == {"flops": {"float32/fp32": pytest.approx(1e11)}, "bandwidth": pytest.approx(8e9)}

@@ -24,7 +24,7 @@ from typing import Any
 
 from harness import assessment
 from harness.assessment import Assessment
-from harness.plausibility import Peak, bandwidth_for, peak_for
+from harness.plausibility import Peak, achievable_key, bandwidth_for, peak_for
 from harness.result_types import Metric, Result
 from harness.run_folder import Run
 from harness.text.numbers import fmt_giga
@@ -263,9 +263,11 @@ def roofline(
     roofs: list[Roof] = []
     ceilings = assessment.of(run, judged).ceilings
     for dtype, result in sample_result.items():
-        measured = ceilings.flops(dtype) if ceilings else None
+        # The ceiling of this dtype under the arithmetic the job measured: a TF32 run's roof is TF32's.
+        key = achievable_key(result, dtype)
+        measured = ceilings.flops(key) if ceilings else None
         if measured is not None and ceilings is not None:
-            label = f"measured here {dtype}: {fmt_giga(measured)} GFLOP/s"
+            label = f"measured here {key}: {fmt_giga(measured)} GFLOP/s"
             if ceilings.bandwidth:
                 label += f", {fmt_giga(ceilings.bandwidth)} GB/s (stream)"
             roofs.append(Roof("measured", dtype, measured, ceilings.bandwidth, label))

@@ -6,14 +6,15 @@ from typing import Any
 
 from harness import assessment
 from harness.assessment import Assessment, framework_ratio
+from harness.plausibility import achievable_note
 from harness.run_folder import Run
 from harness.statistics import describe
 
 RECORD_FIELDS = (
     "run_id", "suite", "framework", "stack", "backend", "device", "status", "metric", "kind", "unit", "better",
     "n", "median", "q1", "q3", "iqr", "min", "max", "mean", "stdev", "ci_low", "ci_high", "outliers", "unstable",
-    "first_call", "flops", "flops_per_s", "peak_fraction", "achievable_fraction",
-    "bytes", "bytes_per_s", "bandwidth_peak_fraction", "bandwidth_achievable_fraction",
+    "first_call", "flops", "flops_per_s", "peak_fraction", "achievable_fraction", "achievable_note",
+    "bytes", "bytes_per_s", "bandwidth_peak_fraction", "bandwidth_achievable_fraction", "bandwidth_achievable_note",
     "sync", "plausible", "excluded", "comparable", "not_comparable_reason",
     "ratio_to_baseline", "ratio_ci_low", "ratio_ci_high", "ratio_ci_coverage", "ratio_ci_basis", "ci_coverage",
 )  # fmt: skip
@@ -74,10 +75,13 @@ def metric_records(run: Run, judged: Assessment | None = None) -> list[dict[str,
                     "flops_per_s": finding.achieved if finding else None,
                     "peak_fraction": finding.fraction if finding else None,
                     "achievable_fraction": finding.achievable_fraction if finding else None,
+                    # Above 100 %: flagged here too; no ceiling for the key: why.
+                    "achievable_note": achievable_note(finding) if finding else None,
                     "bytes": metric.get("bytes"),
                     "bytes_per_s": traffic.achieved if traffic else None,
                     "bandwidth_peak_fraction": traffic.fraction if traffic else None,
                     "bandwidth_achievable_fraction": traffic.achievable_fraction if traffic else None,
+                    "bandwidth_achievable_note": achievable_note(traffic) if traffic else None,
                     "sync": judged.sync(fw, metric["name"]) if metric["kind"] == "time" else None,
                     "plausible": plausible,
                     "excluded": why,

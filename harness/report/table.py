@@ -7,7 +7,7 @@ from typing import Any
 
 from harness import assessment, time_to_target
 from harness.assessment import CONTENDED, SYNC_ESCAPED, Assessment, framework_ratio
-from harness.plausibility import ESCAPED, IMPLAUSIBLE, Finding
+from harness.plausibility import ESCAPED, IMPLAUSIBLE, Finding, achievable_text, peak_text
 from harness.result_types import Metric, Result
 from harness.run_folder import Run, code_label, session_label
 from harness.statistics import BOOTSTRAP_MIN_N, UNSTABLE_RELATIVE_IQR
@@ -99,12 +99,8 @@ def _rate_cell(finding: Finding, base: Finding | None, excluded: str | None) -> 
     if excluded is not None:
         return f"({rate}: {excluded})"
     text = rate + (_ratio(finding.achieved, base.achieved) if base is not None else "")
-    shares = []
-    if finding.fraction is not None:
-        # A CPU's bandwidth peak is its L1 bound (the only physical ceiling whatever the size).
-        shares.append(f"{fmt_share(finding.fraction)} of {'L1 peak' if finding.basis.startswith('L1') else 'peak'}")
-    if finding.achievable_fraction is not None:
-        shares.append(f"{fmt_share(finding.achievable_fraction)} of achievable")
+    # "% of achievable" above 100 % comes flagged, and a missing ceiling or GPU peak says why.
+    shares = [share for share in (peak_text(finding), achievable_text(finding)) if share]
     return text + (" " + ", ".join(shares) if shares else "")
 
 

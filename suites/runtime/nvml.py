@@ -97,6 +97,8 @@ def _gpu(nvml: Any, index: int) -> dict[str, Any]:
     if power_limit is None:
         power_limit = field_("nvmlDeviceGetPowerManagementLimit")
     name, uuid = field_("nvmlDeviceGetName"), field_("nvmlDeviceGetUUID")
+    memory = field_("nvmlDeviceGetMemoryInfo")  # total tells variants of one name apart (H100 PCIe/NVL)
+    total = getattr(memory, "total", None)
     return {
         "index": index,
         "name": None if name is None else _text(name),
@@ -106,6 +108,7 @@ def _gpu(nvml: Any, index: int) -> dict[str, Any]:
         "memory_clock_mhz": field_("nvmlDeviceGetClockInfo", nvml.NVML_CLOCK_MEM),
         "memory_clock_max_mhz": field_("nvmlDeviceGetMaxClockInfo", nvml.NVML_CLOCK_MEM),
         "power_limit_w": milli(power_limit),
+        "memory_bytes": total if isinstance(total, int) and total > 0 else None,
         "persistence_mode": None if persistence is None else persistence == enabled,
         # (current, pending): a pending change applies at the next reboot
         "ecc_mode": None if ecc is None else ecc[0] == enabled,
