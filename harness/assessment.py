@@ -5,10 +5,13 @@ The judgment of a run, in one object:
 - numbers we cannot stand behind (plausibility.py): rates above the device's ceilings (with the
   ceilings `harness calibrate` measured, read once from the run's copy) and escaped syncs;
 - the arithmetic each job's precision probe measured, and where it differs from the baseline's;
+- the like-for-like settings each job recorded (`training.fairness`: a convolution algorithm
+  search, how batches are copied from the host) and where they differ from the baseline's;
 - from those, which frameworks may stand side by side with the baseline: two frameworks are
-  comparable only if both passed the gate (same results) and the probe measured the same
-  arithmetic in both (same precision): a TF32 matmul against a float32 one is not a framework
-  difference.
+  comparable only if both passed the gate (same results), the probe measured the same
+  arithmetic in both (same precision) and they ran with the same like-for-like settings: a TF32
+  matmul against a float32 one, or cuDNN's autotuned convolutions against untuned XLA ones, is
+  not a framework difference.
 
 Every medium (table, markdown, CSV, JSON, HTML, figures, sparklines, the site) and the exit code
 read one Assessment, so they cannot disagree about a run. Statistics stay in statistics.py.
@@ -16,6 +19,7 @@ read one Assessment, so they cannot disagree about a run. Statistics stay in sta
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -25,8 +29,10 @@ from harness.calibration import Ceilings, ceilings_for_run
 from harness.plausibility import Finding, lint, sync_state
 from harness.result_types import Check, Metric
 from harness.run_folder import Run
+from harness.schema import missing_rounds
 from harness.statistics import Interval, ratio_interval
 from harness.text.numbers import fmt_rel_diff
+from suites.runtime.precision import CLASSES as PROBE_CLASSES
 from suites.runtime.registry import all_suites
 from suites.runtime.spec import CheckSpec
 
@@ -50,11 +56,13 @@ class Assessment:
     exclusions: Mapping[Key, str]  # untrustworthy (framework, metric) -> why, in words
     measured: Mapping[str, Mapping[str, str]]  # every job -> operation -> measured class (fp32, tf32)
     precision_mismatches: Mapping[str, str]  # framework -> why its arithmetic differs from the baseline's
-    not_comparable: Mapping[str, str]  # framework -> why it must not be compared (gate, precision)
+    not_comparable: Mapping[str, str]  # framework -> why it must not be compared (gate, precision, fairness)
     all_ran: bool  # every job ok or skipped, and no file of the run rejected
     interrupted: bool
     # ok jobs' time metrics that recorded contention -> (contended samples, samples)
     contention: Mapping[Key, tuple[int, int]] = field(default_factory=dict)
+    # framework -> which like-for-like settings differ from the baseline's (`training.fairness`)
+    fairness_mismatches: Mapping[str, str] = field(default_factory=dict)
 
     @cached_property
     def crowded(self) -> str | None:
@@ -85,7 +93,8 @@ class Assessment:
 
     @property
     def gate_passed(self) -> bool:
-        """Every framework comparable: passed the agreement gate and measured the baseline's arithmetic."""
+        """Every framework comparable: passed the agreement gate, measured the baseline's arithmetic
+        and ran with its like-for-like settings."""
         return not self.not_comparable
 
     @property
@@ -141,8 +150,9 @@ def assess(run: Run) -> Assessment:
             exclusions.setdefault(key, f"{CONTENDED} ({contended}/{n} samples)")
     measured = {fw: measured_precision(result) for fw, result in run.results.items()}
     mismatches = _precision_mismatches(run, measured)
+    unfair = _fairness_mismatches(run)
     not_comparable = {fw: GATE for fw in sorted(gate_failed, key=list(run.results).index)}
-    for fw, why in mismatches.items():
+    for fw, why in [*mismatches.items(), *unfair.items()]:
         not_comparable[fw] = f"{not_comparable[fw]}; {why}" if fw in not_comparable else why
     all_ran = all(r["status"] in ("ok", "skipped") for r in run.results.values()) and not run.problems
     return Assessment(
@@ -159,6 +169,7 @@ def assess(run: Run) -> Assessment:
         all_ran=all_ran,
         interrupted=bool(run.summary.get("interrupted")),
         contention=contention,
+        fairness_mismatches=unfair,
     )
 
 
@@ -205,7 +216,8 @@ def measured_precision(result: Mapping[str, Any]) -> dict[str, str]:
     if isinstance(measured, dict):
         for op in ("matmul", "conv"):
             entry = measured.get(op)
-            if isinstance(entry, dict) and isinstance(entry.get("class"), str):
+            # Read from disk: only a class the probe can produce reaches a table or a terminal.
+            if isinstance(entry, dict) and entry.get("class") in PROBE_CLASSES:
                 found[op] = entry["class"]
     return found
 
@@ -228,6 +240,82 @@ def _precision_mismatches(run: Run, measured: Mapping[str, Mapping[str, str]]) -
         ]
         if differing:
             found[fw] = f"measured precision differs from {run.baseline}: " + ", ".join(differing)
+    return found
+
+
+# Like-for-like settings (`training.fairness`, written by suites/runtime): setting -> true/false, a
+# word ("async", "bfloat16"), or null where the setting does not apply on this device. Read from
+# disk, so checked here before use: a field that is not a small object of such values is ignored
+# and named in `run.problems` (the run then fails), never half trusted.
+Setting = bool | str | None
+MAX_FAIRNESS_SETTINGS = 32  # a suite writes three; a few dozen is no longer a list of knobs
+_SETTING_NAME = re.compile(r"[a-z][a-z0-9_]{0,59}")
+# A value is shown in every medium's "not comparable" line: a word with nothing to escape.
+_SETTING_WORD = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,39}")
+# What a setting is called in each stack, so the reason names the knob a reader would turn.
+SETTING_NAMES: dict[str, dict[str, str]] = {
+    "conv_algorithm_search": {"pytorch": "cuDNN benchmark", "jax": "XLA autotuning"},
+}
+
+
+def fairness_settings(result: Mapping[str, Any]) -> tuple[dict[str, Setting], str | None]:
+    """(setting -> value, why the field was ignored) of one result; ({}, None) without the field."""
+    training = result.get("training")
+    found = training.get("fairness") if isinstance(training, dict) else None
+    if found is None:
+        return {}, None
+    if not isinstance(found, dict):
+        return {}, "expected an object"
+    if len(found) > MAX_FAIRNESS_SETTINGS:
+        return {}, f"{len(found)} settings is more than the {MAX_FAIRNESS_SETTINGS} a result may hold"
+    for key, value in found.items():
+        if not isinstance(key, str) or not _SETTING_NAME.fullmatch(key):
+            return {}, "a setting name is not lower-case letters, digits and '_'"
+        if not (value is None or isinstance(value, bool) or isinstance(value, str) and _SETTING_WORD.fullmatch(value)):
+            return {}, f"{key}: expected true, false, null or a short word"
+    return dict(found), None
+
+
+def _word(value: Setting) -> str:
+    return ("true" if value else "false") if isinstance(value, bool) else str(value)
+
+
+def _called(key: str, stacks: tuple[str, str]) -> str:
+    """' (cuDNN benchmark vs XLA autotuning)': the setting's name in both stacks, when known."""
+    names = SETTING_NAMES.get(key, {})
+    mine, theirs = names.get(stacks[0]), names.get(stacks[1])
+    if mine is None or theirs is None:
+        return ""
+    return f" ({mine})" if mine == theirs else f" ({mine} vs {theirs})"
+
+
+def _fairness_mismatches(run: Run) -> dict[str, str]:
+    """framework -> the like-for-like settings it ran with that differ from the baseline's (ok jobs;
+    a setting one side leaves null does not apply there and compares with anything)."""
+    settings: dict[str, dict[str, Setting]] = {}
+    for fw, result in run.results.items():
+        if result["status"] != "ok":
+            continue
+        settings[fw], problem = fairness_settings(result)
+        if problem is not None:
+            note = f"{fw}: training.fairness ignored ({problem})"
+            if note not in run.problems:  # assessing a run twice must not say it twice
+                run.problems.append(note)
+    reference = settings.get(run.baseline)
+    if reference is None:
+        return {}
+    found: dict[str, str] = {}
+    for fw, mine in settings.items():
+        if fw == run.baseline:
+            continue
+        stacks = (run.results[fw]["stack"], run.results[run.baseline]["stack"])
+        differing = [
+            f"{key} {_word(mine[key])} in {fw}, {_word(reference[key])} in {run.baseline}{_called(key, stacks)}"
+            for key in sorted(mine.keys() & reference.keys())
+            if mine[key] is not None and reference[key] is not None and mine[key] != reference[key]
+        ]
+        if differing:
+            found[fw] = "unfair: " + "; ".join(differing)
     return found
 
 
@@ -338,7 +426,9 @@ def evaluate(run: Run) -> list[CheckRow]:
         tol = _tolerance(spec, next(iter(records.values()), {}))
         values = {fw: rec["value"] for fw, rec in records.items()}
         rtol, atol, limit = tol["rtol"], tol["atol"] or 0.0, tol["limit"]
-        reference = choose_reference(values, rtol, atol, default) if rtol is not None else None
+        # A framework that left the check out of some round cannot be what the others are held to.
+        complete = {fw: v for fw, v in values.items() if not missing_rounds(records[fw])}
+        reference = choose_reference(complete, rtol, atol, default) if rtol is not None else None
         if reference is not None and reference != default:
             label = f"{reference} (majority)"
         elif reference == run.summary.get("baseline"):
@@ -373,6 +463,11 @@ def evaluate(run: Run) -> list[CheckRow]:
                     diff = row.rel_diff[fw] = max_rel_diff(value, base)
                     if not agrees(value, base, rtol, atol):
                         passed, why = False, f"differs from {reference} by {fmt_rel_diff(diff)} (rtol {rtol:g})"
+            missing = missing_rounds(records[fw])
+            if missing:  # pooled rounds (harness/rounds.py): the rounds it has say nothing of the others
+                rounds = ok[fw]["settings"].get("rounds")
+                words = f"round{'s' if len(missing) > 1 else ''} {', '.join(map(str, missing))} of {rounds}"
+                passed, why = False, f"not reported in {words}"
             row.passed[fw] = passed
             if why:
                 row.why[fw] = why

@@ -141,6 +141,7 @@ class Check(TypedDict):
     limit: NotRequired[Finite | None]
     rtol: NotRequired[Finite | None]
     atol: NotRequired[Finite | None]
+    missing_rounds: NotRequired[Annotated[list[Count], Strict()] | None]  # pooled: rounds without it
 
 
 class Cpu(TypedDict, total=False):

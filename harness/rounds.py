@@ -18,11 +18,11 @@ from harness import time_to_target
 from harness.backends.base import Backend
 from harness.errors import HarnessError
 from harness.plan import Plan
-from harness.result_types import Metric, Result, Stats
+from harness.result_types import Check, Metric, Result, Stats
 from harness.run_folder import SUMMARY_FILE, RunWriter, mismatch, new_run_folder, run_lock
 from harness.runner import execute, prepare_results_dir, sigterm_as_interrupt, warn
 from harness.safe_files import NoSpace
-from harness.schema import PER_SAMPLE, InvalidResult, load_result, load_summary
+from harness.schema import MISSING_ROUNDS, PER_SAMPLE, InvalidResult, load_result, load_summary
 from suites.runtime.stats import summarize
 
 MAX_ROUNDS = 50  # more processes than this tell nothing new about the noise, and a typo must not queue 10^6 jobs
@@ -66,11 +66,7 @@ def pool(docs: list[Result], run_id: str) -> Result:
             states = [(m.get("sync") or {}).get("state") for m in same]
             if "escaped" in states:  # one escaped round taints the pooled samples
                 metric["sync"] = next(m["sync"] for m in same if (m.get("sync") or {}).get("state") == "escaped")
-        # Every round's check values, not round 1's alone: the gate then compares them all.
-        for check in merged["checks"]:
-            per_round = [next((c["value"] for c in d["checks"] if c["name"] == check["name"]), None) for d in docs]
-            if all(v is not None for v in per_round):
-                check["value"] = per_round
+        merged["checks"] = _pooled_checks(docs)
         merged["notes"] = list(merged.get("notes", [])) + [f"samples pooled from {len(docs)} interleaved rounds"]
         target = time_to_target.pool(docs)
         if target is not None:
@@ -79,10 +75,64 @@ def pool(docs: list[Result], run_id: str) -> Result:
         curves = [c for d in docs for c in ((d.get("training") or {}).get("curves") or [])]
         if curves:
             merged["training"] = dict(merged.get("training") or {}, curves=curves)
+        training = merged.get("training")
+        if training is not None:
+            merged["training"] = dict(training, **_pooled_training_flags(docs))
     merged["run_id"] = run_id
     merged["settings"] = dict(merged["settings"], rounds=len(docs))
     merged["duration_s"] = sum(d["duration_s"] or 0.0 for d in docs)
     return merged
+
+
+def _pooled_checks(docs: list[Result]) -> list[Check]:
+    """Every round's value of each check, in round order: the gate compares them all, so a round
+    that disagrees fails even when round 1 agrees. A check some round left out names those rounds
+    (`missing_rounds`), and the gate fails it: round 1's value never stands in for another round's."""
+    first: dict[str, Check] = {}  # check name -> its record in the first round that reported it
+    for doc in docs:
+        for check in doc["checks"]:
+            first.setdefault(check["name"], check)
+    pooled = []
+    for name, record in first.items():
+        per_round = [next((c["value"] for c in d["checks"] if c["name"] == name), None) for d in docs]
+        check = cast(Check, dict(copy.deepcopy(record), value=[v for v in per_round if v is not None]))
+        missing = [number for number, value in enumerate(per_round, 1) if value is None]
+        if missing:
+            cast(dict[str, Any], check)[MISSING_ROUNDS] = missing
+        pooled.append(check)
+    return pooled
+
+
+# What a round could not observe (suites/runtime/training.py): its metric is missing from that round
+# and so dropped from the pool above; the pooled result must then say why, not round 1's "observed".
+def _unobservable(entry: Any) -> bool:
+    return isinstance(entry, dict) and (entry.get("peak") == "not observable" or entry.get("observable") is False)
+
+
+def _pooled_training_flags(docs: list[Result]) -> dict[str, Any]:
+    """training.memory and .compilations (the first round that could not observe one wins) and
+    .fairness (a setting whose value changed between rounds is "mixed"), where round 1 has them."""
+    found = [d.get("training") or {} for d in docs]
+    pooled: dict[str, Any] = {}
+    for key in ("memory", "compilations"):
+        if key in found[0]:
+            pooled[key] = next((t[key] for t in found if _unobservable(t.get(key))), found[0][key])
+    if "fairness" in found[0]:
+        pooled["fairness"] = _pooled_fairness([t.get("fairness") for t in found])
+    return pooled
+
+
+def _pooled_fairness(per_round: list[Any]) -> Any:
+    """One `training.fairness` for the rounds; the assessment validates it (a round's unreadable
+    field is kept, so the assessment names it instead of round 1's readable one hiding it)."""
+    if all(f == per_round[0] for f in per_round):
+        return per_round[0]
+    unreadable = next((f for f in per_round if f is not None and not isinstance(f, dict)), None)
+    if unreadable is not None:
+        return unreadable
+    rounds = [f or {} for f in per_round]
+    names = dict.fromkeys(name for f in rounds for name in f)
+    return {n: rounds[0].get(n) if all(f.get(n) == rounds[0].get(n) for f in rounds) else "mixed" for n in names}
 
 
 def _pooled_marks(same: list[Metric], sizes: list[int]) -> dict[str, list[int]]:

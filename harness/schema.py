@@ -15,7 +15,7 @@ import json
 import math
 import operator
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from itertools import islice
 from pathlib import Path
 from types import UnionType
@@ -321,6 +321,32 @@ def _contention_problem(seen: dict[str, Any] | None, n: int, where: str) -> str 
     return None
 
 
+# Pooled rounds (harness/rounds.py): the rounds (1-based) a check was left out of. Its value then
+# holds the other rounds' values, and the agreement gate fails the framework for that check.
+MISSING_ROUNDS = "missing_rounds"
+
+
+def missing_rounds(check: Mapping[str, Any]) -> list[int]:
+    """The rounds a pooled check was not reported in ([] when every round reported it)."""
+    return check.get(MISSING_ROUNDS) or []
+
+
+def _missing_rounds_problem(check: Mapping[str, Any], rounds: Any) -> str | None:
+    missing = check.get(MISSING_ROUNDS)
+    if missing is None:
+        return None
+    if not _integer(rounds) or rounds < 2:
+        return "only a result pooled from several rounds can miss a round"
+    if not (isinstance(missing, list) and 0 < len(missing) < rounds and all(_integer(r) for r in missing)):
+        return f"expected a list of fewer than {rounds} round numbers"
+    if not (_within([r - 1 for r in missing], rounds) and _ascending(missing)):
+        return f"expected distinct ascending round numbers from 1 to {rounds}"
+    value = check["value"]
+    if not isinstance(value, list) or len(value) != rounds - len(missing):
+        return f"the value must hold one entry per round that reported it ({rounds - len(missing)})"
+    return None
+
+
 def _round_sizes_problem(sizes: list[int] | None, n: int, where: str) -> str | None:
     """Samples per pooled round (harness/rounds.py): together they must cover `samples` exactly."""
     if sizes is not None and (len(sizes) > n or sum(sizes) != n):
@@ -354,6 +380,9 @@ def _problem(doc: Any, nesting_checked: bool = False) -> str | None:
     for i, check in enumerate(doc["checks"]):
         if not _numbers(check["value"]):
             return f"checks[{i}] ({_name(check['name'])}).value: expected a finite number or list of them"
+        problem = _missing_rounds_problem(check, doc["settings"].get("rounds"))
+        if problem:
+            return f"checks[{i}] ({_name(check['name'])}).{MISSING_ROUNDS}: {problem}"
         numbers += _count(check["value"])
         if numbers > MAX_CHECK_NUMBERS:
             return f"checks: more than the {MAX_CHECK_NUMBERS} numbers all check values of a result may hold"

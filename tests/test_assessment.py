@@ -41,7 +41,13 @@ HARNESS = ROOT / "harness"
 JUDGING: dict[str, tuple[str, ...]] = {
     "harness.plausibility": ("lint", "exclusions", "sync_state", "escaped", "implausible"),
     # the agreement gate and the precision comparison live in the assessment itself
-    "harness.assessment": ("evaluate", "failing_frameworks", "measured_precision", "_precision_mismatches"),
+    "harness.assessment": (
+        "evaluate",
+        "failing_frameworks",
+        "measured_precision",
+        "_precision_mismatches",
+        "_fairness_mismatches",
+    ),
     "harness.calibration": ("ceilings_for_run",),  # the lint's ceilings: read once, by assess
 }
 JUDGES = "harness.assessment"

@@ -15,26 +15,34 @@ from harness.selftest import Check, check_result
 from tests.conftest import REPO
 from tests.factories import metric, result
 
+PEAK = "peak memory above baseline"
+NOT_OBSERVED = {"peak": "not observable", "why": "JAX cannot reset its allocator's peak"}
+BLIND = {"observable": False, "why": "jax.monitoring has no compilation event in this release"}
+
 
 def _training(fw: str, **changes: Any) -> dict[str, Any]:
     epoch = metric("epoch", [1.0, 1.0, 1.0])
     epoch["sync"] = {"state": "ok"}
     values = [
-        dict(metric("peak memory", [12.0], first=None), kind="value", unit="MiB"),
+        dict(metric(PEAK, [12.0], first=None), kind="value", unit="MiB"),
         dict(metric("compilations (later epochs)", [0.0], first=None), kind="value", unit=""),
     ]
     doc = result(fw, [epoch, *values], checks=[])
     doc["suite"], doc["params"], doc["settings"]["precision"] = "mnist", {}, "fp32"
     doc["environment"]["precision"] = {"measured": {"matmul": {"class": "fp32"}, "conv": {"class": "fp32"}}}
-    doc["training"] = {"data": "device"}
+    doc["training"] = {"data": "device", "compilations": {"observable": True, "how": "XLA compilations"}}
     for key, value in changes.items():
         value(doc) if callable(value) else doc.__setitem__(key, value)
     return doc
 
 
-def _verdicts(doc: dict[str, Any]) -> dict[str, bool | None]:
+def _checks(doc: dict[str, Any]) -> list[Check]:
     run = Run(Path("."), {"baseline": doc["framework"], "suite": "mnist"}, {doc["framework"]: doc})
-    return {c.name: c.passed for c in check_result("mnist", doc["framework"], doc, run)}
+    return list(check_result("mnist", doc["framework"], doc, run))
+
+
+def _verdicts(doc: dict[str, Any]) -> dict[str, bool | None]:
+    return {c.name: c.passed for c in _checks(doc)}
 
 
 def test_a_clean_training_result_passes_every_check() -> None:
@@ -50,9 +58,11 @@ def test_a_clean_training_result_passes_every_check() -> None:
         (lambda d: d["metrics"][0].pop("sync"), "sync"),  # no evidence is no pass
         (lambda d: d["environment"]["precision"]["measured"]["conv"].__setitem__("class", "tf32"), "precision"),
         (lambda d: d["environment"].pop("precision"), "precision"),
-        (lambda d: d.__setitem__("metrics", [m for m in d["metrics"] if m["name"] != "peak memory"]), "memory"),
+        (lambda d: d.__setitem__("metrics", [m for m in d["metrics"] if m["name"] != PEAK]), "memory"),
         (lambda d: d["metrics"][2].__setitem__("samples", [2.0]), "steady"),  # retraced after epoch 1
         (lambda d: d.__setitem__("training", {"data": "host"}), "steady"),
+        (lambda d: d["training"].update(memory=NOT_OBSERVED), "memory"),  # even with a row beside it
+        (lambda d: d["training"].update(compilations=BLIND), "steady"),  # even with a 0 beside it
     ],
 )
 def test_each_planted_gpu_failure_fails_its_check(plant: Any, failing: str) -> None:
@@ -61,6 +71,28 @@ def test_each_planted_gpu_failure_fails_its_check(plant: Any, failing: str) -> N
     verdicts = _verdicts(doc)
     assert verdicts[failing] is False
     assert all(v is not False for name, v in verdicts.items() if name != failing)
+
+
+def _details(doc: dict[str, Any]) -> dict[str, str]:
+    return {c.name: c.detail for c in _checks(doc)}
+
+
+def test_what_could_not_be_observed_fails_with_the_jobs_reason() -> None:
+    doc = _training("flax")
+    doc["metrics"] = [m for m in doc["metrics"] if m["name"] not in (PEAK, "compilations (later epochs)")]
+    doc["training"].update(memory=NOT_OBSERVED, compilations=BLIND)
+    details = _details(doc)
+    assert details["memory"] == "peak not observable: JAX cannot reset its allocator's peak"
+    assert details["steady"].startswith("compilations not observable: jax.monitoring has no compilation event")
+
+
+def test_a_hostile_reason_is_one_short_inert_line() -> None:
+    doc = _training("flax")
+    hostile = {"peak": "not observable", "why": "\x1b[2J" * 500}
+    doc["training"].update(memory=hostile, compilations={"observable": False})
+    details = _details(doc)
+    assert "\x1b" not in details["memory"] and len(details["memory"]) < 300
+    assert details["steady"].startswith("compilations not observable: no reason given")
 
 
 def test_a_failed_job_fails_and_a_skipped_one_is_not_applicable() -> None:

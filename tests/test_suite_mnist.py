@@ -51,7 +51,7 @@ def test_mnist_trains_the_same_model_in_flax_and_pytorch(results: Path) -> None:
         assert metric(doc, "test accuracy")["samples"][0] > 60.0  # chance is 10 %
         assert check(doc, "param_count") == PARAMS
         assert metric(doc, "throughput")["unit"] == "samples/s"
-        assert metric(doc, "peak memory")["samples"][0] > 0  # MiB above the baseline just before training
+        assert metric(doc, "peak memory above baseline")["samples"][0] > 0  # MiB, baseline: just before training
         assert metric(doc, "memory before training")["samples"][0] > 50  # the framework, model and data
         assert doc["dataset"]["name"] == "synthetic" and doc["dataset"]["train_samples"] == 1600
         assert doc["training"]["data"] == "device"

@@ -60,7 +60,7 @@ def test_resnet18_flax_and_pytorch_cold_warm_split_and_agreement(results: Path) 
         assert transfer["first_call"] > 0 and len(transfer["samples"]) == 2  # 3 transfers: first + 2 timed
         # MiB above the baseline just before training (CPU: RSS after resetting the peak counter there).
         # At this tiny size training may reuse pages freed before the baseline, so 0 is a true answer.
-        peak = m["peak memory"]
+        peak = m["peak memory above baseline"]
         assert peak["samples"][0] >= 0 and "VmHWM after a reset just before training" in peak["description"]
         assert m["memory before training"]["samples"][0] > 50
         assert {"first_step_loss", "first_step_weights"} <= set(c)
