@@ -235,7 +235,9 @@ def float32_compute(model: Any) -> Iterator[Any]:
     import jax.numpy as jnp
     from flax import nnx
 
-    layers = [m for _, m in nnx.iter_modules(model) if getattr(m, "dtype", None) is not None]
+    # nnx.iter_modules in newer Flax releases (0.12.8 has both); Module.iter_modules in older ones.
+    walk = nnx.iter_modules(model) if hasattr(nnx, "iter_modules") else model.iter_modules()
+    layers = [m for _, m in walk if getattr(m, "dtype", None) is not None]
     saved = [m.dtype for m in layers]
     for m in layers:
         m.dtype = jnp.float32
