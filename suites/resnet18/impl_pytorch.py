@@ -33,7 +33,7 @@ def run(ctx: Context) -> None:
     dev = ctx.device
     on_gpu = ctx.device_kind == "gpu"
     ctx.training["data"] = "device"
-    training_torch.fairness(ctx).update(host_copy=None, compute_dtype=training_torch.compute_dtype(ctx))
+    training.record_fairness(ctx, host_copy=None)  # the data lives on the device
     if on_gpu:
         torch.cuda.init()  # CUDA context creation is start-up, not data movement
     prepare = make_prepare(dev)

@@ -7,6 +7,7 @@ from typing import Any
 from suites.runtime import precision
 from suites.runtime.errors import JobError
 from suites.runtime.settings import Settings, usable_cores
+from suites.runtime.settings import compute_dtype as settings_dtype
 
 # Full float32 matmuls by default so JAX and PyTorch compute in the same precision on GPUs
 # (JAX's "default" precision would use TF32 on Ampere+, PyTorch's matmul default does not).
@@ -41,7 +42,7 @@ def configure(settings: Settings) -> dict[str, Any]:
 
 def compute_dtype(settings: Settings) -> str:
     """The dtype the suites' matmul and convolution operands are in (interface of `--precision`)."""
-    return "bfloat16" if settings.precision == "bf16" else "float32"
+    return settings_dtype(settings.precision)
 
 
 def device(settings: Settings) -> Any:

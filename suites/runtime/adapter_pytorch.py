@@ -7,6 +7,7 @@ from typing import Any
 from suites.runtime import precision
 from suites.runtime.errors import JobError
 from suites.runtime.settings import Settings
+from suites.runtime.settings import compute_dtype as settings_dtype
 
 _on_gpu = False
 
@@ -68,7 +69,7 @@ def float32_matmul() -> str:
 
 def compute_dtype(settings: Settings) -> str:
     """The dtype the suites' matmul and convolution operands are in (interface of `--precision`)."""
-    return "bfloat16" if settings.precision == "bf16" else "float32"
+    return settings_dtype(settings.precision)
 
 
 def device(settings: Settings) -> Any:

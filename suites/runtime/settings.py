@@ -49,6 +49,11 @@ CACHE_MODES = ("cold", "warm")
 PRECISIONS = ("fp32", "tf32", "bf16")
 
 
+def compute_dtype(precision: str) -> str:
+    """The dtype a job's matmul and convolution operands are in: bfloat16 under bf16, else float32."""
+    return "bfloat16" if precision == "bf16" else "float32"
+
+
 @dataclass(frozen=True)
 class Settings:
     device: str  # cpu | gpu

@@ -30,6 +30,7 @@ from typing import Any
 from suites.runtime import datasets, nvml
 from suites.runtime.context import Context
 from suites.runtime.datasets import AUTO, ImageData
+from suites.runtime.settings import compute_dtype
 from suites.runtime.spec import CheckSpec, Param
 from suites.runtime.syncguard import Probe
 
@@ -115,6 +116,26 @@ def common_params(
         ),
         Param("data", "str", "device", DATA_HELP, choices=DATA_PIPELINES),
     )
+
+
+def fairness(ctx: Context) -> dict[str, Any]:
+    """The result's `training.fairness`: setting -> value, compared across frameworks by the host
+    (harness/assessment.py); each framework's loop adds what it controls."""
+    found: dict[str, Any] = ctx.training.setdefault("fairness", {})
+    return found
+
+
+def host_copy(device_kind: str, host: bool) -> str | None:
+    """How a data=host batch reaches the device: "async" on a GPU (PyTorch: a pinned buffer and a
+    non_blocking copy; JAX: jax.device_put, which returns before the copy ends); None with
+    data=device or on the CPU (nothing to copy; pinning needs CUDA)."""
+    return "async" if host and device_kind == "gpu" else None
+
+
+def record_fairness(ctx: Context, **settings: bool | str | None) -> None:
+    """What the loop used (`settings`: the host copy it made, its algorithm search), and the compute
+    dtype `--precision` sets, which every loop records alike."""
+    fairness(ctx).update(settings, compute_dtype=compute_dtype(ctx.precision))
 
 
 def dataset_name(ctx: Context) -> str:

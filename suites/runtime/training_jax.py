@@ -197,17 +197,11 @@ def xla_autotuning(xla_flags: str) -> bool:
 
 
 def record_fairness(ctx: Context, *, host_data: bool) -> None:
-    """The result's `training.fairness`: settings that two frameworks must share to be compared."""
-    gpu = ctx.device_kind == "gpu"
-    ctx.training.setdefault("fairness", {}).update(
-        {
-            # XLA:GPU picks convolution algorithms by timing them (PyTorch's counterpart is
-            # cudnn.benchmark); XLA:CPU searches none.
-            "conv_algorithm_search": xla_autotuning(os.environ.get("XLA_FLAGS", "")) if gpu else None,
-            # jax.device_put returns before the copy ends: the copy overlaps the step's dispatch.
-            "host_copy": "async" if gpu and host_data else None,
-            "compute_dtype": "bfloat16" if ctx.precision == "bf16" else "float32",
-        }
+    """The result's `training.fairness` (runtime/training.py): XLA:GPU picks convolution algorithms
+    by timing them (PyTorch's counterpart is cudnn.benchmark); XLA:CPU searches none."""
+    search = xla_autotuning(os.environ.get("XLA_FLAGS", "")) if ctx.device_kind == "gpu" else None
+    training.record_fairness(
+        ctx, conv_algorithm_search=search, host_copy=training.host_copy(ctx.device_kind, host_data)
     )
 
 

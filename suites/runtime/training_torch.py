@@ -21,10 +21,11 @@ from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
 from typing import Any
 
-from suites.runtime import training
+from suites.runtime import settings, training
 from suites.runtime.context import Context
 from suites.runtime.datasets import batch_starts
 from suites.runtime.errors import Skip
+from suites.runtime.training import host_copy
 
 EVAL_BATCH = 1000
 
@@ -260,12 +261,6 @@ def _cudnn_flags(ctx: Context) -> None:
              + ", deterministic=" + str(flags["cudnn_deterministic"]).lower())  # fmt: skip
 
 
-def fairness(ctx: Context) -> dict[str, Any]:
-    """The result's `training.fairness`: setting -> value, compared across frameworks by the host."""
-    found: dict[str, Any] = ctx.training.setdefault("fairness", {})
-    return found
-
-
 def conv_search(device_kind: str) -> bool | None:
     """Whether training lets cuDNN time its convolution algorithms (torch.backends.cudnn.benchmark).
 
@@ -284,7 +279,7 @@ def conv_algorithm_search(ctx: Context) -> Iterator[None]:
     import torch
 
     search = conv_search(ctx.device_kind)
-    fairness(ctx)["conv_algorithm_search"] = search
+    training.fairness(ctx)["conv_algorithm_search"] = search
     before = torch.backends.cudnn.benchmark
     if search is not None:
         torch.backends.cudnn.benchmark = search
@@ -293,13 +288,6 @@ def conv_algorithm_search(ctx: Context) -> Iterator[None]:
         yield
     finally:
         torch.backends.cudnn.benchmark = before
-
-
-def host_copy(device_kind: str, host: bool) -> str | None:
-    """How a data=host batch reaches the device: "async" on a GPU (a pinned buffer and a
-    non_blocking copy, which overlaps the kernels still queued, as jax.device_put does); None with
-    data=device or on the CPU (nothing to copy; pinning needs CUDA)."""
-    return "async" if host and device_kind == "gpu" else None
 
 
 def host_batch(src: Any, idx: Any, dev: Any, pinned: bool) -> Any:
@@ -320,7 +308,7 @@ def host_batch(src: Any, idx: Any, dev: Any, pinned: bool) -> Any:
 
 def compute_dtype(ctx: Context) -> str:
     """The dtype the model computes in: `--precision bf16` means bf16 operands (runtime/settings.py)."""
-    return "bfloat16" if ctx.precision == "bf16" else "float32"
+    return settings.compute_dtype(ctx.precision)
 
 
 def autocast(ctx: Context, *, cache: bool = True) -> AbstractContextManager[Any]:
@@ -389,7 +377,7 @@ def run(
     ctx.note(DATA_NOTES["host" if data.host else "device"])
     ctx.training["data"] = "host" if data.host else "device"
     copy_mode = host_copy(ctx.device_kind, data.host)
-    fairness(ctx).update(host_copy=copy_mode, compute_dtype=compute_dtype(ctx))
+    training.record_fairness(ctx, host_copy=copy_mode)
     counter = CompileCounter(compiles=mode == "compiled")  # its canary compiles before any clock
 
     def logits_of(m: Any, x: Any, a: Any) -> Any:
