@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
+from harness import disturbance
 from harness.calibration import Ceilings, ceilings_for_run
 from harness.plausibility import Finding, lint, sync_state
 from harness.result_types import Check, Metric
@@ -67,14 +68,31 @@ class Assessment:
     @cached_property
     def crowded(self) -> str | None:
         """Why the run as a whole must not be read as a measurement of the code: most of its samples
-        were taken while the CPU was shared (suites/runtime/contention.py); None when not."""
+        were disturbed (harness/disturbance.py: the CPUs were shared, or the GPU throttled, while
+        the clock ran); None when not."""
         contended = sum(k for k, _ in self.contention.values())
         total = sum(n for _, n in self.contention.values())
-        if total == 0 or contended * 2 <= total:
+        if not disturbance.mostly(contended, total):
             return None
         return (
-            f"{contended} of {total} samples were contended (the CPU was shared while the clock ran): "
-            "the numbers measure the neighbours as much as the code; rerun on a quiet machine"
+            f"{contended} of {total} samples were contended or throttled (the CPU was shared, or the GPU slowed, "
+            "while the clock ran): the numbers measure the neighbours as much as the code; rerun on a quiet machine"
+        )
+
+    @cached_property
+    def disturbed(self) -> frozenset[Key]:
+        """Time metrics most of whose samples the machine disturbed (left out of ratios and comparisons)."""
+        return frozenset(key for key, (k, n) in self.contention.items() if disturbance.mostly(k, n))
+
+    @property
+    def disturbed_only(self) -> bool:
+        """Measured, but the machine disturbed it: nothing else is wrong with the run (exit DISTURBED)."""
+        return (
+            not self.interrupted
+            and self.all_ran
+            and self.gate_passed
+            and not self.implausible
+            and (self.crowded is not None or bool(self.disturbed))
         )
 
     @cached_property
@@ -99,7 +117,8 @@ class Assessment:
 
     @property
     def passed(self) -> bool:
-        """What exit status 0 means: every job ok or skipped, every check passed, every number plausible."""
+        """What exit status 0 means: every job ok or skipped, every check passed, every number plausible,
+        and the run as a whole not disturbed by the machine."""
         return self.all_ran and self.gate_passed and not self.implausible and self.crowded is None
 
     def finding(self, framework: str, metric: str, quantity: str) -> Finding | None:
@@ -146,7 +165,7 @@ def assess(run: Run) -> Assessment:
             exclusions.setdefault((f.framework, f.metric), f"implausible {word} (above device peak)")
     contention = _contention(run)
     for key, (contended, n) in contention.items():
-        if contended * 2 > n:  # most samples disturbed: the median itself is the neighbours' doing
+        if disturbance.mostly(contended, n):  # most samples disturbed: the median itself is the neighbours' doing
             exclusions.setdefault(key, f"{CONTENDED} ({contended}/{n} samples)")
     measured = {fw: measured_precision(result) for fw, result in run.results.items()}
     mismatches = _precision_mismatches(run, measured)
@@ -179,23 +198,39 @@ def _contention(run: Run) -> dict[Key, tuple[int, int]]:
         if result["status"] != "ok":
             continue
         for m in result["metrics"]:
-            seen = m.get("contention")
-            if m["kind"] == "time" and isinstance(seen, dict):
-                found[(fw, m["name"])] = (len(seen["contended"]), len(m["samples"]))
+            if m["kind"] == "time" and isinstance(m.get("contention"), dict):
+                found[(fw, m["name"])] = (len(disturbance.samples(m)), len(m["samples"]))
     return found
 
 
 INTERRUPTED = 130  # the shell's convention for SIGINT
+FAILED = 1
+# Measured, but the machine disturbed it (contended or throttled beyond the rule) and nothing else
+# is wrong: "rerun on a quiet machine", which a script must tell from FAILED ("the code is wrong").
+DISTURBED = 3
+# When several apply, the most telling wins: an interruption, then a wrong answer, then a busy machine.
+_PRECEDENCE = (INTERRUPTED, FAILED, DISTURBED)
+
+
+def worst(*codes: int) -> int:
+    """The exit status of several outcomes together (`ab`'s two sides and its gate, a compare's rows)."""
+    for code in _PRECEDENCE:
+        if code in codes:
+            return code
+    return max(codes, default=0)  # another non-zero status (2) passes through; else 0
 
 
 def run_exit_code(loaded: Run, judged: Assessment | None = None) -> int:
-    """What a finished run means for the shell (`run`, `reproduce`): 0 when every job was ok or
-    skipped, every check passed and every number is plausible (`Assessment.passed`); 130 when the
-    run was interrupted; else 1. `judged`: the assessment the command rendered from (else made here)."""
+    """What a finished run means for the shell (`run`, `reproduce`, `selftest`, `ab`'s sides): 0 when
+    every job was ok or skipped, every check passed, every number is plausible and most samples were
+    not disturbed (`Assessment.passed`); 130 when the run was interrupted; DISTURBED (3) when the machine's
+    disturbance is all that is wrong; else 1. `judged`: the assessment the command rendered from."""
     judged = of(loaded, judged)
     if judged.interrupted:
         return INTERRUPTED
-    return 0 if judged.passed else 1
+    if judged.passed:
+        return 0
+    return DISTURBED if judged.disturbed_only else FAILED
 
 
 def of(run: Run, judged: Assessment | None) -> Assessment:

@@ -14,11 +14,12 @@ twenty unchanged metrics would be "significant". The p-values are Holm-adjusted 
 from __future__ import annotations
 
 import math
+import statistics
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from harness import assessment, workload
+from harness import assessment, disturbance, workload
 from harness.assessment import Assessment
 from harness.errors import HarnessError
 from harness.result_types import Metric, Result
@@ -32,6 +33,7 @@ from harness.statistics import (
     ratio_interval,
     smallest_exact_p,
 )
+from harness.text.escape import plain
 from harness.text.numbers import fmt_change
 
 # Metadata that makes two numbers comparable (pyperf's check, for our result files).
@@ -77,12 +79,22 @@ class Change:
     no_verdict: str | None = None  # why the evidence cannot give a verdict (too few processes)
     # Set by noise_floor.apply: the run-to-run change this row stayed within (it is then not significant).
     within_sessions: float | None = None
+    # Why one side has no number at all: "failed in B: round 3: boom", "missing in A". A failure of
+    # the gate (`--fail-above`, JUnit), never a quiet absence.
+    failed: str | None = None
+    disturbed: bool = False  # excluded because the machine disturbed most of its samples (exit DISTURBED)
+    left_out: tuple[int, int] = (0, 0)  # rounds of A and of B left out as disturbed
+
+    @property
+    def tested(self) -> bool:
+        """In the family of tests: neither excluded nor failed."""
+        return self.excluded is None and self.failed is None
 
     @property
     def significant(self) -> bool:
         inside = self.ci_low <= 1.0 <= self.ci_high or math.isnan(self.ci_low)
-        tested = self.excluded is None and self.no_verdict is None and self.within_sessions is None
-        return tested and self.p_adjusted < ALPHA and not inside
+        judged = self.tested and self.no_verdict is None and self.within_sessions is None
+        return judged and self.p_adjusted < ALPHA and not inside
 
     @property
     def slowdown(self) -> float:
@@ -91,6 +103,8 @@ class Change:
 
     @property
     def verdict(self) -> str:
+        if self.failed:
+            return self.failed
         if self.excluded:
             return f"excluded: {self.excluded}"
         if self.no_verdict:
@@ -119,14 +133,28 @@ class Comparison:
         ratios = [
             c.ratio
             for c in self.changes
-            if c.excluded is None and c.better == "lower" and (framework is None or c.framework == framework)
+            if c.tested and c.better == "lower" and (framework is None or c.framework == framework)
         ]
         value = geometric_mean(ratios)
         return None if math.isnan(value) else value
 
     @property
     def without_verdict(self) -> list[Change]:
-        return [c for c in self.changes if c.excluded is None and c.no_verdict is not None]
+        return [c for c in self.changes if c.tested and c.no_verdict is not None]
+
+    @property
+    def failed(self) -> list[Change]:
+        """Rows where one side has no number: a failed, missing or interrupted job or metric."""
+        return [c for c in self.changes if c.failed is not None]
+
+    @property
+    def disturbed(self) -> list[Change]:
+        """Rows left unjudged because the machine disturbed most of a side's samples."""
+        return [c for c in self.changes if c.disturbed]
+
+    @property
+    def family_size(self) -> int:
+        return sum(1 for c in self.changes if c.tested)
 
     def worst_significant_slowdown(self) -> Change | None:
         bad = [c for c in self.changes if c.significant and c.slowdown > 0]
@@ -159,38 +187,13 @@ def metadata_warnings(a: Run, b: Run) -> list[str]:
     return warnings
 
 
-def _round_medians(metric: Metric) -> list[float]:
-    """Per-round medians of a pooled metric (harness/rounds.py); [] for a single-round run.
-
-    A round most of whose samples were contended (the CPU was shared while it ran) measured its
-    neighbours: its median is left out of the test, so a hog in one round is not a "regression".
-    """
-    found = metric.get("round_medians")
-    if not isinstance(found, list) or len(found) < 2:
-        return []
-    ok = all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in found)
-    if not ok:
-        return []
-    sizes = metric.get("round_sizes")
-    contended = set((metric.get("contention") or {}).get("contended") or [])
-    if not contended or not isinstance(sizes, list) or len(sizes) != len(found):
-        return [float(v) for v in found]
-    kept, start = [], 0
-    for median, size in zip(found, sizes, strict=True):
-        disturbed = len(contended.intersection(range(start, start + size)))
-        if disturbed * 2 <= size:
-            kept.append(float(median))
-        start += size
-    return kept
-
-
 def family(changes: list[Change], what: str = "a side", option: str = "--rounds") -> list[Change]:
     """The rows of one compare judged together: too few processes -> no verdict; Holm across the rest.
 
     Every row that is compared counts in the family, also one without enough processes (as p = 1),
     so adding untestable rows never makes the others easier to call.
     """
-    tested = [i for i, c in enumerate(changes) if c.excluded is None]
+    tested = [i for i, c in enumerate(changes) if c.tested]
     needed = observations_needed(len(tested))
     reasons: dict[int, str] = {}
     for i in tested:
@@ -219,6 +222,58 @@ def paired_metrics(a: Run, b: Run) -> Iterator[tuple[str, Result, Result, Metric
                 yield fw, result_a, result_b, ma, mb
 
 
+def _why_absent(run: Run, side: str, framework: str, metric: str | None = None) -> str | None:
+    """Why `run` has no number for the framework (or one metric of it), in words; None when it has one."""
+    result = run.results.get(framework)
+    if result is None:
+        return f"missing in {side} (no {framework} job)"
+    if result["status"] == "skipped":
+        return f"skipped in {side}: {plain(result.get('reason') or 'no reason given')}"
+    if result["status"] != "ok":
+        reason = plain(result.get("reason") or "no reason given")
+        return f"{result['status']} in {side}: {reason}"
+    if metric is not None and all(m["name"] != metric for m in result["metrics"]):
+        return f"missing in {side} (the {framework} job measured no {metric})"
+    return None
+
+
+def _absent_rows(a: Run, b: Run) -> list[Change]:
+    """A framework or metric one run measured that the other failed, skipped, missed or was interrupted
+    in: a row of its own, so a gate never passes by a side that quietly vanished. Frameworks neither run
+    measured (both failed or skipped) are rows too when either failed: a failed job is never silent."""
+    rows = []
+    for fw in dict.fromkeys([*a.results, *b.results]):
+        ok = [run.results.get(fw) is not None and run.results[fw]["status"] == "ok" for run in (a, b)]
+        if all(ok):  # both measured it: any metric one of them lacks
+            names_a = [m["name"] for m in a.results[fw]["metrics"]]
+            names_b = [m["name"] for m in b.results[fw]["metrics"]]
+            for name in dict.fromkeys([*names_a, *names_b]):
+                why = _why_absent(a, "A", fw, name) or _why_absent(b, "B", fw, name)
+                source = a.results[fw] if name in names_a else b.results[fw]
+                if why is not None:
+                    rows.append(_absent(fw, next(m for m in source["metrics"] if m["name"] == name), why))
+            continue
+        whys = [w for w in (_why_absent(a, "A", fw), _why_absent(b, "B", fw)) if w is not None]
+        if all(run.results.get(fw) is None or run.results[fw]["status"] == "skipped" for run in (a, b)):
+            continue  # skipped (or not planned) on both sides: nothing was asked of it here
+        measured = a.results[fw] if ok[0] else b.results[fw] if ok[1] else None
+        for m in measured["metrics"] if measured is not None else [None]:
+            rows.append(_absent(fw, m, "; ".join(whys)))
+    return rows
+
+
+def _absent(framework: str, metric: Metric | None, why: str) -> Change:
+    nan = math.nan
+    return Change(
+        framework=framework,
+        metric=metric["name"] if metric is not None else "(every metric)",
+        unit=metric["unit"] if metric is not None else "",
+        better=metric["better"] if metric is not None else "lower",
+        median_a=nan, median_b=nan, ratio=nan, ci_low=nan, ci_high=nan, p_value=nan,
+        failed=why,
+    )  # fmt: skip
+
+
 def compare_runs(a: Run, b: Run, judged_a: Assessment | None = None, judged_b: Assessment | None = None) -> Comparison:
     """`judged_a`, `judged_b`: the runs' assessments when the caller has them (else made here)."""
     suite_a, suite_b = a.summary.get("suite"), b.summary.get("suite")
@@ -234,30 +289,40 @@ def compare_runs(a: Run, b: Run, judged_a: Assessment | None = None, judged_b: A
         if ma["stats"]["median"] == 0:
             continue
         # Samples of one process are not independent (one warm cache, one neighbour); where both
-        # runs have interleaved rounds, each round's median is one independent observation.
-        xa, xb = _round_medians(ma), _round_medians(mb)
-        basis = ROUNDS if xa and xb else SAMPLES
-        processes = (len(xa), len(xb)) if xa and xb else (len(xa) or 1, len(xb) or 1)
-        if not (xa and xb):
+        # runs have interleaved rounds, each round's median is one independent observation, and
+        # the rounds the machine disturbed are left out of the test and of the ratio alike.
+        (xa, out_a), (xb, out_b) = disturbance.rounds(ma), disturbance.rounds(mb)
+        rounds = bool(xa) and bool(xb)
+        basis = ROUNDS if rounds else SAMPLES
+        processes = (len(xa), len(xb)) if rounds else (len(xa) or 1, len(xb) or 1)
+        if not rounds:
             xa, xb = ma["samples"], mb["samples"]
+        # The row's ratio is the one its interval and test are about: of the round medians kept.
+        median_a = statistics.median(xa) if rounds else ma["stats"]["median"]
+        median_b = statistics.median(xb) if rounds else mb["stats"]["median"]
+        if median_a == 0:
+            continue
         interval = ratio_interval(xa, xb)
         _, p = mann_whitney_u(xa, xb)
         key = (fw, ma["name"])
         excluded = bad_a.get(key) or bad_b.get(key)
+        disturbed = excluded is not None and key in (judged_a.disturbed | judged_b.disturbed)
         if fw in off_a or fw in off_b:
             excluded = f"not comparable in run {'A' if fw in off_a else 'B'} ({(off_a.get(fw) or off_b.get(fw))})"
+            disturbed = False
         differs = workload.differences(result_a, result_b, ma, mb)
         if differs:
             excluded = f"not the same workload ({'; '.join(differs)})"
+            disturbed = False
         changes.append(
             Change(
                 framework=fw,
                 metric=ma["name"],
                 unit=ma["unit"],
                 better=ma["better"],
-                median_a=ma["stats"]["median"],
-                median_b=mb["stats"]["median"],
-                ratio=mb["stats"]["median"] / ma["stats"]["median"],
+                median_a=median_a,
+                median_b=median_b,
+                ratio=median_b / median_a,
                 ci_low=interval.low,
                 ci_high=interval.high,
                 p_value=p,
@@ -265,8 +330,11 @@ def compare_runs(a: Run, b: Run, judged_a: Assessment | None = None, judged_b: A
                 ci_coverage=interval.coverage,
                 basis=basis,
                 processes=processes,
+                disturbed=disturbed,
+                left_out=(out_a, out_b) if rounds else (0, 0),
             )
         )
+    changes += _absent_rows(a, b)
     if not changes:
         raise HarnessError("the two runs share no successful (framework, metric) pair; nothing to compare")
     return Comparison(a=a, b=b, changes=family(changes), warnings=metadata_warnings(a, b))

@@ -24,11 +24,11 @@ from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
 from statistics import NormalDist
-from typing import Any
+from typing import Any, cast
 
-from harness import cache_home, workload
-from harness.calibration import fingerprint, read_json_file
-from harness.compare import Comparison
+from harness import cache_home, disturbance, machine_id, workload
+from harness.calibration import gpu_names, read_json_file
+from harness.compare import Change, Comparison
 from harness.errors import HarnessError
 from harness.plan import Plan
 from harness.result_types import Result
@@ -37,6 +37,7 @@ from harness.safe_files import write_bytes_atomic
 from harness.statistics import ALPHA, smallest_exact_p, u_distribution
 from harness.text.escape import plain
 from harness.text.numbers import fmt_share
+from suites.runtime import machine
 
 FORMAT, VERSION = "harness-noise", 1
 POWER = 0.8
@@ -44,6 +45,15 @@ MIN_ROUNDS = 3  # a standard deviation from fewer processes is not an estimate
 MAX_ROUNDS = 30  # --detect never asks for more (say so instead)
 SIMULATIONS = 600
 MAX_FILE_BYTES = 2_000_000
+# A floor estimated from fewer round medians than this, beyond one per run (its degrees of freedom),
+# is too uncertain to excuse anything: one run of 6 rounds has 5, the default 3 x 6 has 15.
+MIN_DEGREES = 5
+# The largest change a floor may ever call drift. The widest A/A drift measured on the 2-core
+# development machine was about 33 % (a process lands in a 13.5 ms or an 18 ms mode and stays:
+# docs/method.md); a floor whose gate is wider than this is too wide to judge with, and a change
+# beyond it is judged on the between-process evidence alone, with a line saying so: a 2x slowdown
+# is never "within run-to-run noise".
+MAX_HELD = 0.5
 
 
 def folder() -> Path:
@@ -65,17 +75,81 @@ def key_of(result: Result) -> str:
     return key(result["suite"], result["params"], str(result["settings"].get("precision") or "fp32"), result["device"])
 
 
+def _kept(result: Result, metric: str) -> list[float]:
+    """The round medians of one metric that a verdict would use (harness/disturbance.py: rounds the
+    machine disturbed left out), all positive; [] when fewer than MIN_ROUNDS remain."""
+    if result["status"] != "ok":
+        return []
+    match = [m for m in result["metrics"] if m["name"] == metric]
+    kept = disturbance.rounds(match[0])[0] if match else []
+    return kept if len(kept) >= MIN_ROUNDS and all(m > 0 for m in kept) else []
+
+
 def between_processes(run: Run) -> dict[str, dict[str, float]]:
-    """framework -> metric -> standard deviation of log(round median), from a run with rounds."""
+    """framework -> metric -> standard deviation of log(round median), from a run with rounds, over
+    exactly the rounds `compare` judges with (a contended or throttled round is left out of both)."""
     found: dict[str, dict[str, float]] = {}
     for fw, result in run.results.items():
-        if result["status"] != "ok":
-            continue
-        for metric in result["metrics"]:
-            medians = metric.get("round_medians") or []
-            if len(medians) >= MIN_ROUNDS and all(m > 0 for m in medians):
-                found.setdefault(fw, {})[metric["name"]] = statistics.stdev(math.log(m) for m in medians)
+        for metric in result["metrics"] if result["status"] == "ok" else []:
+            kept = _kept(result, metric["name"])
+            if kept:
+                found.setdefault(fw, {})[metric["name"]] = statistics.stdev(math.log(m) for m in kept)
     return found
+
+
+def left_out(runs: list[Run]) -> int:
+    """Rounds of these runs left out of the floor because the machine disturbed them."""
+    return sum(
+        disturbance.rounds(m)[1]
+        for run in runs
+        for r in run.results.values()
+        if r["status"] == "ok"
+        for m in r["metrics"]
+    )
+
+
+def _identity(result: Result) -> dict[str, Any]:
+    """What must be equal, framework by framework, across the runs of one floor: the stack."""
+    image = result.get("image")
+    env = result.get("environment")
+    return {
+        "stack": result.get("stack"),
+        "backend": result.get("backend"),
+        "versions": env.get("versions") if isinstance(env, dict) else None,
+        "image": image.get("id") if isinstance(image, dict) else None,
+    }
+
+
+def check_alike(runs: list[Run]) -> Result:
+    """The first ok result of these runs, once every ok result is of one workload, measured on one
+    machine, each framework on one stack; else a HarnessError naming the difference."""
+    ok = [(run, fw, r) for run in runs for fw, r in run.results.items() if r["status"] == "ok"]
+    if not ok:
+        raise HarnessError(f"run {plain(runs[0].summary.get('run_id'))} has no successful job to read noise from")
+    first_run, first_fw, first = ok[0]
+    stacks: dict[str, tuple[Run, Result]] = {}
+    for run, fw, result in ok:
+        where = f"run {plain(run.summary.get('run_id'))} ({plain(fw)}) and run {plain(first_run.summary.get('run_id'))}"
+        differs = workload.differences(first, result)
+        if key_of(first) != key_of(result) or differs:
+            raise HarnessError(
+                f"{where} ({plain(first_fw)}) measured different workloads ({plain('; '.join(differs))}); a noise floor is "
+                "of one workload: give runs of one suite, parameters, precision and device"
+            )
+        machines = machine_id.differences(first, result)
+        if machines:
+            raise HarnessError(
+                f"{where} ({plain(first_fw)}) were measured on different machines ({plain('; '.join(machines))}); a "
+                "noise floor is of one machine: give runs measured on one"
+            )
+        seen = stacks.setdefault(fw, (run, result))
+        if _identity(seen[1]) != _identity(result):
+            names = [k for k, v in _identity(result).items() if _identity(seen[1])[k] != v]
+            raise HarnessError(
+                f"run {plain(run.summary.get('run_id'))} and run {plain(seen[0].summary.get('run_id'))} ran {plain(fw)} "
+                f"on different stacks ({', '.join(names)} differ); a noise floor is of one stack: give runs of one"
+            )
+    return first
 
 
 def load(fingerprint: str) -> dict[str, Any]:
@@ -107,8 +181,9 @@ def _problem(doc: Any) -> str | None:
             return f"workloads[{plain(name)!r}].rounds: expected a count of {MIN_ROUNDS} or more"
         if not _number(entry.get("seconds_per_round")):
             return f"workloads[{plain(name)!r}].seconds_per_round: expected a number"
-        for field in ("noise", "sessions"):
-            found = entry.get(field, {} if field == "sessions" else None)  # sessions: absent before --sessions
+        for field in ("noise", "sessions", "degrees"):
+            # sessions: absent before --sessions; degrees: absent before floors counted them
+            found = entry.get(field, {} if field in ("sessions", "degrees") else None)
             if not isinstance(found, dict) or not all(
                 isinstance(per, dict) and all(isinstance(m, str) and _number(v) for m, v in per.items())
                 for per in found.values()
@@ -127,35 +202,45 @@ def between_sessions(runs: list[Run], within: dict[str, dict[str, float]]) -> di
             counts: list[int] = []
             for run in runs:
                 result = run.results.get(fw)
-                if result is None or result["status"] != "ok":
-                    continue
-                match = [m for m in result["metrics"] if m["name"] == metric]
-                medians = (match[0].get("round_medians") or []) if match else []
-                if len(medians) < MIN_ROUNDS:
-                    continue
-                logs = [math.log(m) for m in medians if m > 0]
-                if len(logs) < MIN_ROUNDS:
-                    continue
-                levels.append(statistics.fmean(logs))
-                counts.append(len(logs))
+                kept = _kept(result, metric) if result is not None else []
+                if kept:
+                    levels.append(statistics.fmean(math.log(m) for m in kept))
+                    counts.append(len(kept))
             if len(levels) >= 2:
                 extra = statistics.variance(levels) - process**2 / statistics.fmean(counts)
                 found.setdefault(fw, {})[metric] = math.sqrt(max(extra, 0.0))
     return found
 
 
-def store(fingerprint: str, runs: list[Run], rounds: int, seconds: float) -> dict[str, Any]:
+def degrees(runs: list[Run]) -> dict[str, dict[str, int]]:
+    """framework -> metric -> degrees of freedom of its pooled process noise: kept rounds - 1, summed."""
+    found: dict[str, dict[str, int]] = {}
+    for run in runs:
+        for fw, result in run.results.items():
+            for metric in result["metrics"] if result["status"] == "ok" else []:
+                kept = _kept(result, metric["name"])
+                if kept:
+                    per = found.setdefault(fw, {})
+                    per[metric["name"]] = per.get(metric["name"], 0) + len(kept) - 1
+    return found
+
+
+def store(runs: list[Run], rounds: int, seconds: float) -> tuple[str, dict[str, Any]]:
     """Record the between-process (and, from two runs on, between-session) noise of these runs of one
-    workload; returns the entry."""
-    first = next((r for run in runs for r in run.results.values() if r["status"] == "ok"), None)
+    workload, under the fingerprint of the machine that measured them (from their own records);
+    returns (that fingerprint, the entry). Runs of different workloads, machines or stacks are refused."""
+    first = check_alike(runs)
     per_run = [between_processes(run) for run in runs]
     noise: dict[str, dict[str, float]] = {}
     for fw in {fw for found in per_run for fw in found}:
         for metric in {m for found in per_run for m in found.get(fw, {})}:
             values = [found[fw][metric] for found in per_run if metric in found.get(fw, {})]
             noise.setdefault(fw, {})[metric] = math.sqrt(statistics.fmean(v * v for v in values))  # pooled
-    if first is None or not noise:
-        raise HarnessError(f"run {plain(runs[0].summary.get('run_id'))} has no metric with {MIN_ROUNDS}+ round medians")
+    if not noise:
+        raise HarnessError(
+            f"run {plain(runs[0].summary.get('run_id'))} has no metric with {MIN_ROUNDS}+ round medians the machine "
+            "left alone (contended or throttled rounds are left out); measure again on a quiet machine"
+        )
     entry: dict[str, Any] = {
         "label": workload.label(first),
         "run_id": ", ".join(plain(run.summary.get("run_id")) for run in runs),
@@ -164,13 +249,27 @@ def store(fingerprint: str, runs: list[Run], rounds: int, seconds: float) -> dic
         "seconds_per_round": seconds / (rounds * len(runs)),
         "noise": noise,
         "sessions": between_sessions(runs, noise) if len(runs) >= 2 else {},
+        "degrees": degrees(runs),
     }
+    fingerprint = machine_id.fingerprint(first)
     with cache_home.locked(folder() / ".lock", "the noise floor"):
         workloads = load(fingerprint)
         workloads[key_of(first)] = entry
         doc = {"format": FORMAT, "version": VERSION, "fingerprint": fingerprint, "workloads": workloads}
         write_bytes_atomic(file_for(fingerprint), (json.dumps(doc, indent=2) + "\n").encode())
-    return entry
+    return fingerprint, entry
+
+
+def host_fingerprint(device: str, threads: int | None) -> str:
+    """The machine fingerprint a job on this host records (harness/machine_id.py), for `--detect`,
+    which plans before any job has run."""
+    gpus = [{"name": name} for name in gpu_names()] if device == "gpu" else []
+    record = {
+        "device": device,
+        "settings": {"threads": threads},
+        "environment": {"machine": machine.describe(), "nvml": {"gpus": gpus}},
+    }
+    return machine_id.fingerprint(cast(Result, record))
 
 
 def drift(entry: dict[str, Any], framework: str, metric: str) -> float | None:
@@ -198,15 +297,35 @@ def session_gate(sigma: float, family: int) -> float:
     return z * math.sqrt(2) * sigma
 
 
-def apply(comparison: Comparison, machine: str) -> Comparison:
-    """The comparison with this machine's noise floor brought in: a significant row whose change is
-    within the run-to-run (session) noise becomes "not significant", and the footer says what the
-    floor lets the verdicts see (or that there is none)."""
-    b = comparison.b
-    first = next((r for r in b.results.values() if r["status"] == "ok"), None)
-    if first is None:
+def _first_ok(run: Run) -> Result | None:
+    return next((r for r in run.results.values() if r["status"] == "ok"), None)
+
+
+def degrees_of(entry: dict[str, Any], framework: str, metric: str) -> int:
+    """The floor's degrees of freedom for a metric; a floor stored before they were counted: its rounds
+    less one per session (what it had when every round was kept)."""
+    found = (entry.get("degrees", {}).get(framework) or {}).get(metric)
+    if isinstance(found, int) and not isinstance(found, bool):
+        return found
+    return max(int(entry["rounds"]) - 1, 0) * int(entry.get("sessions_measured") or 1)
+
+
+def apply(comparison: Comparison) -> Comparison:
+    """The comparison with the noise floor of the machine that measured both runs brought in: a
+    significant row whose change is within the run-to-run (session) noise becomes "not significant",
+    and the footer says what the floor lets the verdicts see, that there is none, or why it was not
+    used (runs of two machines; a floor too uncertain; a change beyond what any floor may call drift)."""
+    first_a, first = _first_ok(comparison.a), _first_ok(comparison.b)
+    if first is None or first_a is None:
         return comparison
-    entry = load(machine).get(key_of(first))
+    machines = machine_id.differences(first_a, first)
+    if machines:
+        return replace(comparison, floor=[
+            f"runs A and B were measured on different machines ({plain('; '.join(machines))}): no machine's noise floor "
+            "applies, so no verdict is held as run-to-run drift; each verdict says whether these processes differ, "
+            "which includes the machines' own difference"
+        ])  # fmt: skip
+    entry = load(machine_id.fingerprint(first)).get(key_of(first))
     session = partners(comparison.a.summary, comparison.b.summary)
     lines = explain(comparison, entry, first, session)
     if session:
@@ -215,19 +334,41 @@ def apply(comparison: Comparison, machine: str) -> Comparison:
         lines.append("the runs are the two sides of one interleaved session (harness ab): run-to-run drift cancels")
     if entry is None or session:
         return replace(comparison, floor=lines)
-    family = sum(1 for c in comparison.changes if c.excluded is None)
-    changes = []
-    held = 0
+    family = comparison.family_size
+    changes: list[Change] = []
+    held, uncertain, beyond = 0, [], []
     for c in comparison.changes:
         sigma = drift(entry, c.framework, c.metric)
-        if c.significant and sigma is not None and c.ratio > 0 and abs(math.log(c.ratio)) < session_gate(sigma, family):
-            c = replace(c, within_sessions=math.exp(session_gate(sigma, family)) - 1)
+        if not (c.significant and sigma is not None and c.ratio > 0):
+            changes.append(c)
+            continue
+        gate, change = session_gate(sigma, family), abs(math.log(c.ratio))
+        if change >= gate:
+            pass  # beyond the drift: the verdict stands
+        elif degrees_of(entry, c.framework, c.metric) < MIN_DEGREES:
+            uncertain.append(c)
+        elif change >= math.log1p(MAX_HELD):
+            beyond.append(c)  # never drift, whatever the floor says
+        else:
+            c = replace(c, within_sessions=math.exp(gate) - 1)
             held += 1
         changes.append(c)
     if held:
         lines.append(
             f"{held} row(s) significant between processes but within this machine's run-to-run noise: not "
             "significant (`harness ab BASELINE CANDIDATE` measures two versions in one session, where it cancels)"
+        )
+    if uncertain:
+        lines.append(
+            f"the noise floor (runs {plain(entry['run_id'])}) rests on too few rounds to excuse a change ({uncertain[0].framework} "
+            f"{uncertain[0].metric}: {degrees_of(entry, uncertain[0].framework, uncertain[0].metric)} degrees of freedom, "
+            f"{MIN_DEGREES} needed): {len(uncertain)} significant row(s) judged without it; measure it again: "
+            f"`{command(first['suite'], first['params'])}`"
+        )
+    if beyond:
+        lines.append(
+            f"{len(beyond)} significant row(s) changed by more than any run-to-run drift may excuse ({fmt_share(MAX_HELD)}; "
+            f"e.g. {beyond[0].framework} {beyond[0].metric} x{beyond[0].ratio:.3g}): judged without the noise floor"
         )
     return replace(comparison, changes=changes, floor=lines)
 
@@ -318,8 +459,7 @@ def plan_rounds(plan: Plan, detect: str, *, interleaved: bool) -> tuple[int, str
     run-to-run drift, which no number of rounds does; two interleaved sides (`harness ab`) need not."""
     target = parse_target(detect)
     job = plan.jobs[0]
-    machine = fingerprint(job.device, job.threads, None)
-    entry = load(machine).get(key(plan.suite, job.params, job.precision, job.device))
+    entry = load(host_fingerprint(job.device, job.threads)).get(key(plan.suite, job.params, job.precision, job.device))
     how = command(plan.suite, job.params)
     if entry is None:
         raise HarnessError(f"--detect needs this machine's noise floor for this workload; measure it first: {how}")
@@ -348,7 +488,7 @@ def plan_rounds(plan: Plan, detect: str, *, interleaved: bool) -> tuple[int, str
     then = "" if interleaved else f"; compare the run with another of {found} rounds"
     return found, (
         f"--detect {target:.1%}: {each} (about {cost:.0f} s: {entry['seconds_per_round']:.1f} s a round in the "
-        f"noise run {entry['run_id']}){then}"
+        f"noise run {plain(entry['run_id'])}){then}"
     )
 
 
@@ -362,11 +502,11 @@ def explain(comparison: Comparison, entry: dict[str, Any] | None, first: Result,
             f"no noise floor for this machine at {workload.label(first)}: how small a change these verdicts can see "
             f"is unknown{unknown}; `{how}` measures {'it' if session else 'both'}"
         ]
-    family = sum(1 for c in comparison.changes if c.excluded is None)
+    family = comparison.family_size
     parts = []
     for c in comparison.changes:
         sigma = (entry["noise"].get(c.framework) or {}).get(c.metric)
-        if c.excluded is not None or sigma is None:
+        if not c.tested or sigma is None:
             continue
         found = detectable(sigma, min(c.processes), family)
         apart = None if session else drift(entry, c.framework, c.metric)
@@ -376,5 +516,5 @@ def explain(comparison: Comparison, entry: dict[str, Any] | None, first: Result,
         return []
     return [
         f"smallest change a verdict here detects (80 % of the time; this machine's noise floor, runs "
-        f"{entry['run_id']}): " + ", ".join(parts)
+        f"{plain(entry['run_id'])}): " + ", ".join(parts)
     ]

@@ -14,7 +14,8 @@ CUDA builds installed, no Docker), then checks each result and prints one line p
 - steady (training suites): compilations were observable, none after epoch 1, and the data held
   on the device (a counter that cannot see compilations fails: its 0 would mean nothing).
 
-Exit status 1 when any check fails.
+Exit status 1 when any check fails; else 3 when the machine disturbed most samples of a suite's run
+(a `BUSY` line, the rule `harness run` exits 3 by: rerun on a quiet machine); else 0.
 """
 
 from __future__ import annotations
@@ -50,9 +51,10 @@ class Check:
     name: str
     passed: bool | None  # None: not applicable here (the line says why)
     detail: str
+    disturbed: bool = False  # measured, but the machine disturbed it: neither passed nor failed (exit 3)
 
     def line(self) -> str:
-        mark = {True: "PASS", False: "FAIL", None: "n/a "}[self.passed]
+        mark = "BUSY" if self.disturbed else {True: "PASS", False: "FAIL", None: "n/a "}[self.passed]
         return f"{mark}  {self.suite:<9} {self.framework:<8} {self.name:<11} {self.detail}"
 
 
@@ -78,6 +80,9 @@ def check_result(suite: str, fw: str, result: Result, run: Run, judged: Assessme
         return
     yield check("finished", True, f"{len(result['metrics'])} metrics")
     judged = assessment.of(run, judged)
+    if judged.crowded:
+        # Not a failure of the code: the run's numbers measured the neighbours (exit 3, as `run`).
+        yield Check(suite, fw, "quiet", None, judged.crowded, disturbed=True)
     times = [m for m in result["metrics"] if m["kind"] == "time"]
     states = {m["name"]: judged.sync(fw, m["name"]) for m in times}
     bad = [name for name, state in states.items() if state == "escaped"]

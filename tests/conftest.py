@@ -48,11 +48,12 @@ def harness(*args: str, cwd: Path | None = None, timeout: float = 900) -> subpro
 
 
 def finished(proc: subprocess.CompletedProcess[str]) -> bool:
-    """A `run` (or `reproduce`) that finished as it should: exit 0, or exit 1 only because this test
-    machine was busy (the run's one flag: most samples contended). Callers check the jobs' statuses."""
-    if proc.returncode == 0:
-        return True
-    return proc.returncode == 1 and "samples were contended" in proc.stdout + proc.stderr
+    """A `run` (or `reproduce`) that finished as it should: exit 0, or DISTURBED (3): measured, but
+    this test machine was busy, and nothing else was wrong. A failed job or gate is 1 and never
+    passes here, however busy the machine was. Callers check the jobs' statuses."""
+    from harness.assessment import DISTURBED  # imported late: the cache home above is set first
+
+    return proc.returncode in (0, DISTURBED)
 
 
 def run_folder(stdout: str) -> Path:

@@ -10,10 +10,10 @@ from typing import Any
 import pytest
 
 from harness import noise_floor
-from harness.calibration import fingerprint
 from harness.errors import HarnessError
 from harness.plan import make_plan
 from harness.run_folder import load_run
+from suites.runtime import machine
 from tests.conftest import harness
 from tests.factories import metric, result, write_run
 
@@ -44,6 +44,7 @@ def rounds_run(path: Path, spread: float, seed: int, rounds: int = 6, scale: flo
         m = metric("matmul", [level] * 12)
         m["round_medians"] = [level * (1 + rng.gauss(0, spread)) for _ in range(rounds)]
         d = result(fw, [m])
+        d["environment"]["machine"] = machine.describe()  # measured here: the floor is this machine's
         d["params"] = _params()
         d["settings"]["rounds"] = rounds
         d["duration_s"] = 3.0
@@ -59,7 +60,7 @@ def test_harness_noise_stores_the_floor_and_compare_and_detect_read_it(tmp_path:
     proc = harness("noise", str(a))
     assert proc.returncode == 0, proc.stderr
     assert "numpy matmul:" in proc.stdout and "between processes" in proc.stdout
-    machine = fingerprint("cpu", None, None)
+    machine = noise_floor.host_fingerprint("cpu", None)
     [entry] = noise_floor.load(machine).values()
     sigma = entry["noise"]["numpy"]["matmul"]
     assert 0.002 < sigma < 0.03 and entry["rounds"] == 6 and entry["seconds_per_round"] == pytest.approx(1.0)
@@ -88,7 +89,7 @@ def test_a_run_without_rounds_is_no_noise_floor_and_a_tampered_file_is_refused(t
     proc = harness("noise", str(single))
     assert proc.returncode == 2 and "a noise floor needs 3 or more" in proc.stderr
     assert harness("noise").returncode == 2
-    machine = fingerprint("cpu", None, None)
+    machine = noise_floor.host_fingerprint("cpu", None)
     path = noise_floor.file_for(machine)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps({"format": "harness-noise", "version": 1, "workloads": {"x": {"label": 1}}}))
@@ -107,7 +108,7 @@ def test_runs_that_drift_apart_set_a_gate_no_verdict_passes_below(tmp_path: Path
     drifted = [rounds_run(tmp_path / f"s{i}", 0.005, i, scale=f) for i, f in enumerate((0.95, 1.0, 1.05))]
     proc = harness("noise", *map(str, drifted))
     assert proc.returncode == 0 and "run to run" in proc.stdout, proc.stdout + proc.stderr
-    [entry] = noise_floor.load(fingerprint("cpu", None, None)).values()
+    [entry] = noise_floor.load(noise_floor.host_fingerprint("cpu", None)).values()
     assert 0.02 < entry["sessions"]["numpy"]["matmul"] < 0.08 and entry["sessions_measured"] == 3
     a = rounds_run(tmp_path / "a", 0.005, 10)
     small = harness("compare", str(a), str(rounds_run(tmp_path / "b", 0.005, 11, scale=1.04)))

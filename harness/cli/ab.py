@@ -8,7 +8,7 @@ from typing import Annotated, Optional
 import typer
 
 from harness import ab, noise_floor
-from harness.assessment import INTERRUPTED, run_exit_code
+from harness.assessment import FAILED, INTERRUPTED, run_exit_code, worst
 from harness.backends.base import resolve_backend
 from harness.cli.options import (
     BackendName,
@@ -139,12 +139,11 @@ def ab_command(
         comparison = compare_runs(runs[0], runs[1])
     except HarnessError as error:  # e.g. a side whose jobs all failed: the runs are kept, the session failed
         typer.echo(f"error: {error}; see the two run folders", err=True)
-        raise typer.Exit(INTERRUPTED if INTERRUPTED in sides else 1) from None
+        raise typer.Exit(worst(*sides, FAILED)) from None
     gate = conclude(with_floor(comparison), fmt, fail_above, junit)
-    if INTERRUPTED in sides:
-        raise typer.Exit(INTERRUPTED)
     failed = [run.summary["run_id"] for run, code in zip(runs, sides, strict=True) if code]
-    if failed:
-        # A failed job, check or flag on a side is a session that did not pass, as for `harness run`.
+    if failed and INTERRUPTED not in sides:
+        # A failed job, check or flag on a side is a session that did not pass, as for `harness run`;
+        # a side the machine disturbed (and nothing else) is exit 3, as for `harness run`.
         typer.echo(f"not every job of run {', '.join(failed)} passed; `harness show RUN` says why", err=True)
-    raise typer.Exit(1 if failed or gate else 0)
+    raise typer.Exit(worst(*sides, gate))

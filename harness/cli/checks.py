@@ -7,6 +7,7 @@ from typing import Annotated, Optional
 
 import typer
 
+from harness.assessment import DISTURBED, FAILED
 from harness.cli.options import Device, DeviceOption, Precision, PrecisionOption, ResultsDir, default_results_dir
 from harness.doctor import Check, run_checks
 from harness.errors import HarnessError
@@ -55,5 +56,7 @@ def selftest(
     )
     failed = [c for c in checks if c.passed is False]
     passed = sum(c.passed is True for c in checks)
-    typer.echo(f"selftest: {passed} passed, {len(failed)} failed, {len(checks) - passed - len(failed)} not applicable")
-    raise typer.Exit(1 if failed else 0)
+    busy = sum(c.disturbed for c in checks)
+    rest = len(checks) - passed - len(failed) - busy
+    typer.echo(f"selftest: {passed} passed, {len(failed)} failed, {busy} disturbed, {rest} not applicable")
+    raise typer.Exit(FAILED if failed else DISTURBED if busy else 0)

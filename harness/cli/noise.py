@@ -8,8 +8,8 @@ from typing import Annotated, Optional
 
 import typer
 
+from harness.assessment import DISTURBED
 from harness.backends.base import make_backend, resolve_backend
-from harness.calibration import fingerprint
 from harness.cli.options import (
     BackendName,
     BackendOption,
@@ -25,7 +25,7 @@ from harness.cli.options import (
     default_results_dir,
 )
 from harness.errors import HarnessError
-from harness.noise_floor import MIN_ROUNDS, detectable, store
+from harness.noise_floor import MIN_ROUNDS, detectable, left_out, store
 from harness.plan import make_plan, new_run_id
 from harness.rounds import execute_rounds
 from harness.run_folder import Run, load_run, resolve_run
@@ -71,7 +71,7 @@ def noise(
     if run_refs:
         loaded = [load_run(resolve_run(ref, base)) for ref in run_refs]
         seconds = sum(r["duration_s"] or 0.0 for run in loaded for r in run.results.values())
-        _report(loaded, seconds, min(_rounds_of(run) for run in loaded), device.value, threads)
+        _report(loaded, seconds, min(_rounds_of(run) for run in loaded))
         return
     if not MIN_ROUNDS <= rounds <= 50:
         raise HarnessError(
@@ -91,7 +91,7 @@ def noise(
     for _ in range(sessions):
         planned = replace(plan, run_id=new_run_id(plan.suite))
         runs.append(load_run(execute_rounds(planned, chosen, base, rounds, argv=["harness", "noise"])))
-    _report(runs, time.perf_counter() - began, rounds, device.value, threads)
+    _report(runs, time.perf_counter() - began, rounds)
 
 
 def _rounds_of(loaded: Run) -> int:
@@ -104,11 +104,11 @@ def _rounds_of(loaded: Run) -> int:
     return min(found)
 
 
-def _report(runs: list[Run], seconds: float, rounds: int, device: str, threads: int | None) -> None:
-    machine = fingerprint(device, threads, None)
-    entry = store(machine, runs, rounds, seconds)
+def _report(runs: list[Run], seconds: float, rounds: int) -> None:
+    machine, entry = store(runs, rounds, seconds)
     typer.echo(
-        f"noise floor of machine {machine} at {entry['label']} ({len(runs)} run(s) of {rounds} rounds: {entry['run_id']}):"
+        f"noise floor of machine {machine} at {plain(entry['label'])} ({len(runs)} run(s) of {rounds} rounds: "
+        f"{entry['run_id']}):"
     )
     metrics = sum(len(per) for per in entry["noise"].values())
     for fw, per in entry["noise"].items():
@@ -125,3 +125,13 @@ def _report(runs: list[Run], seconds: float, rounds: int, device: str, threads: 
             )
     if len(runs) < 2:
         typer.echo("  one run only: how far whole runs drift apart is not measured (`--sessions 3`)")
+    disturbed = left_out(runs)
+    if disturbed:
+        # Stored from the rounds the machine left alone, as compare judges; but a script asked for a
+        # floor measured on a quiet machine and must be able to tell it was not (exit DISTURBED).
+        typer.echo(
+            f"{disturbed} round(s) were contended or throttled and left out of the floor (as compare leaves them "
+            "out); measure again on a quiet machine for a floor from every round",
+            err=True,
+        )
+        raise typer.Exit(DISTURBED)

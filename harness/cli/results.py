@@ -8,8 +8,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from harness.assessment import assess
-from harness.calibration import fingerprint
+from harness.assessment import DISTURBED, FAILED, assess, worst
 from harness.cli.options import FailAboveOption, FormatOption, JunitOption, ResultsDir, RunRef, default_results_dir
 from harness.compare import Comparison, compare_runs
 from harness.errors import HarnessError
@@ -66,13 +65,16 @@ def check_gate_options(fail_above: float | None, junit: Path | None) -> None:
 
 
 def conclude(comparison: Comparison, fmt: Format, fail_above: float | None, junit: Path | None) -> int:
-    """Print a judged comparison and write its JUnit report; the exit status: 1 past --fail-above."""
+    """Print a judged comparison and write its JUnit report; the exit status of `--fail-above`: 1 on a
+    significant slowdown past it or a row with no number on one side, DISTURBED (3) when otherwise only
+    the machine's disturbance kept rows from a verdict, else 0 (and 0 without `--fail-above`)."""
     typer.echo(render_comparison(comparison, fmt))
     if junit is not None:
         write_bytes_atomic(junit, comparison_junit(comparison, fail_above).encode("utf-8"))
         typer.echo(f"junit: {plain(junit)}", err=True)
     if fail_above is None:
         return 0
+    codes = [0]
     missing = comparison.without_verdict
     if missing:
         # A gate that cannot see is said to be blind, not reported as passed.
@@ -80,23 +82,34 @@ def conclude(comparison: Comparison, fmt: Format, fail_above: float | None, juni
             f"--fail-above cannot judge {len(missing)} row(s) without a verdict ({missing[0].no_verdict})",
             err=True,
         )
-    worst = comparison.worst_significant_slowdown()
-    if worst is not None and worst.slowdown * 100 > fail_above:
+    failed = comparison.failed
+    if failed:
+        first = failed[0]
+        typer.echo(f"{len(failed)} row(s) with no number on one side: {first.framework} {first.metric}: {first.failed}",
+                   err=True)  # fmt: skip
+        codes.append(FAILED)
+    worst_row = comparison.worst_significant_slowdown()
+    if worst_row is not None and worst_row.slowdown * 100 > fail_above:
         typer.echo(
-            f"significant slowdown above {fail_above:g} %: {worst.framework} {worst.metric} "
-            f"{worst.slowdown:.1%} worse (p={worst.p_value:.3g}, Holm-adjusted {worst.p_adjusted:.3g})",
+            f"significant slowdown above {fail_above:g} %: {worst_row.framework} {worst_row.metric} "
+            f"{worst_row.slowdown:.1%} worse (p={worst_row.p_value:.3g}, Holm-adjusted {worst_row.p_adjusted:.3g})",
             err=True,
         )
-        return 1
-    return 0
+        codes.append(FAILED)
+    disturbed = comparison.disturbed
+    if disturbed:
+        typer.echo(
+            f"--fail-above cannot judge {len(disturbed)} row(s) the machine disturbed "
+            f"({disturbed[0].framework} {disturbed[0].metric}: {disturbed[0].excluded}); rerun on a quiet machine",
+            err=True,
+        )
+        codes.append(DISTURBED)
+    return worst(*codes)
 
 
 def with_floor(comparison: Comparison) -> Comparison:
-    """The comparison judged with this machine's noise floor (for run B's device and threads)."""
-    first = next((r for r in comparison.b.results.values() if r["status"] == "ok"), None)
-    if first is None:
-        return comparison
-    return apply(comparison, fingerprint(first["device"], first["settings"].get("threads"), None))
+    """The comparison judged with the noise floor of the machine that measured both runs."""
+    return apply(comparison)
 
 
 def check_output_file(path: Path, option: str) -> None:

@@ -13,12 +13,14 @@ from harness.publish.collect import PublishedRun
 from harness.publish.flags import FlagBook
 from harness.publish.names import INDEX, run_file
 from harness.publish.page import Markup, join, lines, link, page, table, tag
-from harness.report.comparison import evidence_lines, p_cell, ratio_cell
+from harness.report.comparison import evidence_lines, p_cell, ratio_cell, value_cell
 from harness.text.escape import plain
-from harness.text.numbers import fmt_geomean, fmt_value
+from harness.text.numbers import fmt_geomean
 
 
 def _verdict_class(change: Change) -> str:
+    if change.failed:
+        return "worse"
     if change.excluded:
         return "flagged"
     if change.no_verdict:
@@ -40,8 +42,8 @@ def _changes(comparison: Comparison, a: PublishedRun, b: PublishedRun, book: Fla
         [
             plain(c.framework),
             plain(c.metric),
-            fmt_value(c.median_a, plain(c.unit)),
-            fmt_value(c.median_b, plain(c.unit)),
+            value_cell(c.median_a, plain(c.unit)),
+            value_cell(c.median_b, plain(c.unit)),
             ratio_cell(c),
             p_cell(c),
             tag("span", plain(c.verdict), class_="verdict"),

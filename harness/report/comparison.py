@@ -16,7 +16,7 @@ from harness.text.numbers import fmt_geomean, fmt_interval, fmt_p, fmt_ratio, fm
 CHANGE_FIELDS = (
     "framework", "metric", "unit", "better", "median_a", "median_b", "ratio", "ci_low", "ci_high",
     "ci_coverage", "basis", "processes_a", "processes_b", "p_value", "p_adjusted", "no_verdict", "significant",
-    "verdict",
+    "verdict", "failed", "disturbed", "left_out_a", "left_out_b",
 )  # fmt: skip
 
 
@@ -25,8 +25,12 @@ def change_rows(comparison: Comparison) -> list[dict[str, Any]]:
     for c in comparison.changes:
         row = asdict(c)
         row["processes_a"], row["processes_b"] = row.pop("processes")
-        if math.isnan(c.p_adjusted):  # never corrected: excluded from the family (JSON has no NaN)
-            row["p_adjusted"] = None
+        row["left_out_a"], row["left_out_b"] = row.pop("left_out")
+        for name in ("p_adjusted", "median_a", "median_b", "ratio", "ci_low", "ci_high", "p_value"):
+            if isinstance(row[name], float) and math.isnan(
+                row[name]
+            ):  # not measured or not corrected (JSON has no NaN)
+                row[name] = None
         row["significant"] = c.significant
         row["verdict"] = c.verdict
         rows.append(row)
@@ -34,8 +38,9 @@ def change_rows(comparison: Comparison) -> list[dict[str, Any]]:
 
 
 def ratio_cell(c: Change) -> str:
-    """`B/A [interval]`; "-" for an excluded metric: a number flagged in either run is not compared."""
-    if c.excluded:
+    """`B/A [interval]`; "-" for an excluded metric (a number flagged in either run is not compared) or
+    a failed one (a side has no number)."""
+    if c.excluded or c.failed:
         return "-"
     claimed = None if c.ci_coverage >= CONFIDENCE - 1e-9 else fmt_share(c.ci_coverage)
     return f"{fmt_ratio(c.ratio)} {fmt_interval(c.ci_low, c.ci_high, claimed)}" + (
@@ -45,12 +50,17 @@ def ratio_cell(c: Change) -> str:
 
 def p_cell(c: Change) -> str:
     """`p (Holm-adjusted p)`; "-" where no test is made (excluded, or too few processes for one)."""
-    return "-" if c.excluded or c.no_verdict else f"{fmt_p(c.p_value)} ({fmt_p(c.p_adjusted)})"
+    return "-" if not c.tested or c.no_verdict else f"{fmt_p(c.p_value)} ({fmt_p(c.p_adjusted)})"
+
+
+def value_cell(value: float, unit: str) -> str:
+    """A side's median, or "-" where that side has none (a failed row)."""
+    return "-" if math.isnan(value) else fmt_value(value, unit)
 
 
 def evidence_lines(comparison: Comparison) -> list[str]:
     """How the verdicts were reached: the unit of evidence, the correction, and rows without a verdict."""
-    family = sum(1 for c in comparison.changes if c.excluded is None)
+    family = comparison.family_size
     lines = [
         f"verdicts: one observation per process (each round's median); significant when the {CORRECTION}-adjusted "
         f"p < 0.05 across the {family} compared rows (at most a 5 % chance of any false alarm in this compare) "
@@ -59,6 +69,23 @@ def evidence_lines(comparison: Comparison) -> list[str]:
     missing = comparison.without_verdict
     if missing:
         lines.append(f"no verdict on {len(missing)} of {family} rows: {missing[0].no_verdict}")
+    failed = comparison.failed
+    if failed:
+        lines.append(
+            f"FAILED: {len(failed)} row(s) have no number on one side ({failed[0].framework}: {failed[0].failed}); "
+            "`--fail-above` fails on them"
+        )
+    disturbed = comparison.disturbed
+    if disturbed:
+        lines.append(
+            f"DISTURBED: {len(disturbed)} row(s) not judged because the machine disturbed most of their samples "
+            f"({disturbed[0].framework} {disturbed[0].metric}); rerun on a quiet machine (`--fail-above` exits 3)"
+        )
+    left = [c for c in comparison.changes if c.tested and any(c.left_out)]
+    if left:
+        each = ", ".join(f"{c.framework} {c.metric} A {c.left_out[0]}, B {c.left_out[1]}" for c in left[:4])
+        more = f" and {len(left) - 4} more" if len(left) > 4 else ""
+        lines.append(f"rounds left out as contended or throttled (most of their samples disturbed): {each}{more}")
     return lines + comparison.floor
 
 
@@ -73,8 +100,8 @@ def _rows(comparison: Comparison) -> tuple[list[str], list[list[str]]]:
         [
             c.framework,
             c.metric,
-            fmt_value(c.median_a, c.unit),
-            fmt_value(c.median_b, c.unit),
+            value_cell(c.median_a, c.unit),
+            value_cell(c.median_b, c.unit),
             ratio_cell(c),
             p_cell(c),
             c.verdict,

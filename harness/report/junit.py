@@ -2,8 +2,11 @@
 
 Every CI system reads JUnit XML, so a regression shows up as a failed check beside the build
 instead of a number in a log. A case fails on a significant slowdown (above `--fail-above` when
-given), is skipped where no verdict exists (excluded metric, too few processes), and passes
-otherwise; the message carries the same numbers `harness compare` prints.
+given) and where one side has no number (a failed, missing or interrupted job: `type="failed"`),
+is an error where the machine disturbed most of a side's samples (`type="disturbed"`: measured,
+but not on a quiet machine; the command exits 3 for it, as `run` does), is skipped where no
+verdict exists for any other reason (excluded metric, too few processes), and passes otherwise;
+the message carries the same numbers `harness compare` prints.
 """
 
 from __future__ import annotations
@@ -11,15 +14,21 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 
 from harness.compare import Change, Comparison
-from harness.report.comparison import evidence_lines, p_cell, ratio_cell
+from harness.report.comparison import evidence_lines, p_cell, ratio_cell, value_cell
 from harness.text.escape import plain
-from harness.text.numbers import fmt_value
 
 
 def fails(change: Change, fail_above: float | None) -> bool:
-    """The gate of `--fail-above` (percent), or any significant slowdown when it is not given."""
+    """The gate of `--fail-above` (percent), or any significant slowdown when it is not given; a row
+    with no number on one side always fails."""
+    if change.failed is not None:
+        return True
     threshold = 0.0 if fail_above is None else fail_above / 100
     return change.significant and change.slowdown > threshold
+
+
+def skipped(change: Change) -> bool:
+    return not change.disturbed and change.failed is None and bool(change.excluded or change.no_verdict)
 
 
 def _case(parent: ET.Element, suite: str, change: Change, fail_above: float | None) -> None:
@@ -28,10 +37,15 @@ def _case(parent: ET.Element, suite: str, change: Change, fail_above: float | No
         parent, "testcase", classname=plain(f"harness.compare.{suite}.{change.framework}"), name=plain(change.metric)
     )
     numbers = (
-        f"A {fmt_value(change.median_a, plain(change.unit))}, B {fmt_value(change.median_b, plain(change.unit))}, "
+        f"A {value_cell(change.median_a, plain(change.unit))}, B {value_cell(change.median_b, plain(change.unit))}, "
         f"B/A {ratio_cell(change)}, p {p_cell(change)}: {plain(change.verdict)}"
     )
-    if change.excluded or change.no_verdict:
+    if change.failed is not None:
+        ET.SubElement(case, "failure", message=plain(change.failed), type="failed").text = numbers
+    elif change.disturbed:
+        message = f"{plain(change.verdict)}: rerun on a quiet machine"
+        ET.SubElement(case, "error", message=message, type="disturbed").text = numbers
+    elif skipped(change):
         ET.SubElement(case, "skipped", message=plain(change.verdict))
     elif fails(change, fail_above):
         limit = "" if fail_above is None else f" (above --fail-above {fail_above:g} %)"
@@ -43,17 +57,20 @@ def comparison_junit(comparison: Comparison, fail_above: float | None) -> str:
     suite = str(comparison.a.summary.get("suite"))
     a, b = comparison.a.summary.get("run_id"), comparison.b.summary.get("run_id")
     cases = comparison.changes
-    failures = sum(1 for c in cases if not (c.excluded or c.no_verdict) and fails(c, fail_above))
-    skipped = sum(1 for c in cases if c.excluded or c.no_verdict)
-    root = ET.Element("testsuites", name="harness compare", tests=str(len(cases)), failures=str(failures))
+    failures = sum(1 for c in cases if not c.disturbed and not skipped(c) and fails(c, fail_above))
+    errors = sum(1 for c in cases if c.disturbed and c.failed is None)
+    skips = sum(1 for c in cases if skipped(c))
+    root = ET.Element(
+        "testsuites", name="harness compare", tests=str(len(cases)), failures=str(failures), errors=str(errors)
+    )
     group = ET.SubElement(
         root,
         "testsuite",
         name=plain(f"compare {a} {b} ({suite})"),
         tests=str(len(cases)),
         failures=str(failures),
-        errors="0",
-        skipped=str(skipped),
+        errors=str(errors),
+        skipped=str(skips),
     )
     properties = ET.SubElement(group, "properties")
     for name, value in (("run_a", a), ("run_b", b), ("suite", suite)):
