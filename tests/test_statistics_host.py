@@ -19,9 +19,9 @@ def test_mann_whitney_exact_small_samples() -> None:
     assert u == 3.0 and p == pytest.approx(0.7)  # U=3 of 9: P(U<=3) = 7/20, doubled
 
 
-def test_mann_whitney_with_ties_uses_the_normal_approximation() -> None:
+def test_mann_whitney_with_ties_is_exact() -> None:
     _, p = mann_whitney_u([1.0, 1, 2, 2, 3], [2.0, 3, 3, 4, 4])
-    assert p == pytest.approx(0.0524, abs=1e-3)  # scipy.stats.mannwhitneyu(..., method="asymptotic")
+    assert p == pytest.approx(20 / 252)  # exact permutation p given the ties; the normal approximation said 0.0524
 
 
 def test_outliers_by_median_absolute_deviation() -> None:
