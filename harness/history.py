@@ -1,7 +1,9 @@
 """A metric over the runs of one suite, and where its level changed (`harness history`, the site).
 
-A series is one (framework, metric, workload): the runs that measured the same work
-(harness/workload.py), oldest first, each contributing its median. A point the run's own
+A series is one (framework, metric, workload, threads, machine): the runs that measured the same
+work (harness/workload.py) on one machine with the same threads (harness/machine_id.py), oldest
+first, each contributing its median. Runs on another machine are a series of their own, labelled
+with that machine, never a "change point" where the machine changed. A point the run's own
 assessment distrusts (implausible, escaped, mostly contended, a framework that failed the gate)
 is left out of the series and named, never drawn as a level. Change points come from
 `change_points.find`; each is reported with the two runs it falls between and what differs
@@ -15,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from harness import change_points, workload
+from harness import change_points, machine_id, workload
 from harness.assessment import Assessment
 from harness.compare import field_at
 from harness.result_types import Metric, Result
@@ -41,10 +43,16 @@ class Series:
     workload: str  # the workload's label (matrix_size=128, fp32, cpu)
     points: list[Point] = field(default_factory=list)
     left_out: list[str] = field(default_factory=list)  # "run <id>: why", for points not trusted
+    machine_key: str = ""  # machine_id.identity: the machine and threads every point was measured with
+    fingerprint: str = ""  # machine_id.fingerprint of that machine
+    threads: int | None = None  # the threads asked for (None: the framework's default)
+    machine: str = ""  # machine_id.labels: `machine <cpu or gpus>, <N> threads` (raw text)
+    several_machines: bool = False  # the suite's runs come from more than one machine: titles name it
 
     @property
     def title(self) -> str:
-        return plain(f"{self.framework} {self.metric} ({self.workload})")
+        where = f"; {self.machine}" if self.several_machines else ""
+        return plain(f"{self.framework} {self.metric} ({self.workload}{where})")
 
 
 @dataclass(frozen=True)
@@ -77,24 +85,33 @@ def _why_left_out(judged: Assessment, fw: str, result: Result, metric: Metric) -
 
 
 def series_of(runs: Sequence[tuple[Run, Assessment]]) -> list[Series]:
-    """Every (framework, metric, workload) series of these runs (one suite, oldest first)."""
+    """Every (framework, metric, workload, threads, machine) series of these runs (one suite, oldest first)."""
     found: dict[tuple[str, str, str], Series] = {}
+    machines: dict[str, Result] = {}  # machine_id.identity -> the first result measured there
     for position, (run, judged) in enumerate(runs):
         run_id = plain(run.summary.get("run_id"))
         for fw, result in run.results.items():
             if result["status"] != "ok":
                 continue
             for metric in result["metrics"]:
-                key = (fw, metric["name"], workload.key(result, metric))
-                series = found.setdefault(
-                    key, Series(fw, metric["name"], metric["unit"], metric["better"], workload.label(result))
-                )
+                key = (fw, metric["name"], workload.series_key(result, metric))
+                identity = machine_id.identity(result)
+                machines.setdefault(identity, result)
+                if key not in found:
+                    found[key] = Series(fw, metric["name"], metric["unit"], metric["better"], workload.label(result))
+                    found[key].machine_key = identity
+                    found[key].fingerprint = machine_id.fingerprint(result)
+                    found[key].threads = machine_id.threads(result)
+                series = found[key]
                 why = _why_left_out(judged, fw, result, metric)
                 median = metric["stats"]["median"]
                 if why is not None or not median > 0:
                     series.left_out.append(f"run {run_id}: {why or 'median not above 0'}")
                     continue
                 series.points.append(Point(position, run_id, median, result, run.summary))
+    names = machine_id.labels(machines)
+    for series in found.values():
+        series.machine, series.several_machines = names[series.machine_key], len(names) > 1
     return list(found.values())
 
 

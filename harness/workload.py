@@ -3,7 +3,9 @@
 A history line, a comparison pair or a regression check across runs that differ here compares
 different work (`matrix_size=128` against `matrix_size=2000` is a 1000x "jump" that is only a size),
 so every one of them keys by `workload` and says what differs (`differences`). Machine, versions
-and code are not part of it: they are what a comparison over time is there to find.
+and code are not part of it: they are what a comparison over time is there to find. A history
+series (`series_key`) adds the machine and threads that measured it (harness/machine_id.py): a level
+measured on another machine is a series of its own, not a change point.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from harness import machine_id
 from harness.result_types import Metric, Result
 
 
@@ -46,6 +49,11 @@ def workload(result: Result, metric: Metric | None = None) -> dict[str, str]:
 def key(result: Result, metric: Metric | None = None) -> str:
     """One string per workload (a dictionary key, a series id)."""
     return json.dumps(workload(result, metric), sort_keys=True)
+
+
+def series_key(result: Result, metric: Metric | None = None) -> str:
+    """One string per history series: the workload, the threads and the machine (its fingerprint)."""
+    return json.dumps({"workload": key(result, metric), "machine": machine_id.identity(result)}, sort_keys=True)
 
 
 def label(result: Result) -> str:

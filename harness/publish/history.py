@@ -1,9 +1,10 @@
 """Every run of one suite as points per metric: median, the interval of the median, flags.
 
 One point per (run, framework, metric) of every job that produced numbers. The chart and the
-table under it are both built from these points, so what is drawn is what is written. A series is
-one workload (harness/workload.py): runs at another size, precision, device or dataset get a
-series of their own, never a "jump" in this one.
+table under it are both built from these points, so what is drawn is what is written. A chart is
+one workload on one machine with one thread setting (`workload.series_key`): runs at another size,
+precision, device or dataset, or measured on another machine or with other threads, get a chart of
+their own, titled with what tells them apart, never a "jump" in this one.
 """
 
 from __future__ import annotations
@@ -11,11 +12,11 @@ from __future__ import annotations
 import statistics
 from dataclasses import dataclass, field
 
-from harness import workload
+from harness import machine_id, workload
 from harness.publish import labels
 from harness.publish.collect import PublishedRun
 from harness.publish.flags import FlagBook
-from harness.result_types import Metric
+from harness.result_types import Metric, Result
 from harness.statistics import median_interval
 from harness.text.escape import plain
 from harness.text.numbers import fmt_time, fmt_value, time_unit
@@ -44,12 +45,15 @@ class MetricHistory:
     better: str
     points: list[Point] = field(default_factory=list)
     workload: str = ""  # shown when the suite's runs measured more than one workload
-    workload_key: str = ""  # harness/workload.py's key: what the change points of this chart are matched by
+    workload_key: str = ""  # harness/workload.py's key
+    series_key: str = ""  # workload.series_key (workload, threads, machine): what this chart's change points match
+    machine: str = ""  # shown when the suite's runs come from more than one machine or thread setting
 
     @property
     def title(self) -> str:
         name = self.name if self.unit in ("s", "") else f"{self.name} [{self.unit}]"
-        return plain(f"{name} ({self.workload})" if self.workload else name)
+        where = "; ".join(part for part in (self.workload, self.machine) if part)
+        return plain(f"{name} ({where})" if where else name)
 
     def scale(self) -> tuple[float, str]:
         """(divisor, unit) for the chart's axis: times in the unit of the typical median."""
@@ -94,6 +98,8 @@ def suite_history(runs: list[PublishedRun], book: FlagBook) -> list[MetricHistor
     """Per metric (in the order metrics first appear), every point of every run, oldest first."""
     metrics: dict[tuple[str, str, str], MetricHistory] = {}
     labels_of: dict[tuple[str, str, str], str] = {}
+    machines_of: dict[tuple[str, str, str], str] = {}  # chart -> machine_id.identity
+    machines: dict[str, Result] = {}  # machine_id.identity -> the first result measured there
     for position, entry in enumerate(runs):
         flags, notes = book.flags(entry), book.notes(entry)
         for fw, result in entry.run.results.items():
@@ -102,14 +108,27 @@ def suite_history(runs: list[PublishedRun], book: FlagBook) -> list[MetricHistor
             for metric in result["metrics"]:
                 if not metric["samples"]:
                     continue
-                key = (metric["name"], metric["unit"], workload.key(result, metric))
+                key = (metric["name"], metric["unit"], workload.series_key(result, metric))
                 labels_of.setdefault(key, workload.label(result))
+                machines_of.setdefault(key, machine_id.identity(result))
+                machines.setdefault(machines_of[key], result)
                 history = metrics.setdefault(
-                    key, MetricHistory(metric["name"], metric["unit"], metric["better"], workload_key=key[2])
+                    key,
+                    MetricHistory(
+                        metric["name"],
+                        metric["unit"],
+                        metric["better"],
+                        workload_key=workload.key(result, metric),
+                        series_key=key[2],
+                    ),
                 )
                 found = (fw, metric["name"])
                 history.points.append(_point(position, entry, fw, metric, flags.get(found, []), notes.get(found, [])))
-    if len({key[2] for key in metrics}) > 1:
+    if len({history.workload_key for history in metrics.values()}) > 1:
         for key, history in metrics.items():
             history.workload = labels_of[key]
+    names = machine_id.labels(machines)
+    if len(names) > 1:
+        for key, history in metrics.items():
+            history.machine = names[machines_of[key]]
     return list(metrics.values())

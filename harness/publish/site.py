@@ -79,7 +79,7 @@ def workload_pairs(runs: list[PublishedRun], max_pairs: int) -> list[tuple[int, 
 
 
 def _change_points(runs: list[PublishedRun], book: FlagBook) -> Changes:
-    """Every series' change points, by (metric, workload); none when ruptures is missing (said once)."""
+    """Every series' change points, by (metric, workload.series_key); none when ruptures is missing (said once)."""
     found: Changes = {}
     for series in series_of([(entry.run, book.assessment(entry)) for entry in runs]):
         try:
@@ -88,7 +88,7 @@ def _change_points(runs: list[PublishedRun], book: FlagBook) -> Changes:
             print(f"publish: no change points on the charts: {error}", file=sys.stderr)
             return {}
         if shifts:
-            key = workload.key(series.points[0].result, _metric(series.points[0].result, series.metric))
+            key = workload.series_key(series.points[0].result, _metric(series.points[0].result, series.metric))
             found.setdefault((series.metric, key), []).extend(shifts)
     return found
 

@@ -27,7 +27,7 @@ def _tick(entry: PublishedRun, position: int) -> str:
     return entry.started.strftime("%m-%d %H:%M") if entry.started else f"run {position + 1}"
 
 
-Changes = dict[tuple[str, str], list[ChangePoint]]  # (metric name, workload key) -> its change points
+Changes = dict[tuple[str, str], list[ChangePoint]]  # (metric name, workload.series_key) -> its change points
 
 
 def change_text(c: ChangePoint) -> str:
@@ -45,7 +45,7 @@ def chart_data(
     """What site.js draws: inert strings and finite numbers only (text/html.data_element writes it into the page)."""
     metrics = []
     for history in histories:
-        found = (changes or {}).get((history.name, history.workload_key), [])
+        found = (changes or {}).get((history.name, history.series_key), [])
         scale, _ = history.scale()
         points = [
             {
@@ -204,7 +204,7 @@ def suite_page(
             "framework's level shifted, between the two runs they separate.",
         ),
         tag("div", series, class_="picker"),
-        join(_metric_section(i, h, (changes or {}).get((h.name, h.workload_key), [])) for i, h in enumerate(histories)),
+        join(_metric_section(i, h, (changes or {}).get((h.name, h.series_key), [])) for i, h in enumerate(histories)),
     ]
     if bisects:
         body += [

@@ -14,8 +14,8 @@ from harness.text.escape import plain
 from harness.text.numbers import fmt_change, fmt_ratio, fmt_value
 
 FIELDS = (
-    "framework", "metric", "unit", "workload", "run_before", "run_after", "level_before", "level_after", "ratio",
-    "worse", "changed",
+    "framework", "metric", "unit", "workload", "machine", "run_before", "run_after", "level_before", "level_after",
+    "ratio", "worse", "changed",
 )  # fmt: skip
 
 
@@ -31,6 +31,7 @@ def change_rows(changes: list[ChangePoint]) -> list[dict[str, Any]]:
             "metric": c.series.metric,
             "unit": c.series.unit,
             "workload": c.series.workload,
+            "machine": c.series.machine,
             "run_before": c.before.run_id,
             "run_after": c.after.run_id,
             "level_before": c.level_before,
@@ -62,12 +63,20 @@ def _table_rows(changes: list[ChangePoint]) -> tuple[list[str], list[list[str]]]
 def _footer(suite: str, series: list[Series], changes: list[ChangePoint]) -> list[str]:
     short = [s for s in series if len(s.points) < MIN_POINTS]
     lines = [
-        f"suite {suite}: {len(series)} series (framework, metric, workload), {len(changes)} change point(s); "
-        f"PELT (ruptures, L1 cost) on the log of each run's median, penalty {PENALTY:g} ln(n) in units of the "
-        "run-to-run noise"
+        f"suite {suite}: {len(series)} series (framework, metric, workload, machine and threads), "
+        f"{len(changes)} change point(s); PELT (ruptures, L1 cost) on the log of each run's median, "
+        f"penalty {PENALTY:g} ln(n) in units of the run-to-run noise"
     ]
     if short:
         lines.append(f"{len(short)} series with under {MIN_POINTS} trusted runs: not analysed")
+    machines: dict[str, list[Series]] = {}
+    for s in series:
+        if s.several_machines:  # the runs come from more than one machine or thread setting: say which is which
+            machines.setdefault(s.machine, []).append(s)
+    for machine, theirs in machines.items():
+        runs = dict.fromkeys(p.run_id for p in sorted((p for s in theirs for p in s.points), key=lambda p: p.position))
+        where = f"{len(runs)} runs, {next(iter(runs))} to {list(runs)[-1]}" if runs else "no trusted run"
+        lines.append(f"{machine}: {len(theirs)} series, {where}")
     for s in series:
         for why in s.left_out:
             lines.append(f"left out of {s.title}: {why}")
@@ -87,6 +96,9 @@ def render_history(suite: str, series: list[Series], changes: list[ChangePoint],
                     "framework": s.framework,
                     "metric": s.metric,
                     "workload": s.workload,
+                    "machine": s.machine,
+                    "machine_fingerprint": s.fingerprint,
+                    "threads": s.threads,
                     "runs": [p.run_id for p in s.points],
                     "medians": [p.median for p in s.points],
                     "left_out": s.left_out,
@@ -115,8 +127,9 @@ def history_junit(suite: str, series: list[Series], changes: list[ChangePoint]) 
     group = ET.SubElement(root, "testsuite", name=plain(f"history {suite}"), errors="0")
     failures = skipped = 0
     for s in series:
+        where = f"; {s.machine}" if s.several_machines else ""
         case = ET.SubElement(group, "testcase", classname=plain(f"harness.history.{suite}.{s.framework}"),
-                             name=plain(f"{s.metric} ({s.workload})"))  # fmt: skip
+                             name=plain(f"{s.metric} ({s.workload}{where})"))  # fmt: skip
         found = by_series.get(id(s), [])
         worse = [c for c in found if c.worse]
         text = "\n".join(f"{c.before.run_id} -> {c.after.run_id}: {fmt_ratio(c.ratio)} ({_direction(c)}); "
