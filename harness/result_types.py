@@ -103,6 +103,9 @@ class Contention(TypedDict):
     steal_cores: NotRequired[Annotated[list[NonNegative | None], Strict(), MaxLen(MAX_SAMPLES)] | None]
     runnable: NotRequired[Annotated[list[Count], Strict(), MaxLen(MAX_SAMPLES)] | None]
     cores: Count
+    # The CPUs counted for others_cores and steal_cores (the job's affinity), ascending; absent
+    # (older results) or null where they were counted host-wide. Linux allows at most 8192 CPUs.
+    cpus: NotRequired[Annotated[list[Count], Strict(), MaxLen(8192)] | None]
     window_s: NonNegative
     contended: Annotated[list[Count], Strict(), MaxLen(MAX_SAMPLES)]
     sm_clock_mhz: NotRequired[Annotated[list[NonNegative | None], Strict(), MaxLen(MAX_SAMPLES)] | None]

@@ -153,6 +153,10 @@ def _pooled_contention(same: list[Metric]) -> dict[str, Any] | None:
         return None
     parts = [cast(dict[str, Any], c) for c in found]
     pooled: dict[str, Any] = {"cores": parts[0]["cores"], "window_s": parts[0]["window_s"]}
+    # The CPUs counted (suites/runtime/contention.py): kept when every round counted the same ones.
+    cpus = [p.get("cpus") for p in parts]
+    if all(c == cpus[0] for c in cpus) and all(p["cores"] == parts[0]["cores"] for p in parts):
+        pooled["cpus"] = cpus[0]
     for key in PER_SAMPLE:
         lists = [p.get(key) for p in parts]
         if all(v is not None for v in lists):

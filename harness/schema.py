@@ -318,6 +318,9 @@ def _contention_problem(seen: dict[str, Any] | None, n: int, where: str) -> str 
         indices = seen.get(key) or []
         if not (_within(indices, n) and _ascending(indices)):
             return f"{where}.{key}: expected distinct ascending indices of the {n} samples"
+    cpus = seen.get("cpus")  # optional: results before per-CPU counting have none
+    if cpus is not None and (len(cpus) != seen["cores"] or not _ascending(cpus)):
+        return f"{where}.cpus: expected the {seen['cores']} CPUs counted (cores), distinct and ascending"
     return None
 
 

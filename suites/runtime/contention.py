@@ -6,18 +6,28 @@ nothing in the result said so. Around every timed sample (outside its clock) the
 
 - the process's CPU time, all threads (`getrusage`), and its involuntary context switches: a
   thread the scheduler took off a core it still wanted;
-- where the kernel exposes it (`/proc/stat`, host-wide also inside a container): the CPU time
-  every other task used, the hypervisor's steal time, and how many tasks were runnable.
+- where the kernel exposes it (`/proc/stat`): the CPU time every task used and the hypervisor's
+  steal time on the CPUs the job may run on (its affinity, taken at each reading: `--threads`, a
+  cpuset or a scheduler may have narrowed it; inside a container `/proc/stat` lists the host's
+  CPUs and the affinity holds host CPU ids, so the two still match), and how many tasks were
+  runnable host-wide.
 
 `/proc/stat` counts in clock ticks (10 ms), so the others' and steal shares are taken over a
 window at least `WINDOW_S` long around each sample: its neighbours, and for a metric whose samples
-are too short, the job's earlier readings (from its start on); null (unknown) where even those
-span under `MIN_SPAN_S`. A sample is marked
-`contended` when, over its window, other tasks used at least `OTHERS_MIN_CORES` of a core *and*
-they and the job together asked for more cores than the job may use, or the hypervisor stole at
-least `STEAL_MIN_CORES`; or when the sample itself was pre-empted (an involuntary switch) and got
-less than half the CPU per second of the undisturbed samples. The numbers stay in the statistics;
-the marks say which ones to distrust, and the host flags a run where most samples are marked.
+are too short, the job's earlier readings over the same CPUs (from its start on); null (unknown)
+where even those span under `MIN_SPAN_S`. The others' share is the busy time of the job's CPUs
+less the job's own CPU time, per second of window. A sample is marked `contended` when, over its
+window, other tasks used at least `OTHERS_MIN_CORES` of the job's CPUs *and* they and the job (its
+CPU time over the same window) together filled those CPUs, to within `TICK_MARGIN_CORES` (so a
+neighbour on a CPU the job may not use, or beside a job that leaves its CPUs room, marks nothing);
+or when the hypervisor stole at least `STEAL_MIN_CORES` of them; or when the sample itself was
+pre-empted (an involuntary switch) and got less than half the CPU per second of the undisturbed
+samples. The field's `cores` counts the job's CPUs and `cpus` names them. `cpus` is null where
+`/proc/stat` has no line for each of them (no per-CPU lines, or a CPU it does not list): the
+others are then counted host-wide and judged by the rule from before per-CPU counting (at least
+`HOST_OTHERS_MIN_CORES` anywhere, and with the job more than `cores` less `HOST_MARGIN_CORES`).
+The numbers stay in the statistics; the marks say which ones to distrust, and the host flags a
+run where most samples are marked.
 
 Standard library only: the job runtime imports it beside every framework.
 """
@@ -29,18 +39,42 @@ import os
 import resource
 import statistics
 import time
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 WINDOW_S = 0.2  # >= 20 clock ticks: the others' share is resolved to about 5 % of a core
 LOOKBACK_S = 5.0  # a window never reaches further back than this (a job's imports take about that)
 MIN_SPAN_S = 0.05  # 5 ticks: below this the others' share is not resolved at all (recorded as null)
-OTHERS_MIN_CORES = 0.5  # another task busy half a core or more beside the job
+# Other tasks' share of the job's CPUs that marks a sample when those CPUs are full: a quarter
+# core. The fair share of one neighbour on one core is half a core exactly, so half a core (the
+# host-wide rule's) would mark a coin toss's worth of those samples: measured on this 2-core machine,
+# a job and a hog pinned to one core read 0.46 to 0.62 over 0.2 s windows (tick rounding, scheduler
+# slices), and 18 to 25 of 30 samples were marked. A quarter core stays far above what daemons and
+# kernel threads take of a busy CPU (a few hundredths), and sees a neighbour that takes a third of
+# a pinned job's one core; or a third of one core of a parallel job's, whose other threads wait on
+# the slowed one at every step.
+OTHERS_MIN_CORES = 0.25
+# How close to full the job's CPUs must be: the job and the others together above `cores` less
+# this. A saturated CPU is busy on every tick, so its busy count is exact but for where the window's
+# ends fall between ticks: under one tick per CPU per window, 5 % of a core over the shortest
+# window (0.2 s = 20 ticks), and since those fractions are random, about 2 % x sqrt(cores) typical.
+# A quarter core keeps saturated CPUs marked through that (even at the worst case up to 5 CPUs) and
+# through the job's own slack between samples, and stays well under the 0.4 core a job at one core
+# with a neighbour at 0.6 leaves idle on 2 CPUs (1.6 of 2: not marked; 1.75 and over: marked).
+TICK_MARGIN_CORES = 0.25
+# The rule before per-CPU counting, kept for host-wide (aggregate line) counts only: the others
+# busy half a core anywhere, and with the job more than the job's cores less half a core.
+HOST_OTHERS_MIN_CORES = 0.5
+HOST_MARGIN_CORES = 0.5
 STEAL_MIN_CORES = 0.1
 PREEMPTED_SHARE = 0.5  # a pre-empted sample that got under half the CPU rate of undisturbed ones
 _TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 _STAT = "/proc/stat"
+# /proc/stat has a line per CPU and an `intr` line with a count per interrupt: a machine with
+# hundreds of CPUs writes tens of kilobytes. The kernel renders the whole file on the first read
+# whatever is asked for, so reading it to the end costs only the copy; past this it is not /proc/stat.
+_STAT_MAX = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -48,40 +82,134 @@ class Reading:
     at: float  # perf_counter
     cpu_s: float  # this process, every thread, user + system
     switches: int  # involuntary context switches of this process
-    busy_s: float | None  # every CPU, every task: user + nice + system + irq + softirq
-    steal_s: float | None
-    runnable: int | None  # tasks runnable right now (procs_running), the job's own included
+    busy_s: float | None  # the CPUs in `cpus`, every task: user + nice + system + irq + softirq
+    steal_s: float | None  # the CPUs in `cpus`
+    runnable: int | None  # tasks runnable right now (procs_running), host-wide, the job's own included
+    # The CPUs busy_s and steal_s are summed over: the job's affinity when read, ascending. None:
+    # every CPU of the host (the aggregate `cpu` line), where the per-CPU lines could not serve.
+    cpus: tuple[int, ...] | None = None
+    # (busy s, steal s) of every CPU /proc/stat lists, in the job's first reading only (STARTED):
+    # a short first metric's window reaches back to it over the CPUs of an affinity narrowed since
+    # (`--threads` pins the job after the runtime is imported, before the framework is).
+    per_cpu: Mapping[int, tuple[float, float]] | None = field(default=None, compare=False, repr=False)
+
+    def over(self, cpus: tuple[int, ...]) -> Reading | None:
+        """This reading summed over `cpus`, where its per-CPU counts hold each of them; else None."""
+        if self.per_cpu is None or any(cpu not in self.per_cpu for cpu in cpus):
+            return None
+        busy = sum(self.per_cpu[cpu][0] for cpu in cpus)
+        return replace(self, busy_s=busy, steal_s=sum(self.per_cpu[cpu][1] for cpu in cpus), cpus=cpus, per_cpu=None)
 
 
-def _proc_stat() -> tuple[float, float, int] | None:
+def _affinity() -> set[int] | None:
     try:
-        with open(_STAT, "rb") as handle:
-            text = handle.read(8192).decode("ascii", "replace")
+        return os.sched_getaffinity(0)
+    except (AttributeError, OSError):  # not Linux
+        return None
+
+
+_allowed: tuple[set[int], tuple[int, ...], frozenset[bytes]] | None = None  # the last affinity seen
+
+
+def _wanted(allowed: set[int]) -> tuple[tuple[int, ...], frozenset[bytes]]:
+    """The affinity as an ascending tuple and as /proc/stat line names; one tuple per affinity,
+    shared by every reading while the affinity holds."""
+    global _allowed
+    if _allowed is None or _allowed[0] != allowed:
+        ordered = tuple(sorted(allowed))
+        _allowed = (allowed, ordered, frozenset(b"cpu%d" % cpu for cpu in ordered))
+    return _allowed[1], _allowed[2]
+
+
+def _ticks(rest: bytes) -> tuple[int, int] | None:
+    """(busy, steal) ticks of a cpu line's fields: user nice system idle iowait irq softirq steal ..."""
+    fields = rest.split()
+    if len(fields) < 8:
+        return None
+    try:
+        user, nice, system, _, _, irq, softirq, steal = (int(f) for f in fields[:8])
+    except ValueError:
+        return None
+    return user + nice + system + irq + softirq, steal
+
+
+def _read_stat() -> bytes | None:
+    try:
+        with open(_STAT, "rb", buffering=0) as handle:
+            chunks = []
+            size = 0
+            while size < _STAT_MAX:
+                chunk = handle.read(_STAT_MAX - size)
+                if not chunk:
+                    break
+                chunks.append(chunk)
+                size += len(chunk)
     except OSError:
         return None
-    busy = steal = None
-    runnable = 0
-    for line in text.splitlines():
-        fields = line.split()
-        if fields and fields[0] == "cpu" and len(fields) >= 9:
-            ticks = [int(f) for f in fields[1:9]]
-            busy = (ticks[0] + ticks[1] + ticks[2] + ticks[5] + ticks[6]) / _TICK
-            steal = ticks[7] / _TICK
-        elif fields and fields[0] == "procs_running" and len(fields) == 2:
-            runnable = int(fields[1])
-    if busy is None or steal is None:
+    return b"".join(chunks)
+
+
+def _proc_stat(
+    allowed: set[int] | None, every_cpu: dict[int, tuple[float, float]] | None = None
+) -> tuple[float, float, int | None, tuple[int, ...] | None] | None:
+    """(busy s, steal s, runnable, CPUs counted) from /proc/stat, summed over the CPUs in `allowed`;
+    `every_cpu`, when given, is filled with each listed CPU's (busy s, steal s).
+
+    Falls back to the aggregate `cpu` line (CPUs counted: None, every CPU of the host) when there
+    is no affinity, the file has no per-CPU lines, or the affinity names a CPU it does not list."""
+    text = _read_stat()
+    if text is None:
         return None
-    return busy, steal, runnable
+    cpus, names = _wanted(allowed) if allowed else ((), frozenset[bytes]())
+    aggregate: tuple[int, int] | None = None
+    listed = 0
+    rests: list[bytes] = []  # the affinity's lines, parsed below unless the aggregate line serves
+    lines = text.split(b"\n") if names or every_cpu is not None else text.split(b"\n", 1)[:1]
+    for line in lines:  # a line per CPU, and a few more
+        if not line.startswith(b"cpu"):
+            break  # the cpu lines come first, together
+        name, _, rest = line.partition(b" ")
+        if name == b"cpu":
+            aggregate = _ticks(rest)
+            continue
+        listed += 1
+        if name in names:
+            rests.append(rest)
+        if every_cpu is not None and name[3:].isdigit() and (ticks := _ticks(rest)) is not None:
+            every_cpu[int(name[3:])] = (ticks[0] / _TICK, ticks[1] / _TICK)
+    runnable = None
+    at = text.find(b"\nprocs_running ")  # after the `intr` line: past 8 KiB on a big machine
+    if at >= 0:
+        end = text.find(b"\n", at + 1)
+        value = text[at + len(b"\nprocs_running ") : end if end >= 0 else len(text)].strip()
+        runnable = int(value) if value.isdigit() else None
+    if names and len(rests) == len(cpus):
+        if listed == len(cpus) and aggregate is not None:
+            # Every CPU listed is the job's (not pinned): the aggregate line sums them, read at once
+            # (on 512 CPUs that saves a millisecond a reading). It also holds the frozen counts of CPUs
+            # taken offline, which a difference cancels; a CPU brought online mid-job changes the set.
+            return aggregate[0] / _TICK, aggregate[1] / _TICK, runnable, cpus
+        each = [_ticks(rest) for rest in rests]
+        if all(ticks is not None for ticks in each):
+            busy = sum(ticks[0] for ticks in each if ticks is not None)
+            steal = sum(ticks[1] for ticks in each if ticks is not None)
+            return busy / _TICK, steal / _TICK, runnable, cpus
+    # No per-CPU lines, a CPU of the affinity not listed (or unreadable), or no affinity: host-wide.
+    if aggregate is None:
+        return None
+    return aggregate[0] / _TICK, aggregate[1] / _TICK, runnable, None
 
 
-def read(before: bool, clock: Any = time.perf_counter) -> Reading:
+def read(before: bool, clock: Any = time.perf_counter, every_cpu: bool = False) -> Reading:
     """One reading; `before` a sample reads its own counters last and after one first, so the
-    cost of reading `/proc/stat` never lands in the CPU time a sample is charged with."""
-    found = _proc_stat() if before else None
+    cost of reading `/proc/stat` never lands in the CPU time a sample is charged with. The CPUs
+    counted are the job's affinity at this reading; `every_cpu` keeps each CPU's counts too."""
+    per_cpu: dict[int, tuple[float, float]] | None = {} if every_cpu else None
+    found = _proc_stat(_affinity(), per_cpu) if before else None
     usage = resource.getrusage(resource.RUSAGE_SELF)
     at = clock()
     if not before:
-        found = _proc_stat()
+        found = _proc_stat(_affinity(), per_cpu)
     return Reading(
         at=at,
         cpu_s=usage.ru_utime + usage.ru_stime,
@@ -89,6 +217,8 @@ def read(before: bool, clock: Any = time.perf_counter) -> Reading:
         busy_s=found[0] if found else None,
         steal_s=found[1] if found else None,
         runnable=found[2] if found else None,
+        cpus=found[3] if found else None,
+        per_cpu=per_cpu or None,
     )
 
 
@@ -145,14 +275,24 @@ def record(
     too short for the tick counters a window that reaches back far enough."""
     n = len(after)
     walls = [after[i].at - before[i].at for i in range(n)]
-    cores = usable_cores()
     cpu = [max(0.0, after[i].cpu_s - before[i].cpu_s) for i in range(n)]
     switches = [max(0, after[i].switches - before[i].switches) for i in range(n)]
+    # Counts over other CPUs (another affinity, or the whole host) do not subtract: each sample's
+    # window is drawn from the readings over the same CPUs as its own last one.
+    # A reading that kept every CPU's counts (the job's first) joins each of those too, summed anew.
+    timelines: dict[tuple[int, ...] | None, tuple[list[Reading], list[float]]] = {}
+    counted_sets = {r.cpus for r in after}
+    for r in sorted([*past, *before, *after], key=lambda r: r.at):
+        for each in [r, *(r.over(cpus) for cpus in counted_sets if cpus not in (None, r.cpus))]:
+            if each is not None:
+                line, times = timelines.setdefault(each.cpus, ([], []))
+                line.append(each)
+                times.append(each.at)
     others: list[float | None] = []
     steal: list[float | None] = []
-    timeline = sorted([*past, *before, *after], key=lambda r: r.at)
-    times = [r.at for r in timeline]
+    own_rate: list[float] = []  # the job's CPU time per second over the same window
     for i in range(n):
+        timeline, times = timelines[after[i].cpus]
         lo, hi = _window(times, before[i].at, after[i].at)
         b0, b1 = timeline[lo], timeline[hi]
         span = b1.at - b0.at
@@ -160,21 +300,38 @@ def record(
         if span < MIN_SPAN_S or b0.busy_s is None or b1.busy_s is None or b0.steal_s is None or b1.steal_s is None:
             others.append(None)
             steal.append(None)
+            own_rate.append(0.0)
             continue
+        # The job's CPU time counts every thread of the process: one running outside the CPUs
+        # counted (started before the affinity narrowed) makes the others' share too low, never too high.
         own = b1.cpu_s - b0.cpu_s
         others.append(round(max(0.0, (b1.busy_s - b0.busy_s - own) / span), 3))
         steal.append(round(max(0.0, (b1.steal_s - b0.steal_s) / span), 3))
+        own_rate.append(max(0.0, own / span))
     rates = [cpu[i] / walls[i] if walls[i] > 0 else 0.0 for i in range(n)]
     calm = [rates[i] for i in range(n) if switches[i] == 0]
     typical = statistics.median(calm) if calm else None
+    usable = usable_cores()
     contended = []
     for i in range(n):
-        busy, stole = others[i], steal[i]
-        crowded = busy is not None and busy >= OTHERS_MIN_CORES and rates[i] + busy > cores - 0.5
+        busy, stole, counted = others[i], steal[i], after[i].cpus
+        if counted is not None:
+            # Counted on the job's CPUs: crowded when the others took at least OTHERS_MIN_CORES of
+            # them and, with the job, filled them (within the ticks' resolution) over the same window.
+            crowded = (
+                busy is not None and busy >= OTHERS_MIN_CORES and own_rate[i] + busy > len(counted) - TICK_MARGIN_CORES
+            )
+        else:
+            # Host-wide counts (no per-CPU lines): the others may be on any CPU, the rule as before.
+            crowded = (
+                busy is not None and busy >= HOST_OTHERS_MIN_CORES and rates[i] + busy > usable - HOST_MARGIN_CORES
+            )
         stolen = stole is not None and stole >= STEAL_MIN_CORES
         preempted = switches[i] > 0 and typical is not None and rates[i] < PREEMPTED_SHARE * typical
         if crowded or stolen or preempted:
             contended.append(i)
+    counted = after[-1].cpus if n else None
+    cores = len(counted) if counted is not None else usable
     runnable = [r.runnable for r in after]
     found: dict[str, Any] = {}
     if gpu is not None and any(state != (None, None) for state in gpu):
@@ -188,6 +345,7 @@ def record(
         "steal_cores": steal if any(s is not None for s in steal) else None,
         "runnable": runnable if all(r is not None for r in runnable) else None,
         "cores": cores,
+        "cpus": list(counted) if counted is not None else None,
         "window_s": WINDOW_S,
         "contended": contended,
     }
@@ -195,4 +353,4 @@ def record(
 
 # The job's first reading, taken when the job runtime is imported (before any framework is): a
 # first metric whose samples are short reaches back to it for its window.
-STARTED = read(before=False)
+STARTED = read(before=False, every_cpu=True)
