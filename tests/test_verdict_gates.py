@@ -235,3 +235,22 @@ def test_noise_refuses_a_run_without_quiet_rounds(tmp_path: Path) -> None:
     every = run_of(tmp_path / "r", rounds_doc("numpy", levels(0.1, 0.01, 1), disturbed=(0, 1, 2, 3)))
     with pytest.raises(HarnessError, match="left alone"):
         noise_floor.store([load_run(every)], 6, 1.0)
+
+
+def test_bisect_leaves_a_disturbed_round_out_as_compare_does(tmp_path: Path) -> None:
+    from harness.bisect.run import Request, _collect
+    from harness.plan import make_plan
+
+    plan = make_plan(suite="xla", frameworks="numpy", params=["matrix_size=8"], repeat=None, warmup=None,
+                     device="cpu", threads=None, baseline=None, backend="local")  # fmt: skip
+    request = Request("xla", "matmul", "numpy", "numpy", ["1.0"], tmp_path)
+    for number in range(1, 5):
+        doc = rounds_doc("numpy", [0.1 * (10 if number == 3 else 1)] * 1, disturbed=(0,) if number == 3 else ())
+        doc["metrics"][0].pop("round_medians")
+        doc["metrics"][0].pop("round_sizes")
+        doc["image"] = {"lock_hash": "ab" * 32, "runtime": "venv"}
+        folder = tmp_path / "1.0" / f"round-{number}"
+        folder.mkdir(parents=True)
+        (folder / plan.jobs[0].result_file()).write_text(json.dumps(doc))
+    run, _ = _collect(request, plan, tmp_path, "1.0", 4, "ab" * 32)
+    assert run.problem is None and run.round_medians == [0.1, 0.1, 0.1]

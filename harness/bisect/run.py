@@ -12,6 +12,7 @@ from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
+from harness import disturbance
 from harness.backends.base import Backend, JobOutcome
 from harness.backends.local import LocalBackend
 from harness.bisect import record
@@ -250,10 +251,17 @@ def _collect(
             names = ", ".join(m["name"] for m in doc["metrics"]) or "none"
             return VersionRun(version, medians, samples, f"no metric {request.metric!r} (it has: {names})"), found
         found = found or dict(metric)
+        if disturbance.mostly(len(disturbance.samples(metric)), len(metric["samples"])):
+            continue  # a round the machine disturbed measured its neighbours: out, as in `compare`
         medians.append(float(metric["stats"]["median"]))
         samples.extend(float(s) for s in metric["samples"])
-    if rounds < 2:
-        return VersionRun(version, medians, samples, "fewer than two rounds finished"), found
+    if len(medians) < 2:
+        why = (
+            "fewer than two rounds finished"
+            if rounds < 2
+            else "fewer than two rounds the machine left alone (contended or throttled rounds are left out)"
+        )
+        return VersionRun(version, medians, samples, why), found
     return VersionRun(version, medians, samples), found
 
 
