@@ -215,12 +215,18 @@ def ab(env: dict[str, str], results: Path, args: list[str], rounds: int, baselin
     return judged(load_run(found["baseline"]), load_run(found["candidate"]))
 
 
-def interleaved(env: dict[str, str], results: Path, home: Path, runs: int, say: Any) -> dict[str, Any]:
-    """Experiment 5: A/A and planted slowdowns, each side of a pair interleaved in one `harness ab` session."""
+def interleaved(
+    env: dict[str, str], results: Path, home: Path, runs: int, say: Any, fixed: int | None = None
+) -> dict[str, Any]:
+    """Experiment 5: A/A and planted slowdowns, each side of a pair interleaved in one `harness ab` session
+    (at `fixed` rounds a side when given, else the rounds `ab --detect 10%` picks)."""
     figures: dict[str, Any] = {}
-    rounds, floor = detect_rounds(env, results, FAULT, command="ab")
-    figures["ab_detect_10_rounds"], figures["ab_noise"] = rounds, floor
-    say(f"5: harness ab at the {rounds} rounds `ab --detect 10%` picks")
+    if fixed is None:
+        rounds, floor = detect_rounds(env, results, FAULT, command="ab")
+        figures["ab_detect_10_rounds"], figures["ab_noise"] = rounds, floor
+    else:
+        rounds = figures["ab_rounds"] = fixed
+    say(f"5: harness ab at {rounds} rounds a side")
     alarms_seen = rows = 0
     for _ in range(runs):
         comparison = ab(env, results, FAULT, rounds, REPO, REPO)
@@ -249,6 +255,9 @@ def main() -> None:
         "--only", choices=("ab", "separate"), help="ab: experiment 5 (harness ab) alone; separate: experiments 1-4"
     )
     parser.add_argument("--out", type=Path, default=Path("false_alarms.json"))
+    parser.add_argument(
+        "--ab-rounds", type=int, help="experiment 5 at this many rounds a side (default: --detect 10%%'s)"
+    )
     options = parser.parse_args()
     home = Path(tempfile.mkdtemp(prefix="false-alarms-"))
     os.environ["HARNESS_CACHE_HOME"] = str(home / "cache")  # this process reads the noise floor too
@@ -261,7 +270,7 @@ def main() -> None:
         print(f"[{time.time() - began:6.0f} s] {text}", file=sys.stderr, flush=True)
 
     if options.only == "ab":
-        figures.update(interleaved(env, results, home, options.runs, say))
+        figures.update(interleaved(env, results, home, options.runs, say, options.ab_rounds))
         figures["seconds"] = time.time() - began
         options.out.write_text(json.dumps(figures, indent=2) + "\n")
         print(json.dumps(figures, indent=2))
@@ -308,7 +317,7 @@ def main() -> None:
         figures[f"planted_{int(slowdown * 100)}"] = {"rows": total, "detected": called / total if total else None}
         say(f"   {slowdown:.0%}: {figures[f'planted_{int(slowdown * 100)}']}")
     if options.only != "separate":
-        figures.update(interleaved(env, results, home, options.runs, say))
+        figures.update(interleaved(env, results, home, options.runs, say, options.ab_rounds))
     figures["seconds"] = time.time() - began
     options.out.write_text(json.dumps(figures, indent=2) + "\n")
     print(json.dumps(figures, indent=2))
