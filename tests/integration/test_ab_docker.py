@@ -19,7 +19,9 @@ def test_each_side_mounts_its_own_suites(cpu_images: dict[str, Any], tmp_path: P
     proc = harness("ab", str(REPO), str(candidate), "--suite", "fault", "-f", "numpy", "-p", "work=100",
                    "--rounds", "4", "--repeat", "3", "--backend", "docker", "--results-dir",
                    str(tmp_path / "results"))  # fmt: skip
-    assert proc.returncode == 1 and "share no successful" in proc.stderr, proc.stdout[-3000:] + proc.stderr
+    assert proc.returncode == 1 and "failed in B: round 1: planted in the candidate" in proc.stdout, (
+        proc.stdout[-3000:] + proc.stderr
+    )
     runs = {
         line.split(" ", 1)[0]: load_run(Path(line.split(": ", 1)[1]))
         for line in proc.stdout.splitlines()
