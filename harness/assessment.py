@@ -19,13 +19,13 @@ read one Assessment, so they cannot disagree about a run. Statistics stay in sta
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
-from harness import disturbance
 from harness.calibration import Ceilings, ceilings_for_run
 from harness.plausibility import Finding, lint, sync_state
 from harness.result_types import Check, Metric
@@ -68,11 +68,11 @@ class Assessment:
     @cached_property
     def crowded(self) -> str | None:
         """Why the run as a whole must not be read as a measurement of the code: most of its samples
-        were disturbed (harness/disturbance.py: the CPUs were shared, or the GPU throttled, while
+        were disturbed (`disturbed_samples`, below: the CPUs were shared, or the GPU throttled, while
         the clock ran); None when not."""
         contended = sum(k for k, _ in self.contention.values())
         total = sum(n for _, n in self.contention.values())
-        if not disturbance.mostly(contended, total):
+        if not mostly_disturbed(contended, total):
             return None
         return (
             f"{contended} of {total} samples were contended or throttled (the CPU was shared, or the GPU slowed, "
@@ -82,7 +82,7 @@ class Assessment:
     @cached_property
     def disturbed(self) -> frozenset[Key]:
         """Time metrics most of whose samples the machine disturbed (left out of ratios and comparisons)."""
-        return frozenset(key for key, (k, n) in self.contention.items() if disturbance.mostly(k, n))
+        return frozenset(key for key, (k, n) in self.contention.items() if mostly_disturbed(k, n))
 
     @property
     def disturbed_only(self) -> bool:
@@ -165,7 +165,7 @@ def assess(run: Run) -> Assessment:
             exclusions.setdefault((f.framework, f.metric), f"implausible {word} (above device peak)")
     contention = _contention(run)
     for key, (contended, n) in contention.items():
-        if disturbance.mostly(contended, n):  # most samples disturbed: the median itself is the neighbours' doing
+        if mostly_disturbed(contended, n):  # most samples disturbed: the median itself is the neighbours' doing
             exclusions.setdefault(key, f"{CONTENDED} ({contended}/{n} samples)")
     measured = {fw: measured_precision(result) for fw, result in run.results.items()}
     mismatches = _precision_mismatches(run, measured)
@@ -199,8 +199,85 @@ def _contention(run: Run) -> dict[Key, tuple[int, int]]:
             continue
         for m in result["metrics"]:
             if m["kind"] == "time" and isinstance(m.get("contention"), dict):
-                found[(fw, m["name"])] = (len(disturbance.samples(m)), len(m["samples"]))
+                found[(fw, m["name"])] = (len(disturbed_samples(m)), len(m["samples"]))
     return found
+
+
+# Which samples and rounds the machine disturbed: the one rule every verdict filters by (compare,
+# the noise floor, bisect, the exit status). It lives here, with the judgment that uses it first,
+# and not in a module of its own: one run's path stays within its 20 modules (tests/test_run_path.py).
+#
+# A sample is disturbed when the job's runtime marked it `contended` (the CPUs it may use were
+# shared while its clock ran: suites/runtime/contention.py) or `throttled` for a reason outside the
+# device's normal loaded state: thermal or hardware slowdown, or a power brake. A GPU under a
+# sustained load runs at its power cap as a matter of course (NVML's "SW power cap" is set for most
+# of any long matmul on an H100), and sync boost only ties GPUs together, so those two are recorded
+# but do not disturb a sample: marking them would mark every honest GPU run.
+#
+# A round (one process) most of whose samples were disturbed measured its neighbours: its median is
+# left out of every between-process statistic, in `compare` and in `harness noise` alike, so the
+# allowance a noise floor grants is built from exactly the evidence a verdict is judged on.
+
+# NVML clock-event reasons (suites/runtime/contention.py THROTTLING) that disturb a sample:
+# hardware slowdown, thermal (software), thermal (hardware), power brake.
+DISTURBING_REASONS = 0x8 | 0x20 | 0x40 | 0x80
+
+
+def _indices(value: Any, n: int) -> set[int]:
+    if not isinstance(value, list):
+        return set()
+    return {i for i in value if isinstance(i, int) and not isinstance(i, bool) and 0 <= i < n}
+
+
+def disturbed_samples(metric: Metric) -> frozenset[int]:
+    """Indices (into `metric["samples"]`) of the samples the machine disturbed."""
+    seen = metric.get("contention")
+    if not isinstance(seen, dict):
+        return frozenset()
+    n = len(metric["samples"])
+    found = _indices(seen.get("contended"), n)
+    reasons = seen.get("clock_event_reasons")
+    if isinstance(reasons, list) and len(reasons) == n:
+        found |= {
+            i
+            for i, r in enumerate(reasons)
+            if isinstance(r, int) and not isinstance(r, bool) and r & DISTURBING_REASONS
+        }
+    return frozenset(found)
+
+
+def mostly_disturbed(disturbed: int, n: int) -> bool:
+    """The rule for a metric, a round or a run: most of its samples disturbed."""
+    return n > 0 and disturbed * 2 > n
+
+
+def _finite_medians(metric: Metric) -> list[float] | None:
+    found = metric.get("round_medians")
+    if not isinstance(found, list) or len(found) < 2:
+        return None
+    if not all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in found):
+        return None
+    return [float(v) for v in found]
+
+
+def quiet_rounds(metric: Metric) -> tuple[list[float], int]:
+    """(the medians of the rounds the machine left alone, how many rounds were left out as disturbed);
+    ([], 0) for a metric without rounds (a single process)."""
+    medians = _finite_medians(metric)
+    if medians is None:
+        return [], 0
+    sizes = metric.get("round_sizes")
+    disturbed = disturbed_samples(metric)
+    if not disturbed or not isinstance(sizes, list) or len(sizes) != len(medians):
+        return medians, 0
+    if not all(isinstance(s, int) and not isinstance(s, bool) and s > 0 for s in sizes):
+        return medians, 0
+    kept, start = [], 0
+    for median, size in zip(medians, sizes, strict=True):
+        if not mostly_disturbed(len(disturbed.intersection(range(start, start + size))), size):
+            kept.append(median)
+        start += size
+    return kept, len(medians) - len(kept)
 
 
 INTERRUPTED = 130  # the shell's convention for SIGINT

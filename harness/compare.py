@@ -19,7 +19,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from harness import assessment, disturbance, workload
+from harness import assessment, workload
 from harness.assessment import Assessment
 from harness.errors import HarnessError
 from harness.result_types import Metric, Result
@@ -291,7 +291,7 @@ def compare_runs(a: Run, b: Run, judged_a: Assessment | None = None, judged_b: A
         # Samples of one process are not independent (one warm cache, one neighbour); where both
         # runs have interleaved rounds, each round's median is one independent observation, and
         # the rounds the machine disturbed are left out of the test and of the ratio alike.
-        (xa, out_a), (xb, out_b) = disturbance.rounds(ma), disturbance.rounds(mb)
+        (xa, out_a), (xb, out_b) = assessment.quiet_rounds(ma), assessment.quiet_rounds(mb)
         rounds = bool(xa) and bool(xb)
         basis = ROUNDS if rounds else SAMPLES
         processes = (len(xa), len(xb)) if rounds else (len(xa) or 1, len(xb) or 1)

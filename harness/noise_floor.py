@@ -26,7 +26,7 @@ from pathlib import Path
 from statistics import NormalDist
 from typing import Any, cast
 
-from harness import cache_home, disturbance, machine_id, workload
+from harness import assessment, cache_home, machine_id, workload
 from harness.calibration import gpu_names, read_json_file
 from harness.compare import Change, Comparison
 from harness.errors import HarnessError
@@ -76,12 +76,12 @@ def key_of(result: Result) -> str:
 
 
 def _kept(result: Result, metric: str) -> list[float]:
-    """The round medians of one metric that a verdict would use (harness/disturbance.py: rounds the
+    """The round medians of one metric that a verdict would use (assessment.quiet_rounds: rounds the
     machine disturbed left out), all positive; [] when fewer than MIN_ROUNDS remain."""
     if result["status"] != "ok":
         return []
     match = [m for m in result["metrics"] if m["name"] == metric]
-    kept = disturbance.rounds(match[0])[0] if match else []
+    kept = assessment.quiet_rounds(match[0])[0] if match else []
     return kept if len(kept) >= MIN_ROUNDS and all(m > 0 for m in kept) else []
 
 
@@ -100,7 +100,7 @@ def between_processes(run: Run) -> dict[str, dict[str, float]]:
 def left_out(runs: list[Run]) -> int:
     """Rounds of these runs left out of the floor because the machine disturbed them."""
     return sum(
-        disturbance.rounds(m)[1]
+        assessment.quiet_rounds(m)[1]
         for run in runs
         for r in run.results.values()
         if r["status"] == "ok"

@@ -12,7 +12,7 @@ from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
-from harness import disturbance
+from harness import assessment
 from harness.backends.base import Backend, JobOutcome
 from harness.backends.local import LocalBackend
 from harness.bisect import record
@@ -251,7 +251,7 @@ def _collect(
             names = ", ".join(m["name"] for m in doc["metrics"]) or "none"
             return VersionRun(version, medians, samples, f"no metric {request.metric!r} (it has: {names})"), found
         found = found or dict(metric)
-        if disturbance.mostly(len(disturbance.samples(metric)), len(metric["samples"])):
+        if assessment.mostly_disturbed(len(assessment.disturbed_samples(metric)), len(metric["samples"])):
             continue  # a round the machine disturbed measured its neighbours: out, as in `compare`
         medians.append(float(metric["stats"]["median"]))
         samples.extend(float(s) for s in metric["samples"])
