@@ -10,14 +10,14 @@ from pathlib import Path
 import pytest
 
 from harness.images import stack_image
-from tests.conftest import REPO, harness, read, run_folder
+from tests.conftest import REPO, finished, harness, read, run_folder
 
 pytestmark = pytest.mark.slow
 
 
 def test_every_result_carries_the_cold_path_and_the_table_shows_it(results: Path) -> None:
     proc = harness("run", "--suite", "xla", "--frameworks", "numpy,jax", "--smoke", "--results-dir", str(results))
-    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert finished(proc), proc.stdout + proc.stderr
     for fw in ("numpy", "jax"):
         cold = read(run_folder(proc.stdout) / f"{fw}.json")["environment"]["cold_path"]
         assert set(cold) == {"import_s", "device_init_s", "precision_probe_s", "workload_s"}
@@ -30,7 +30,7 @@ def test_every_result_carries_the_cold_path_and_the_table_shows_it(results: Path
 def test_warm_caches_persist_between_jobs_and_cold_ones_never_do(results: Path, own_cache_home: Path) -> None:
     warm = harness("run", "--suite", "xla", "--frameworks", "jax", "--smoke", "--cache", "warm",
                    "--results-dir", str(results))  # fmt: skip
-    assert warm.returncode == 0, warm.stdout + warm.stderr
+    assert finished(warm), warm.stdout + warm.stderr
     doc = read(run_folder(warm.stdout) / "jax.json")
     assert doc["settings"]["cache"] == "warm"
     jax_cache = Path(doc["environment"]["caches"]["JAX_COMPILATION_CACHE_DIR"])
@@ -43,7 +43,7 @@ def test_warm_caches_persist_between_jobs_and_cold_ones_never_do(results: Path, 
     cold = subprocess.run([sys.executable, "-m", "harness.cli", "run", "--suite", "xla", "--frameworks", "jax",
                            "--smoke", "--results-dir", str(results)],
                           capture_output=True, text=True, cwd=REPO, env=env, timeout=600)  # fmt: skip
-    assert cold.returncode == 0, cold.stdout + cold.stderr
+    assert finished(cold), cold.stdout + cold.stderr
     caches = read(run_folder(cold.stdout) / "jax.json")["environment"]["caches"]
     assert caches["mode"] == "cold" and caches["JAX_COMPILATION_CACHE_DIR"] is None
     assert not Path(caches["TORCHINDUCTOR_CACHE_DIR"]).exists()  # removed when the job ended

@@ -14,7 +14,7 @@ import pytest
 from harness.schema import load_result
 from suites.runtime.frameworks import FRAMEWORKS
 from suites.runtime.registry import SUITES_DIR, all_suites
-from tests.conftest import harness, run_folder
+from tests.conftest import finished, harness, run_folder
 
 SUITES = sorted(all_suites())
 
@@ -35,7 +35,7 @@ def test_smoke_run_passes_its_checks_with_every_metric_synchronised(name: str, r
     spec = all_suites()[name]
     proc = harness("run", "--suite", name, "--frameworks", ",".join(spec.all_frameworks), "--smoke",
                    "--backend", "local", "--threads", "1", "-q", "--results-dir", str(results))  # fmt: skip
-    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert finished(proc), proc.stdout + proc.stderr
     run = run_folder(proc.stdout)
     for fw in spec.all_frameworks:
         doc = load_result(run / f"{fw}.json")

@@ -28,7 +28,7 @@ from harness.cli import app  # noqa: E402
 from harness.data import hub  # noqa: E402
 from harness.errors import HarnessError  # noqa: E402
 from suites.runtime import datasets  # noqa: E402
-from tests.conftest import harness, read, run_folder  # noqa: E402
+from tests.conftest import finished, harness, read, run_folder  # noqa: E402
 
 COMMIT = "0123456789abcdef0123456789abcdef01234567"
 DIGITS = [str(i) for i in range(10)]
@@ -225,7 +225,7 @@ def test_fetch_convert_run_through_datasets(name: str, suite: str, params: tuple
     args = [a for p in ("epochs=2", *params) for a in ("--param", p)]
     proc = harness("run", "--suite", suite, "--frameworks", "pytorch", "--backend", "local", "--threads", "1",
                    "--data-dir", str(data), "--results-dir", str(results), *args)  # fmt: skip
-    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert finished(proc), proc.stdout + proc.stderr
     doc = read(run_folder(proc.stdout) / "pytorch.json")
     manifest = json.loads((data / name / "manifest.json").read_text())
     assert doc["params"]["dataset"] == "auto" and doc["status"] == "ok"

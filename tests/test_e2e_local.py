@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from harness.schema import load_result
-from tests.conftest import harness, read, run_folder
+from tests.conftest import finished, harness, read, run_folder
 
 pytestmark = pytest.mark.slow
 
@@ -20,7 +20,7 @@ def test_xla_on_three_frameworks(results: Path) -> None:
         "run", "--suite", "xla", "--frameworks", "numpy,jax,pytorch", "--backend", "local",
         "--param", "matrix_size=64", "--repeat", "3", "--results-dir", str(results),
     )  # fmt: skip
-    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert finished(proc), proc.stdout + proc.stderr
     run = run_folder(proc.stdout)
     summary = read(run / "summary.json")
     assert [j["status"] for j in summary["jobs"]] == ["ok", "ok", "ok"]

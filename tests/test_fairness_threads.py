@@ -10,7 +10,7 @@ import pytest
 from harness.report.table import render
 from harness.run_folder import load_run
 from harness.schema import load_result
-from tests.conftest import harness, run_folder
+from tests.conftest import finished, harness, run_folder
 from tests.factories import metric, result, write_run
 
 
@@ -29,7 +29,7 @@ def test_footer_lists_settings_that_differ(tmp_path: Path) -> None:
 def test_threads_reach_every_framework(results: Path) -> None:
     proc = harness("run", "--backend", "local", "--suite", "xla", "--frameworks", "numpy,jax,pytorch", "--param", "matrix_size=16",
                    "--repeat", "1", "--threads", "1", "-q", "--results-dir", str(results))  # fmt: skip
-    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert finished(proc), proc.stdout + proc.stderr
     run = run_folder(proc.stdout)
     for fw in ("numpy", "jax", "pytorch"):
         doc = load_result(run / f"{fw}.json")

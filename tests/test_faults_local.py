@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from harness.schema import load_result
-from tests.conftest import REPO, harness, read, run_folder
+from tests.conftest import REPO, finished, harness, read, run_folder
 
 pytestmark = pytest.mark.slow
 
@@ -53,7 +53,7 @@ def test_fault_mode(results: Path, mode: str, extra: tuple[str, ...], status: st
 def test_slow_start_within_its_timeout_is_ok(results: Path) -> None:
     proc = harness("run", "--suite", "fault", "--frameworks", "numpy", "--param", "mode=slow-start",
                    "--param", "delay_s=1", "--results-dir", str(results))  # fmt: skip
-    assert proc.returncode == 0 and load_result(run_folder(proc.stdout) / "numpy.json")["status"] == "ok"
+    assert finished(proc) and load_result(run_folder(proc.stdout) / "numpy.json")["status"] == "ok"
 
 
 def test_resume_reruns_only_jobs_that_are_not_ok(results: Path) -> None:
@@ -61,7 +61,7 @@ def test_resume_reruns_only_jobs_that_are_not_ok(results: Path) -> None:
     first_numpy = read(run / "numpy.json")
     assert read(run / "pytorch.json")["status"] == "timeout"
     again = harness("run", "--resume", str(run), "--timeout", "120", "--results-dir", str(results))
-    assert again.returncode == 0, again.stdout + again.stderr
+    assert finished(again), again.stdout + again.stderr
     assert "-> fault/numpy" not in again.stdout and "-> fault/pytorch" in again.stdout
     assert read(run / "numpy.json") == first_numpy  # untouched
     assert read(run / "pytorch.json")["status"] == "ok"

@@ -16,7 +16,7 @@ from harness.backends.docker_backend import DATA_MOUNT, RESULTS_MOUNT, SUITES_MO
 from harness.errors import HarnessError
 from harness.images import Ensured, locked_packages, select_wheels, stack_image, wheel_fits, wheels_for
 from harness.plan import Job
-from tests.conftest import REPO, harness, read, run_folder
+from tests.conftest import REPO, finished, harness, read, run_folder
 
 STACKS = ("numpy", "jax", "pytorch")
 
@@ -249,7 +249,7 @@ def test_auto_without_an_engine_runs_locally_with_a_notice(results: Path, monkey
         "run", "--suite", "xla", "--frameworks", "numpy", "--backend", "auto", "--param", "matrix_size=16",
         "--repeat", "1", "--results-dir", str(results),
     )  # fmt: skip
-    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert finished(proc), proc.stdout + proc.stderr
     notes = [line for line in proc.stderr.splitlines() if line.startswith("note:")]
     assert len(notes) == 1 and "no Docker engine answers" in notes[0] and "local backend" in notes[0]
     run = run_folder(proc.stdout)

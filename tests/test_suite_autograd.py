@@ -17,7 +17,7 @@ from suites.autograd.common import (
     SEED_GRAD_AT_3,
     VMAP_GRAD,
 )
-from tests.conftest import harness, run_folder
+from tests.conftest import finished, harness, run_folder
 
 pytestmark = pytest.mark.slow
 
@@ -27,7 +27,7 @@ FLOAT32_EPS = 1.1920929e-07
 def test_autograd_matches_the_seed_and_numpy_is_skipped(results: Path) -> None:
     proc = harness("run", "--backend", "local", "--suite", "autograd", "--frameworks", "numpy,jax,pytorch", "--param", "points=20",
                    "--repeat", "1", "--warmup", "0", "-q", "--results-dir", str(results))  # fmt: skip
-    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert finished(proc), proc.stdout + proc.stderr
     run = run_folder(proc.stdout)
     numpy_doc = load_result(run / "numpy.json")
     assert numpy_doc["status"] == "skipped" and numpy_doc["reason"] == "no automatic differentiation"

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from suites.cifar10.common import crop_params
-from tests.conftest import harness, read, run_folder
+from tests.conftest import finished, harness, read, run_folder
 
 pytestmark = pytest.mark.slow
 
@@ -61,7 +61,7 @@ def test_cifar10_trains_identically_in_flax_and_pytorch(results: Path) -> None:
         "--param", "train_samples=512", "--param", "test_samples=200", "--param", "epochs=2",
         "--param", "batch_size=64", "--param", "lr=0.002", "--param", "artifacts=true", "--results-dir", str(results),
     )  # fmt: skip
-    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert finished(proc), proc.stdout + proc.stderr
     run = run_folder(proc.stdout)
     docs = {fw: read(run / f"{fw}.json") for fw in ("flax", "pytorch")}
     for doc in docs.values():

@@ -11,7 +11,7 @@ import pytest
 from harness.schema import load_result
 from suites.jit.common import SEED_F16, lengths, name, seed_points
 from suites.runtime.errors import JobError
-from tests.conftest import harness, run_folder
+from tests.conftest import finished, harness, run_folder
 
 # One length (L=1000, K=100 calls per loop) so torch.compile compiles once.
 
@@ -39,7 +39,7 @@ def test_seed_sanity_values_are_float16_results() -> None:
 def test_jit_on_three_frameworks(results: Path) -> None:
     proc = harness("run", "--backend", "local", "--suite", "jit", "--smoke", "-q",
                    "--results-dir", str(results))  # fmt: skip
-    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert finished(proc), proc.stdout + proc.stderr
     run = run_folder(proc.stdout)
     docs = {fw: load_result(run / f"{fw}.json") for fw in ("numpy", "jax", "pytorch")}
     assert all(d["status"] == "ok" for d in docs.values())

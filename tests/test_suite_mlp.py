@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from harness.schema import load_result
-from tests.conftest import harness, read, run_folder
+from tests.conftest import finished, harness, read, run_folder
 
 pytestmark = pytest.mark.slow
 
@@ -25,7 +25,7 @@ def run_mlp(results: Path, *params: str, frameworks: str = "flax,pytorch") -> tu
     args = [a for p in params for a in ("--param", p)]
     proc = harness("run", "--suite", "mlp", "--frameworks", frameworks, "--backend", "local",
                    "--results-dir", str(results), *args)  # fmt: skip
-    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert finished(proc), proc.stdout + proc.stderr
     return run_folder(proc.stdout), proc.stdout
 
 

@@ -15,7 +15,7 @@ from harness.data.store import write_dataset
 from harness.plan import make_plan
 from harness.schema import load_result
 from suites.runtime import job_spec
-from tests.conftest import REPO, harness, read, run_folder
+from tests.conftest import REPO, finished, harness, read, run_folder
 
 pytestmark = pytest.mark.slow
 
@@ -39,7 +39,7 @@ def test_mnist_trains_the_same_model_in_flax_and_pytorch(results: Path) -> None:
         "--param", "batch_size=32", "--param", "drop_last=true",
         "--param", "artifacts=true", "--results-dir", str(results),
     )  # fmt: skip
-    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert finished(proc), proc.stdout + proc.stderr
     run = run_folder(proc.stdout)
     for fw in ("flax", "pytorch"):
         doc = load_result(run / f"{fw}.json")  # schema-valid
@@ -133,7 +133,7 @@ def test_fetched_data_is_read_from_the_data_folder(results: Path, tmp_path: Path
         "run", "--suite", "mnist", "--frameworks", "pytorch", "--param", "epochs=2",
         "--param", "batch_size=32", "--data-dir", str(tmp_path), "--backend", "local", "--results-dir", str(results),
     )  # fmt: skip
-    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert finished(proc), proc.stdout + proc.stderr
     doc = read(run_folder(proc.stdout) / "pytorch.json")
     assert doc["params"]["dataset"] == "auto"
     assert metric(doc, "throughput")["samples"] and any("mnist from the data folder" in n for n in doc["notes"])
@@ -151,7 +151,7 @@ def test_time_to_target_on_mnist_in_both_frameworks(results: Path) -> None:
         "--param", "train_samples=640", "--param", "test_samples=200", "--param", "epochs=6",
         "--param", "batch_size=32", "--param", "target_accuracy=50", "--results-dir", str(results),
     )  # fmt: skip
-    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert finished(proc), proc.stdout + proc.stderr
     run = run_folder(proc.stdout)
     for fw in ("flax", "pytorch"):
         doc = load_result(run / f"{fw}.json")

@@ -12,7 +12,7 @@ import pytest
 
 from harness.schema import load_result
 from suites.pc import common
-from tests.conftest import harness, run_folder
+from tests.conftest import finished, harness, run_folder
 
 # 4 batches of 128 per epoch; the default network, T and learning rates.
 
@@ -119,7 +119,7 @@ def test_pc_agrees_across_frameworks_and_with_the_reference(results: Path) -> No
     args = [f"{k}={v}" for k, v in SPEC.smoke.items()]
     proc = harness("run", "--suite", "pc", "--frameworks", "jax,pytorch", "--backend", "local", "--threads", "1",
                    *[a for kv in args for a in ("--param", kv)], "--results-dir", str(results))  # fmt: skip
-    assert proc.returncode == 0, proc.stdout + proc.stderr  # includes the agreement gate
+    assert finished(proc), proc.stdout + proc.stderr  # includes the agreement gate
     run = run_folder(proc.stdout)
     ref = reference_first_step(params())
     docs = {fw: load_result(run / f"{fw}.json") for fw in ("jax", "pytorch")}
@@ -155,7 +155,7 @@ def test_pytorch_other_low_overhead_variants_match_the_eager_step(results: Path,
     args = [a for k, v in tiny.items() for a in ("--param", f"{k}={v}")]
     proc = harness("run", "--suite", "pc", "--frameworks", "pytorch", "--backend", "local", "--threads", "1", *args,
                    "--results-dir", str(results))  # fmt: skip
-    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert finished(proc), proc.stdout + proc.stderr
     doc = load_result(run_folder(proc.stdout) / "pytorch.json")
     checks = {c["name"]: c["value"] for c in doc["checks"]}
     assert checks["variants_agree"] < 1e-4

@@ -12,7 +12,7 @@ import pytest
 
 from harness.schema import load_result
 from suites.resnet18 import common
-from tests.conftest import harness, run_folder
+from tests.conftest import finished, harness, run_folder
 
 PARAMS = 11_177_025  # torchvision's resnet18 (11 689 512) with a 512 -> 1 head instead of 512 -> 1000
 # One thread: PyTorch's OpenMP pool slows down 5-10x when a shared 2-core machine is busy.
@@ -43,7 +43,7 @@ def test_parameter_list_and_flops_are_resnet18s() -> None:
 @pytest.mark.slow
 def test_resnet18_flax_and_pytorch_cold_warm_split_and_agreement(results: Path) -> None:
     proc = harness("run", "--suite", "resnet18", "--backend", "local", *TINY, "--results-dir", str(results))
-    assert proc.returncode == 0, proc.stdout + proc.stderr  # includes the agreement gate
+    assert finished(proc), proc.stdout + proc.stderr  # includes the agreement gate
     run = run_folder(proc.stdout)
     docs = {fw: load_result(run / f"{fw}.json") for fw in ("flax", "pytorch")}
     for fw, doc in docs.items():
@@ -101,7 +101,7 @@ def test_imported_catsdogs_feeds_the_suite(results: Path, tmp_path: Path) -> Non
     proc = harness("run", "--suite", "resnet18", "--frameworks", "pytorch", "--backend", "local", "--threads", "1",
                    "--param", "dataset=catsdogs", "--param", "image_size=16", "--param", "epochs=2",
                    "--param", "batch_size=16", "--data-dir", str(data), "--results-dir", str(results))  # fmt: skip
-    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert finished(proc), proc.stdout + proc.stderr
     doc = load_result(run_folder(proc.stdout) / "pytorch.json")
     assert any("catsdogs from the data folder" in note for note in doc["notes"])
     assert statistics.median(metrics(doc)["epoch"]["samples"]) > 0

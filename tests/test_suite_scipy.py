@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from harness.schema import load_result
-from tests.conftest import harness, run_folder
+from tests.conftest import finished, harness, run_folder
 
 pytestmark = pytest.mark.slow
 
@@ -16,7 +16,7 @@ pytestmark = pytest.mark.slow
 def test_bfgs_agrees_and_pytorch_is_skipped(results: Path) -> None:
     proc = harness("run", "--backend", "local", "--suite", "scipy", "--frameworks", "numpy,jax,pytorch", "--param", "n=1000",
                    "--repeat", "1", "--warmup", "0", "-q", "--results-dir", str(results))  # fmt: skip
-    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert finished(proc), proc.stdout + proc.stderr
     run = run_folder(proc.stdout)
     torch_doc = load_result(run / "pytorch.json")
     assert torch_doc["status"] == "skipped" and "no BFGS" in torch_doc["reason"]

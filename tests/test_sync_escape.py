@@ -14,7 +14,7 @@ from suites.runtime import syncguard
 from suites.runtime.context import Context
 from suites.runtime.spec import SuiteSpec
 from suites.runtime.syncguard import Probe, verdict
-from tests.conftest import read, run_folder
+from tests.conftest import finished, read, run_folder
 from tests.planted import harness_in, planted_repo
 
 SPEC = SuiteSpec("t", "test", ("jax",))
@@ -276,7 +276,7 @@ def test_planted_unsynchronised_jax_without_flops_is_flagged_and_exits_1(planted
 def test_planted_honest_jax_passes(planted: Path, tmp_path: Path) -> None:
     proc = harness_in(planted, "run", "--suite", "planted", "--frameworks", "numpy,jax", "--param", "mode=honest",
                       "--backend", "local", "--results-dir", str(tmp_path), "-q")  # fmt: skip
-    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert finished(proc), proc.stdout + proc.stderr
     doc = read(run_folder(proc.stdout) / "jax.json")
     assert doc["metrics"][0]["sync"]["state"] == "ok" and doc["metrics"][0]["warnings"] == []
     assert "escaped" not in doc["metrics"][0]["marks"]
