@@ -14,14 +14,15 @@ from pathlib import Path
 import pytest
 
 from harness.run_folder import Run, load_run
-from tests.conftest import harness, run_folder
+from tests.conftest import finished, harness, run_folder
 
 TRAINING_TARGET = 75.0  # percent: mlp on 1024 samples reaches it within a few epochs, not in the first
 
 
 def _run(results: Path, *args: str, code: int = 0) -> Path:
     proc = harness("run", "--backend", "local", "--results-dir", str(results), *args)
-    assert proc.returncode == code, proc.stdout + proc.stderr
+    # 0 expected: DISTURBED (3) passes too (measured; the test machine was busy), as in conftest.finished
+    assert finished(proc) if code == 0 else proc.returncode == code, proc.stdout + proc.stderr
     return run_folder(proc.stdout)
 
 

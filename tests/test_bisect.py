@@ -23,7 +23,7 @@ from harness.bisect.locks import (
     wheel_hashes,
 )
 from harness.bisect.run import rounds_needed
-from harness.bisect.verdict import MIN_ROUNDS, VersionRun, answer, compare_pair, judge
+from harness.bisect.verdict import MIN_ROUNDS, VersionRun, answer, compare_pair, exit_code, first_change, judge
 from harness.errors import HarnessError
 from harness.images import locked_packages, sha256_file
 from tests.conftest import REPO, harness
@@ -195,7 +195,25 @@ def test_separated_but_few_round_medians_and_missing_versions_give_no_verdict() 
     assert not few.significant and few.change is not None and few.change.p_value >= 0.05  # 3 rounds: p >= 0.1
     broken = VersionRun("b", [], [], "round 1: failed: boom")
     pair = compare_pair(_run("a", [1.0, 1.1, 1.2, 1.3]), broken, "work", "s", "lower")
-    assert pair.verdict == "excluded: b: round 1: failed: boom" and answer([pair]).startswith("no significant")
+    assert pair.verdict == "excluded: b: round 1: failed: boom"
+    # "no change" would be a verdict on a pair nobody measured
+    assert answer([pair]) == "no verdict: a -> b could not be judged (b: round 1: failed: boom)"
+
+
+def test_a_version_the_machine_disturbed_is_no_verdict_and_exit_3_and_a_failed_one_exit_1() -> None:
+    quiet = [_run("1.0", [2.0, 2.1, 1.9, 2.0]), _run("1.1", [2.0, 2.1, 1.9, 2.05]), _run("2.0", [7.0, 7.1, 6.9, 7.05])]
+    busy = VersionRun("1.1", [], [], "fewer than two rounds the machine left alone", disturbed=True)
+    broken = VersionRun("1.1", [], [], "round 1: failed: boom")
+    assert exit_code(quiet) == 0 and exit_code([quiet[0], busy]) == 3 and exit_code([busy, broken]) == 1
+    pairs = judge([compare_pair(a, b, "work", "s", "lower") for a, b in pairwise([quiet[0], busy, quiet[2]])])
+    assert answer(pairs).startswith("no verdict: 1.0 -> 1.1 could not be judged")
+    # A change found after a pair that could not be judged may not be the first: the answer says so.
+    six = [_run(v, [m, m * 1.01, m * 0.99, m * 1.02, m * 0.98, m]) for v, m in (("1.2", 2.0), ("2.0", 7.0))]
+    first = VersionRun("0.9", [], [], "fewer than two rounds the machine left alone", disturbed=True)
+    ahead = judge([compare_pair(a, b, "work", "s", "lower") for a, b in pairwise([first, *six])])
+    assert first_change(ahead) is ahead[1] and answer(ahead).endswith(
+        "; but earlier, 0.9 -> 1.2 could not be judged (0.9: fewer than two rounds the machine left alone)"
+    )
 
 
 def test_faster_is_a_change_too() -> None:

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from harness import cache_home
+from harness.assessment import assess
 from harness.calibration import parse, read_json_file
 from harness.report.table import render
 from harness.run_folder import load_run
@@ -38,8 +39,13 @@ def test_run_calibrates_once_and_shows_percent_of_achievable(results: Path) -> N
                     "--results-dir", str(results))  # fmt: skip
     assert finished(first), first.stdout + first.stderr
     assert "calibrating this machine" in first.stderr
-    assert "of achievable" in first.stdout
     run = run_folder(first.stdout)
+    judged = assess(load_run(run))
+    shares = [f for f in judged.findings if f.achievable_fraction is not None]
+    assert shares, judged.findings  # every rate got its share of the calibrated ceiling
+    # The table shows it, unless the busy test machine disturbed the metric (then it shows why not).
+    shown = [f for f in shares if judged.excluded(f.framework, f.metric) is None]
+    assert ("of achievable" in first.stdout) == bool(shown), first.stdout
     assert parse(read(run / "calibration.json")).frameworks == ("numpy",)
     second = harness("run", "--suite", "xla", "--frameworks", "numpy", "--smoke", "--calibrate", "auto",
                      "--results-dir", str(results))  # fmt: skip

@@ -62,7 +62,7 @@ def test_an_adapter_missing_a_function_is_named(tmp_path: Path) -> None:
 @pytest.mark.slow
 def test_the_suite_template_copied_and_renamed_runs_and_passes(tmp_path: Path) -> None:
     """docs/extending.md's recipe: copy suites/_template, rename, run --smoke."""
-    from tests.conftest import read, run_folder
+    from tests.conftest import finished, read, run_folder
     from tests.planted import harness_in, planted_repo
 
     repo = planted_repo(tmp_path, {})
@@ -72,7 +72,7 @@ def test_the_suite_template_copied_and_renamed_runs_and_passes(tmp_path: Path) -
         path.write_text(path.read_text().replace("_template", "mysuite"))
     proc = harness_in(repo, "run", "--suite", "mysuite", "--smoke", "--backend", "local", "-q",
                       "--results-dir", str(tmp_path / "results"))  # fmt: skip
-    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert finished(proc), proc.stdout + proc.stderr
     for fw in ("numpy", "jax", "pytorch"):
         doc = read(run_folder(proc.stdout) / f"{fw}.json")
         assert doc["status"] == "ok" and doc["metrics"][0]["sync"]["state"] == "ok"

@@ -261,7 +261,7 @@ def _collect(
             if rounds < 2
             else "fewer than two rounds the machine left alone (contended or throttled rounds are left out)"
         )
-        return VersionRun(version, medians, samples, why), found
+        return VersionRun(version, medians, samples, why, disturbed=rounds >= 2), found
     return VersionRun(version, medians, samples), found
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import statistics
 from dataclasses import dataclass, replace
 
+from harness.assessment import DISTURBED, FAILED, worst
 from harness.compare import ROUNDS, Change, family
 from harness.statistics import mann_whitney_u, observations_needed, ratio_interval
 
@@ -28,6 +29,7 @@ class VersionRun:
     round_medians: list[float]
     samples: list[float]
     problem: str | None = None  # why it has no usable measurement
+    disturbed: bool = False  # the problem: the machine disturbed too many of its rounds (nothing failed)
 
     @property
     def median(self) -> float | None:
@@ -94,8 +96,27 @@ def first_change(pairs: list[Pair]) -> Pair | None:
     return next((p for p in pairs if p.significant), None)
 
 
+def unjudged(pairs: list[Pair]) -> list[Pair]:
+    """The pairs with no verdict (a side failed, or the machine disturbed it) before the first
+    significant change, or anywhere when there is none: the first change may hide in any of them."""
+    found = first_change(pairs)
+    return [p for p in pairs[: pairs.index(found) if found else len(pairs)] if p.change is None]
+
+
 def answer(pairs: list[Pair]) -> str:
     found = first_change(pairs)
+    blind = unjudged(pairs)
+    gap = f"{blind[0].before} -> {blind[0].after} could not be judged ({blind[0].excluded})" if blind else ""
     if found is None or found.change is None:
+        if blind:  # "no change" would be a verdict on pairs nobody measured
+            return f"no verdict: {gap}"
         return "no significant change between consecutive versions"
-    return f"first significant change: {found.after} ({found.verdict} than {found.before})"
+    text = f"first significant change: {found.after} ({found.verdict} than {found.before})"
+    return f"{text}; but earlier, {gap}" if blind else text
+
+
+def exit_code(runs: list[VersionRun]) -> int:
+    """`harness bisect`'s status: 0 when every version measured; FAILED (1) when a version's job failed
+    or measured nothing usable; DISTURBED (3) when the machine's disturbance is all that kept a version
+    out (rerun on a quiet machine), as for `harness run`."""
+    return worst(*(DISTURBED if run.disturbed else FAILED for run in runs if run.problem is not None))

@@ -12,7 +12,7 @@ import typer
 from harness.bisect.locks import parse_versions
 from harness.bisect.render import render
 from harness.bisect.run import Request, run_bisect
-from harness.bisect.verdict import MIN_ROUNDS
+from harness.bisect.verdict import MIN_ROUNDS, exit_code
 from harness.cli.options import Quiet, ResultsDir, WheelhouseOption, default_results_dir, default_wheelhouse
 from harness.errors import HarnessError
 from harness.text.escape import plain
@@ -83,3 +83,4 @@ def bisect(
     typer.echo("")
     typer.echo(render(outcome))
     typer.echo(f"\nbisect folder: {outcome.folder}")
+    raise typer.Exit(exit_code(list(outcome.runs.values())))
