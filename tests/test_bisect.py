@@ -26,7 +26,7 @@ from harness.bisect.run import rounds_needed
 from harness.bisect.verdict import MIN_ROUNDS, VersionRun, answer, compare_pair, exit_code, first_change, judge
 from harness.errors import HarnessError
 from harness.images import locked_packages, sha256_file
-from tests.conftest import REPO, harness
+from tests.conftest import REPO, finished, harness
 
 NUMPY_LOCK = (REPO / "images" / "numpy" / "lock-cpu.txt").read_text()
 H1, H2 = "a" * 64, "b" * 64
@@ -262,7 +262,7 @@ def test_bisect_finds_the_planted_slowdown(tmp_path: Path) -> None:
     )  # fmt: skip
     # 1.0 and 1.1 are equal: under the null the exact test sees complete separation of 7 vs 7 round
     # medians with probability 2/3432, so this assertion is wrong by chance about once in 1716 runs.
-    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert finished(proc), proc.stdout + proc.stderr
     assert "first significant change: 2.0 (" in proc.stdout and "slower than 1.1)" in proc.stdout, proc.stdout
     folder = Path(proc.stdout.rsplit("bisect folder: ", 1)[1].strip())
     doc = record.load(folder / "bisect.json")
@@ -281,7 +281,7 @@ def test_bisect_finds_the_planted_slowdown(tmp_path: Path) -> None:
         "--versions", "1.1,2.0", "--find-links", str(wheels), "--rounds", "4", "--repeat", "3",
         "--results-dir", str(results), "-q",
     )  # fmt: skip
-    assert again.returncode == 0, again.stdout + again.stderr
+    assert finished(again), again.stdout + again.stderr
     assert again.stdout.count("reused ") == 2 and "built " not in again.stdout
 
 
@@ -292,7 +292,7 @@ def test_two_real_versions_of_one_package(tmp_path: Path) -> None:
         "--versions", "3.7.0,3.8.0", "--param", "matrix_size=64", "--rounds", "4", "--repeat", "5",
         "--results-dir", str(tmp_path / "results"), "-q",
     )  # fmt: skip
-    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert finished(proc), proc.stdout + proc.stderr
     folder = Path(proc.stdout.rsplit("bisect folder: ", 1)[1].strip())
     doc = record.load(folder / "bisect.json")
     for version in ("3.7.0", "3.8.0"):

@@ -11,7 +11,7 @@ import pytest
 
 from harness.bisect import record
 from harness.images import locked_packages, sha256_file, stack_image
-from tests.conftest import harness
+from tests.conftest import finished, harness
 from tests.test_bisect import WORK, build_wheel
 
 pytestmark = pytest.mark.integration
@@ -30,7 +30,7 @@ def test_bisect_builds_an_image_per_version_and_finds_the_planted_slowdown(
         "--wheelhouse", str(wheelhouse), "--rounds", "4", "--repeat", "3", "--results-dir", str(tmp_path / "r"),
         "-q", timeout=3600,
     )  # fmt: skip
-    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert finished(proc), proc.stdout + proc.stderr
     assert "first significant change: 2.0 (" in proc.stdout, proc.stdout
     folder = Path(proc.stdout.rsplit("bisect folder: ", 1)[1].strip())
     doc = record.load(folder / "bisect.json")
