@@ -64,6 +64,9 @@ def watched_page(problems: list[str]) -> Iterator[Any]:
         try:
             page = browser.new_page(viewport={"width": 1280, "height": 900})
             page.set_default_timeout(20_000)
+            # Loading a page runs its scripts (every chart drawn) before "load": on a busy 2-core CI
+            # machine one navigation once took over 20 s. A page that never loads still fails.
+            page.set_default_navigation_timeout(90_000)
             page.on("pageerror", lambda error: problems.append(f"page error: {error}"))
             page.on("console", lambda message: problems.append(message.text) if message.type == "error" else None)
 
