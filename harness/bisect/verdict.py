@@ -96,21 +96,14 @@ def first_change(pairs: list[Pair]) -> Pair | None:
     return next((p for p in pairs if p.significant), None)
 
 
-def unjudged(pairs: list[Pair]) -> list[Pair]:
-    """The pairs with no verdict (a side failed, or the machine disturbed it) before the first
-    significant change, or anywhere when there is none: the first change may hide in any of them."""
-    found = first_change(pairs)
-    return [p for p in pairs[: pairs.index(found) if found else len(pairs)] if p.change is None]
-
-
 def answer(pairs: list[Pair]) -> str:
     found = first_change(pairs)
-    blind = unjudged(pairs)
+    # A pair with no verdict (a side failed, or the machine disturbed it) before the first significant
+    # change, or anywhere when there is none: the first change may hide in any of them.
+    blind = [p for p in (pairs[: pairs.index(found)] if found else pairs) if p.change is None]
     gap = f"{blind[0].before} -> {blind[0].after} could not be judged ({blind[0].excluded})" if blind else ""
-    if found is None or found.change is None:
-        if blind:  # "no change" would be a verdict on pairs nobody measured
-            return f"no verdict: {gap}"
-        return "no significant change between consecutive versions"
+    if found is None:
+        return f"no verdict: {gap}" if blind else "no significant change between consecutive versions"
     text = f"first significant change: {found.after} ({found.verdict} than {found.before})"
     return f"{text}; but earlier, {gap}" if blind else text
 
