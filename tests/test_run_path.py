@@ -20,6 +20,7 @@ from tests.conftest import finished
 ROOT = Path(__file__).resolve().parent.parent
 DOC = ROOT / "docs" / "extending.md"
 MAX_MODULES = 20
+JUDGING = "harness.statistics"  # the intervals behind every verdict; a disturbed metric gets none
 ENTRY = re.compile(r"^\d+\. `harness/([\w/]+)\.py`")
 
 
@@ -53,8 +54,15 @@ def test_one_local_run_follows_the_documented_path(tmp_path: Path) -> None:
     assert len(measured) <= MAX_MODULES, sorted(measured)
     documented = documented_path()
     assert len(documented) == len(set(documented)), "a module is listed twice"
-    assert sorted(documented) == sorted(measured), (
-        f"docs/extending.md lists {sorted(set(documented) - set(measured))} that the run does not call, "
+    unused = set(documented) - set(measured)
+    from harness.assessment import DISTURBED  # imported late, as conftest.finished does
+
+    if proc.returncode == DISTURBED:
+        # A busy machine disturbed the metrics: a disturbed metric gets no ratio interval (it is left out
+        # of every verdict), so the judging module may not run. Nothing else may differ.
+        unused -= {JUDGING}
+    assert not unused and set(measured) <= set(documented), (
+        f"docs/extending.md lists {sorted(unused)} that the run does not call, "
         f"and leaves out {sorted(set(measured) - set(documented))}"
     )
 
