@@ -23,6 +23,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from harness import suites_tree
 from harness.backends.base import BackendOptions, make_backend
 from harness.errors import HarnessError
 from harness.plan import Plan, new_run_id
@@ -84,16 +85,17 @@ def check_tree(text: str) -> None:
     """Refuse, before anything runs, a side that is neither a checkout nor a revision."""
     folder = Path(text).expanduser()
     if folder.is_dir():
-        if not (folder / "suites" / "__main__.py").is_file():
-            raise HarnessError(
-                f"{plain(text)} has no suites/ package; give a checkout of this project "
-                "(`git worktree add DIR REV` makes one) or a git revision"
-            )
-    elif git_revision(text) is None:
+        suites_tree.check_folder(folder / "suites", text)
+        return
+    sha = git_revision(text)
+    if sha is None:
         raise HarnessError(
             f"{plain(text)!r} is neither a folder holding suites/ nor a git revision of {plain(REPO)}; "
             "give a checkout (`git worktree add DIR REV`) or a commit, branch or tag"
         )
+    problem = suites_tree.revision_problem(REPO, sha)
+    if problem:
+        raise HarnessError(f"revision {plain(text)} ({sha[:12]}): suites/ {problem}; give another revision")
 
 
 def resolve_tree(text: str | None, run_dir: Path) -> Tree:
@@ -126,8 +128,14 @@ def export_suites(sha: str, target: Path, anchor: Path) -> None:
         detail = plain(proc.stderr.decode(errors="replace").strip().splitlines()[-1:] or [""])
         raise HarnessError(f"commit {sha[:12]} has no suites/ folder to run ({detail})")
     new_folder(target, anchor)  # fresh, in a run folder made a moment ago: nothing planted below it
-    with tarfile.open(fileobj=io.BytesIO(proc.stdout)) as archive:
-        archive.extractall(target, filter="data")  # no links out, no absolute paths, no devices
+    try:
+        with tarfile.open(fileobj=io.BytesIO(proc.stdout)) as archive:
+            odd = [m.name for m in archive.getmembers() if not (m.isfile() or m.isdir())]
+            if odd:  # check_tree refused these before anything ran; a second guard, never a partial tree
+                raise HarnessError(f"commit {sha[:12]}: suites/ holds {plain(odd[0])}, not a file or folder")
+            archive.extractall(target, filter="data")  # no links out, no absolute paths, no devices
+    except tarfile.TarError as error:
+        raise HarnessError(f"commit {sha[:12]}: its suites/ cannot be exported ({plain(error)})") from None
 
 
 @dataclass(frozen=True)

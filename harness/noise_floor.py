@@ -48,6 +48,9 @@ MAX_FILE_BYTES = 2_000_000
 # A floor estimated from fewer round medians than this, beyond one per run (its degrees of freedom),
 # is too uncertain to excuse anything: one run of 6 rounds has 5, the default 3 x 6 has 15.
 MIN_DEGREES = 5
+# Bounds of a stored floor's values, so the arithmetic on them stays finite (exp of a huge noise
+# overflows): a log standard deviation of 3 is a factor of 20 per deviation, beyond any machine.
+MAX_NOISE, MAX_DEGREES, MAX_SECONDS = 3.0, 1_000_000, 1e7
 # The largest change a floor may ever call drift. The widest A/A drift measured on the 2-core
 # development machine was about 33 % (a process lands in a 13.5 ms or an 18 ms mode and stays:
 # docs/method.md); a floor whose gate is wider than this is too wide to judge with, and a change
@@ -155,7 +158,10 @@ def check_alike(runs: list[Run]) -> Result:
 def load(fingerprint: str) -> dict[str, Any]:
     """The machine's noise file, validated; {} when there is none (a broken one is an error)."""
     path = file_for(fingerprint)
-    doc = read_json_file(path, MAX_FILE_BYTES)
+    try:
+        doc = read_json_file(path, MAX_FILE_BYTES)
+    except ValueError as error:  # not JSON, NaN, nested too deep, a link, a FIFO, too large
+        raise HarnessError(f"{plain(path)}: {plain(error)}; delete it and run `harness noise` again") from None
     if doc is None:
         return {}
     problem = _problem(doc)
@@ -164,8 +170,13 @@ def load(fingerprint: str) -> dict[str, Any]:
     return dict(doc["workloads"])
 
 
-def _number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value >= 0
+def _number(value: Any, limit: float = math.inf) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and 0 <= value <= limit
+
+
+def _beyond(noise: Mapping[str, Mapping[str, float]]) -> str | None:
+    """The first `framework metric` whose noise is beyond MAX_NOISE, or None."""
+    return next((f"{fw} {metric}" for fw, per in noise.items() for metric, v in per.items() if v > MAX_NOISE), None)
 
 
 def _problem(doc: Any) -> str | None:
@@ -179,16 +190,23 @@ def _problem(doc: Any) -> str | None:
             return f"workloads[{plain(name)!r}]: expected an object with a label"
         if not (isinstance(entry.get("rounds"), int) and entry["rounds"] >= MIN_ROUNDS):
             return f"workloads[{plain(name)!r}].rounds: expected a count of {MIN_ROUNDS} or more"
-        if not _number(entry.get("seconds_per_round")):
+        if not _number(entry.get("seconds_per_round"), MAX_SECONDS):
             return f"workloads[{plain(name)!r}].seconds_per_round: expected a number"
         for field in ("noise", "sessions", "degrees"):
             # sessions: absent before --sessions; degrees: absent before floors counted them
             found = entry.get(field, {} if field in ("sessions", "degrees") else None)
             if not isinstance(found, dict) or not all(
-                isinstance(per, dict) and all(isinstance(m, str) and _number(v) for m, v in per.items())
+                isinstance(per, dict)
+                and all(
+                    isinstance(m, str) and _number(v, MAX_NOISE if field != "degrees" else MAX_DEGREES)
+                    for m, v in per.items()
+                )  # fmt: skip
                 for per in found.values()
             ):
-                return f"workloads[{plain(name)!r}].{field}: expected framework -> metric -> a number"
+                return (
+                    f"workloads[{plain(name)!r}].{field}: expected framework -> metric -> a number "
+                    f"(at most {MAX_NOISE if field != 'degrees' else MAX_DEGREES})"
+                )
     return None
 
 
@@ -241,6 +259,13 @@ def store(runs: list[Run], rounds: int, seconds: float) -> tuple[str, dict[str, 
             f"run {plain(runs[0].summary.get('run_id'))} has no metric with {MIN_ROUNDS}+ round medians the machine "
             "left alone (contended or throttled rounds are left out); measure again on a quiet machine"
         )
+    sessions = between_sessions(runs, noise) if len(runs) >= 2 else {}
+    wild = _beyond(noise) or _beyond(sessions)
+    if wild:
+        raise HarnessError(
+            f"{plain(wild)}: the round medians spread by more than a factor of e^{MAX_NOISE:g} (one standard "
+            "deviation): that is not the noise of one machine; check the runs with `harness show RUN`"
+        )
     entry: dict[str, Any] = {
         "label": workload.label(first),
         "run_id": ", ".join(plain(run.summary.get("run_id")) for run in runs),
@@ -248,7 +273,7 @@ def store(runs: list[Run], rounds: int, seconds: float) -> tuple[str, dict[str, 
         "sessions_measured": len(runs),
         "seconds_per_round": seconds / (rounds * len(runs)),
         "noise": noise,
-        "sessions": between_sessions(runs, noise) if len(runs) >= 2 else {},
+        "sessions": sessions,
         "degrees": degrees(runs),
     }
     fingerprint = machine_id.fingerprint(first)

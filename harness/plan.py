@@ -309,6 +309,12 @@ def _plan_from_record(record: Any) -> Plan:
                 precision=entry.get("precision", "fp32"),
             )
         )
+    for entry, job in zip(record["jobs"], jobs, strict=True):
+        # The stack is the registry's, never the file's; a file naming another was edited: say so.
+        if "stack" in entry and entry["stack"] != job.stack:
+            raise HarnessError(
+                f"job {job.framework!r}: stack {plain(entry['stack'])!r} is not {job.stack!r}, its stack"
+            )
     names = [job.framework for job in jobs]
     if len(set(names)) != len(names):
         raise HarnessError("a framework is planned twice")

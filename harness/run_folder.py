@@ -110,8 +110,10 @@ def mismatch(doc: Mapping[str, Any], framework: str, suite: str, run_id: str) ->
     return None
 
 
-def load_run(path: Path) -> Run:
-    summary = load_summary(path / "summary.json")
+def load_run(path: Path, summary: dict[str, Any] | None = None) -> Run:
+    """The run in `path`, every result validated; `summary`: its summary.json as `load_summary` read it
+    (a caller that already read it to choose runs does not read it twice)."""
+    summary = load_summary(path / "summary.json") if summary is None else summary
     results: dict[str, Result] = {}
     problems: list[str] = []
     for entry in summary["jobs"]:
@@ -228,7 +230,20 @@ def resume_plan(run_dir: Path) -> Plan:
         record = read_plan_record(run_dir)
     except HarnessError as error:
         raise HarnessError(f"cannot resume this run: {error}; start a new run") from None
-    return plan_from_record(record, str(run_dir / PLAN_FILE))
+    plan = plan_from_record(record, str(run_dir / PLAN_FILE))
+    # The folder names the run: a plan.json naming another id (edited, or copied from another run)
+    # would make every finished result look unfinished, to be run again and overwritten.
+    if plan.run_id != run_dir.name:
+        raise HarnessError(
+            f"cannot resume this run: {run_dir / PLAN_FILE} names run {plan.run_id}, but the folder is run "
+            f"{plain(run_dir.name)}; the plan was edited or copied: start a new run"
+        )
+    summary = load_summary(run_dir / "summary.json")
+    problems = [f"it names run {plain(summary['run_id'])}"] if summary["run_id"] != plan.run_id else []
+    problems += [found for entry in summary["jobs"] if (found := job_entry_problem(entry, plan.suite))]
+    if problems:
+        raise HarnessError(f"cannot resume this run: summary.json: {problems[0]}; start a new run")
+    return plan
 
 
 # The lock: one harness per run folder, held while a run (or its resume) writes there.
@@ -262,7 +277,8 @@ def suites_digest(root: Path = SUITES) -> str:
     """sha256 over every .py file under `root` (relative path and bytes), in a fixed order."""
     digest = hashlib.sha256()
     for path in sorted(root.rglob("*.py")):
-        if "__pycache__" in path.parts or path.is_symlink():
+        # Regular files only: a link, a FIFO or a folder named *.py is not code (and a FIFO would hang).
+        if "__pycache__" in path.parts or path.is_symlink() or not path.is_file():
             continue
         digest.update(path.relative_to(root).as_posix().encode() + b"\0")
         digest.update(path.read_bytes() + b"\0")

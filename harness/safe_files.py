@@ -318,6 +318,7 @@ def write_bytes_atomic(path: Path, data: bytes, anchor: Path | None = None) -> N
                 handle.write(data)
                 handle.flush()
                 os.fsync(handle.fileno())
+            _check_replaceable(path, dir_fd)
             os.replace(tmp, path.name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
         except BaseException as error:
             with contextlib.suppress(OSError):
@@ -325,6 +326,18 @@ def write_bytes_atomic(path: Path, data: bytes, anchor: Path | None = None) -> N
             if isinstance(error, OSError):
                 raise failure(path, error, "written") from None
             raise
+
+
+def _check_replaceable(path: Path, dir_fd: int) -> None:
+    """A write replaces a regular file (or a planted link, never written through) and nothing else: a
+    rename over a FIFO, a device or a socket would remove it (as root, `--junit /dev/full` once
+    replaced the device with a file)."""
+    try:
+        mode = os.stat(path.name, dir_fd=dir_fd, follow_symlinks=False).st_mode
+    except FileNotFoundError:
+        return
+    if not (stat.S_ISREG(mode) or stat.S_ISLNK(mode)):
+        raise UnsafeFile(path, f"is a {kind(mode)}, not a regular file; give the path of a file to write")
 
 
 def write_json_atomic(path: Path, document: Any, anchor: Path | None = None) -> None:

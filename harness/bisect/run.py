@@ -27,7 +27,7 @@ from harness.runner import execute, prepare_results_dir, say
 from harness.safe_files import make_folder, new_folder, write_bytes_atomic, write_json_atomic
 from harness.schema import InvalidResult, load_result, load_summary
 from harness.statistics import observations_needed
-from harness.text.escape import plain
+from harness.text.escape import plain, utf8
 
 
 @dataclass(frozen=True)
@@ -170,7 +170,7 @@ def run_bisect(request: Request, argv: list[str] | None = None) -> Outcome:
         note = f"{request.stack} stack lock {image.lock_hash[:12]}"
         text = generate_lock(base, request.package, version, hashes, note)
         lock = folder / "locks" / f"{version}.txt"
-        write_bytes_atomic(lock, text.encode("utf-8"), results_dir)
+        write_bytes_atomic(lock, utf8(text), results_dir)
         locks[version] = {"file": f"locks/{version}.txt", "lock_hash": sha256_file(lock)}
         if engine is not None:
             backends[version], locks[version]["image"] = _image_backend(engine, request, lock, label)

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
+import sys
+import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -12,11 +16,37 @@ from harness.cli.options import FormatOption
 from harness.cli.results import check_output_file
 from harness.errors import HarnessError
 from harness.history import find_changes, series_of
-from harness.publish.collect import collect
+from harness.publish.collect import Progress, collect
 from harness.report.exports import Format
 from harness.report.history_report import history_junit, render_history
 from harness.safe_files import write_bytes_atomic
-from harness.text.escape import plain
+from harness.text.escape import plain, utf8
+
+SHOW_FROM = 200  # folders: fewer read in a second or two, with nothing to watch
+
+
+@contextlib.contextmanager
+def reading_progress() -> Iterator[Progress]:
+    """A progress line on the terminal (stderr, a TTY only) while a large results folder is read:
+    thousands of runs take minutes, and a silent command looks hung."""
+    done, shown = 0, 0.0
+    live = sys.stderr.isatty()
+
+    def tick(total: int) -> None:
+        nonlocal done, shown
+        done += 1
+        now = time.monotonic()
+        if live and total >= SHOW_FROM and (now - shown > 0.2 or done == total):
+            shown = now
+            sys.stderr.write(f"\rreading run folders: {done}/{total}")
+            sys.stderr.flush()
+
+    try:
+        yield tick
+    finally:
+        if live and shown:
+            sys.stderr.write("\r\033[K")  # the line is cleared: the answer follows on a clean screen
+            sys.stderr.flush()
 
 
 def history(
@@ -36,10 +66,11 @@ def history(
         )
     if junit is not None:
         check_output_file(junit, "--junit")
-    catalogue = collect(results_dir)
-    runs = [entry.run for entry in catalogue.runs if entry.run.summary.get("suite") == suite]
+    with reading_progress() as progress:
+        catalogue = collect(results_dir, suite=suite, progress=progress)
+    runs = [entry.run for entry in catalogue.runs]
     if not runs:
-        known = sorted({str(entry.run.summary.get("suite")) for entry in catalogue.runs})
+        known = sorted(catalogue.seen)
         raise HarnessError(
             f"no runs of suite {plain(suite)!r} in {plain(results_dir)}"
             + (f" (it has {', '.join(plain(k) for k in known)})" if known else "")
@@ -51,11 +82,20 @@ def history(
         if (framework is None or s.framework == framework) and (metric is None or s.metric == metric)
     ]
     if not series:
-        raise HarnessError(f"no series matches --framework {framework!r} --metric {metric!r} in suite {plain(suite)}")
+        asked = [f"{option} {plain(value)!r}" for option, value in (("--framework", framework), ("--metric", metric))]
+        named = [text for text, value in zip(asked, (framework, metric), strict=True) if value is not None]
+        if named:
+            raise HarnessError(
+                f"no series matches {' '.join(named)} in suite {plain(suite)}; leave them out to see all"
+            )
+        raise HarnessError(
+            f"the runs of suite {plain(suite)} hold no measured metric (every job failed or was skipped); "
+            "`harness show RUN` says why"
+        )
     changes = [c for s in series for c in find_changes(s)]
     for line in catalogue.skipped:
         typer.echo(line, err=True)
     typer.echo(render_history(suite, series, changes, fmt))
     if junit is not None:
-        write_bytes_atomic(junit, history_junit(suite, series, changes).encode("utf-8"))
+        write_bytes_atomic(junit, utf8(history_junit(suite, series, changes)))
         typer.echo(f"junit: {plain(junit)}", err=True)

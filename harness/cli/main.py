@@ -6,6 +6,8 @@ exit code 2, no traceback. Typer's own usage errors take the same one-line form.
 
 from __future__ import annotations
 
+import errno
+import io
 import sys
 
 import typer
@@ -59,14 +61,31 @@ app.add_typer(export_app, name="export")
 app.command("collect")(collect_command)
 
 
+def _lenient_streams() -> None:
+    """The terminal end of the one rule for text leaving the harness (escape.utf8 is the files' end):
+    a character the terminal's encoding cannot take is written as a visible escape, never a crash
+    half-way through a table."""
+    for stream in (sys.stdout, sys.stderr):
+        if isinstance(stream, io.TextIOWrapper):
+            stream.reconfigure(errors="backslashreplace")
+
+
 def main(argv: list[str] | None = None) -> None:
     args = sys.argv[1:] if argv is None else argv
+    _lenient_streams()
     try:
         code = app(args=args, prog_name="harness", standalone_mode=False)
     except HarnessError as error:
         typer.echo(f"error: {plain(error)}", err=True)
         sys.exit(getattr(error, "exit_code", BAD_INPUT))  # a full disk is not bad input (safe_files.NoSpace)
     except OSError as error:
+        if error.errno == errno.ENAMETOOLONG:  # a path option or argument the file system cannot hold
+            typer.echo(
+                f"error: {plain(error.filename or 'a path')}: a name in it is longer than the file system allows "
+                "(255 bytes a name); give a shorter path",
+                err=True,
+            )
+            sys.exit(BAD_INPUT)
         if error.errno not in FULL:
             raise
         # A write not made through safe_files met a full disk: still one line, not a traceback.

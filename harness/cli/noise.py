@@ -8,7 +8,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from harness.assessment import DISTURBED
+from harness.assessment import DISTURBED, INTERRUPTED
 from harness.backends.base import make_backend, resolve_backend
 from harness.cli.options import (
     BackendName,
@@ -91,6 +91,15 @@ def noise(
     for _ in range(sessions):
         planned = replace(plan, run_id=new_run_id(plan.suite))
         runs.append(load_run(execute_rounds(planned, chosen, base, rounds, argv=["harness", "noise"])))
+        if runs[-1].summary.get("interrupted"):
+            # Ctrl-C (or SIGTERM) stops the whole measurement: a floor from cut-short sessions would be
+            # stored as if it were whole, and the remaining sessions were not asked for any more.
+            typer.echo(
+                f"interrupted: no noise floor stored ({len(runs) - 1} of {sessions} session(s) finished; their "
+                f"runs are kept: {', '.join(plain(r.path) for r in runs)})",
+                err=True,
+            )
+            raise typer.Exit(INTERRUPTED)
     _report(runs, time.perf_counter() - began, rounds)
 
 

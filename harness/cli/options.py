@@ -123,7 +123,10 @@ def folder_option(option: str, example: str) -> Callable[[str], Path]:
     def parse(text: str) -> Path:
         if not text.strip():
             raise HarnessError(f"{option} is empty; give a folder (e.g. {option} {example}) or leave the option out")
-        return Path(text)
+        path = Path(text)
+        if path.exists() and not path.is_dir():  # a file, a FIFO, a device: never a folder to read or fill
+            raise HarnessError(f"{option} {plain(text)} is not a folder; give a folder (e.g. {option} {example})")
+        return path
 
     return parse
 

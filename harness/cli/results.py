@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import math
+import stat
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -19,8 +21,8 @@ from harness.report.folder import write_report
 from harness.report.junit import comparison_junit
 from harness.report.sparklines import render_plots
 from harness.run_folder import load_run, resolve_run
-from harness.safe_files import write_bytes_atomic
-from harness.text.escape import plain
+from harness.safe_files import kind, write_bytes_atomic
+from harness.text.escape import plain, utf8
 
 
 def show(
@@ -70,7 +72,7 @@ def conclude(comparison: Comparison, fmt: Format, fail_above: float | None, juni
     the machine's disturbance kept rows from a verdict, else 0 (and 0 without `--fail-above`)."""
     typer.echo(render_comparison(comparison, fmt))
     if junit is not None:
-        write_bytes_atomic(junit, comparison_junit(comparison, fail_above).encode("utf-8"))
+        write_bytes_atomic(junit, utf8(comparison_junit(comparison, fail_above)))
         typer.echo(f"junit: {plain(junit)}", err=True)
     if fail_above is None:
         return 0
@@ -113,7 +115,8 @@ def with_floor(comparison: Comparison) -> Comparison:
 
 
 def check_output_file(path: Path, option: str) -> None:
-    """Refuse before any work what cannot take a report: a folder, a link, a missing parent folder."""
+    """Refuse before any work what cannot take a report: a folder, a link, a FIFO, a device or a socket,
+    a missing parent folder."""
     if path.is_symlink():
         raise HarnessError(
             f"{option} {plain(path)} is a symbolic link; give a plain file path (links are not followed)"
@@ -122,6 +125,10 @@ def check_output_file(path: Path, option: str) -> None:
         raise HarnessError(f"{option} {plain(path)} is a folder; give a file path, e.g. {option} compare.xml")
     if not path.parent.is_dir():
         raise HarnessError(f"{option} {plain(path)}: the folder {plain(path.parent)} does not exist; create it first")
+    with contextlib.suppress(FileNotFoundError):
+        mode = path.lstat().st_mode
+        if not stat.S_ISREG(mode):  # a FIFO, a device or a socket is never replaced by a report
+            raise HarnessError(f"{option} {plain(path)} is a {kind(mode)}; give the path of a regular file to write")
 
 
 def report(

@@ -12,6 +12,7 @@ from __future__ import annotations
 import datetime as dt
 import os
 import stat
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -20,7 +21,10 @@ from harness.errors import HarnessError
 from harness.publish.bisects import PREFIX, PublishedBisect, load_bisect
 from harness.run_folder import Run, load_run
 from harness.safe_files import kind
+from harness.schema import load_summary
 from harness.text.escape import plain
+
+Progress = Callable[[int], None]  # told once per folder read, with the number of folders
 
 
 @dataclass(frozen=True)
@@ -48,6 +52,7 @@ class Catalogue:
     runs: list[PublishedRun] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)  # one inert line per folder left out, saying why
     bisects: list[PublishedBisect] = field(default_factory=list)  # in folder-name order
+    seen: set[str] = field(default_factory=set)  # the suite of every readable summary, chosen or not
 
     def suites(self) -> dict[str, list[PublishedRun]]:
         """suite -> its runs in start order; suites sorted by name so their pages keep their numbers."""
@@ -96,8 +101,12 @@ def _bisect_problem(path: Path) -> tuple[dict[str, Any] | None, str | None]:
         return None, str(error)
 
 
-def collect(results_dir: Path, leave_out: Path | None = None) -> Catalogue:
-    """Every run folder directly under `results_dir`; `leave_out` (the site's own folder) is not one."""
+def collect(
+    results_dir: Path, leave_out: Path | None = None, suite: str | None = None, progress: Progress | None = None
+) -> Catalogue:
+    """Every run folder directly under `results_dir`; `leave_out` (the site's own folder) is not one.
+    `suite`: only that suite's runs (each summary is read once, and the other runs' results not at all);
+    `progress` is told of each folder read."""
     catalogue = Catalogue()
     loaded: list[tuple[float, str, str, Run, dt.datetime | None]] = []
     try:
@@ -109,11 +118,15 @@ def collect(results_dir: Path, leave_out: Path | None = None) -> Catalogue:
     skip = leave_out.resolve() if leave_out is not None else None
     for name in names:
         path = results_dir / name
+        if progress is not None:
+            progress(len(names))
         if name.startswith("."):  # the harness's own caches (.calibration, .cache), never runs
             continue
         problem = _problem(path)
         if problem is None and skip is not None and path.resolve() == skip:
             continue
+        if name.startswith(PREFIX) and suite is not None:
+            continue  # a bisect is no run of a suite's history
         if name.startswith(PREFIX):
             doc, problem = _bisect_problem(path)
             if doc is not None:
@@ -123,7 +136,11 @@ def collect(results_dir: Path, leave_out: Path | None = None) -> Catalogue:
             continue
         if problem is None:
             try:
-                run = load_run(path)
+                summary = load_summary(path / "summary.json")
+                catalogue.seen.add(str(summary["suite"]))
+                if suite is not None and summary["suite"] != suite:
+                    continue
+                run = load_run(path, summary)
             except HarnessError as error:
                 problem = str(error)
             else:

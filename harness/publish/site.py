@@ -30,7 +30,7 @@ from harness.publish.run_page import run_page
 from harness.publish.suite_page import Changes, suite_page
 from harness.result_types import Metric, Result
 from harness.safe_files import MissingFile, UnsafeFile, read_bytes, real_folder, write_bytes_atomic
-from harness.text.escape import plain
+from harness.text.escape import plain, utf8
 
 _HERE = Path(__file__).resolve().parent
 # site file name -> the file shipped in this package (the vendored uPlot and the site's own code).
@@ -141,7 +141,7 @@ def _write(out: Path, name: str, data: str | bytes) -> None:
     if GENERATED.fullmatch(name):
         _PAGES.append(name)
     try:
-        write_bytes_atomic(out / name, data.encode("utf-8") if isinstance(data, str) else data)
+        write_bytes_atomic(out / name, utf8(data) if isinstance(data, str) else data)
     except OSError as error:
         raise HarnessError(
             f"--out {plain(out)}: cannot write {name} ({error.strerror}); choose another folder"

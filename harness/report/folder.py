@@ -14,6 +14,7 @@ from harness.report.figures import write_figures
 from harness.run_folder import Run
 from harness.safe_files import real_folder, write_bytes_atomic
 from harness.text import escape
+from harness.text.escape import utf8
 
 FAIRNESS_PREFIXES = ("settings.", "precision.", "variables.", "machine.cpu.", "device.")
 
@@ -63,5 +64,5 @@ def _write_report(run: Run, out: Path, figures: bool) -> Path:
         "",
     ]
     path = out / "report.md"
-    write_bytes_atomic(path, "\n".join(parts).encode("utf-8"))
+    write_bytes_atomic(path, utf8("\n".join(parts)))
     return path

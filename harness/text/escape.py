@@ -16,10 +16,11 @@ from typing import Any
 
 from tabulate import tabulate
 
-# C0/C1 controls and DEL (terminal escapes, carriage returns that overwrite a line), plus the
-# Unicode controls that reorder or hide text on screen (bidi overrides, zero-width marks,
-# line/paragraph separators).
-_INVISIBLE = re.compile("[\x00-\x1f\x7f-\x9f\u200b-\u200f\u2028-\u202e\u2060-\u2069\ufeff]")
+# C0/C1 controls and DEL (terminal escapes, carriage returns that overwrite a line), the Unicode
+# controls that reorder or hide text on screen (bidi overrides, zero-width marks, line/paragraph
+# separators), and lone surrogates: valid in JSON ("\ud800") and in a Python str, but no encoder
+# writes them, so one in a result file would crash whatever printed it.
+_INVISIBLE = re.compile("[\x00-\x1f\x7f-\x9f\u200b-\u200f\u2028-\u202e\u2060-\u2069\ufeff\ud800-\udfff]")
 # Markdown that could open a link/image, raw HTML, an entity, a table cell, emphasis, code or math.
 _MARKDOWN_SPECIAL = re.compile(r"([\\`*_{}\[\]<>|!#~$&])")
 # A spreadsheet evaluates a cell starting with one of these as a formula (CSV injection).
@@ -37,6 +38,12 @@ def _visible(match: re.Match[str]) -> str:
 def plain(value: Any) -> str:
     """One line of inert text: every control character shown as a visible \\xNN escape."""
     return _INVISIBLE.sub(_visible, str(value))
+
+
+def utf8(text: str) -> bytes:
+    """Text as the bytes of a file the harness writes (report, page, JUnit XML, lock): UTF-8, and a
+    lone surrogate that reached the text unescaped is written as a visible \\udXXX, never a crash."""
+    return text.encode("utf-8", "backslashreplace")
 
 
 def terminal_lines(value: Any) -> str:

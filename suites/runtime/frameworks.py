@@ -80,7 +80,11 @@ FRAMEWORKS: dict[str, Framework] = {
     f.name: f
     for f in (
         Framework(
-            "numpy", "numpy", "suites.runtime.adapter_numpy", "NumPy/SciPy, eager, host CPU", ("numpy", "scipy"),
+            "numpy",
+            "numpy",
+            "suites.runtime.adapter_numpy",
+            "NumPy/SciPy, eager, host CPU",
+            ("numpy", "scipy"),
             devices=("cpu",),
         ),
         Framework("jax", "jax", "suites.runtime.adapter_jax", "JAX (jit, grad, vmap)", ("jax",)),

@@ -51,6 +51,8 @@ class Param:
         text = raw.strip()
         value: ParamValue
         try:
+            if self.type in ("int", "float") and not text.isascii():
+                raise ValueError(text)  # int() reads other scripts' digits ("٣٢" is 32): only 0-9 here
             if self.type == "int":
                 value = int(text)
             elif self.type == "float":
