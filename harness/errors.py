@@ -5,3 +5,10 @@ BAD_INPUT = 2  # the exit code of a HarnessError: a one-line message, nothing st
 
 class HarnessError(Exception):
     """A problem the user can fix; the message names the problem and the fix."""
+
+
+class Unreachable(HarnessError):
+    """A network or server fault (a mirror down, a 404/500, a body that does not match): one line like
+    any HarnessError, but exit 1, because the input was fine and the same command may work later."""
+
+    exit_code = 1

@@ -20,7 +20,7 @@ from harness.report.exports import Format, render_run
 from harness.report.folder import write_report
 from harness.report.junit import comparison_junit
 from harness.report.sparklines import render_plots
-from harness.run_folder import load_run, resolve_run
+from harness.run_folder import Run, load_run, resolve_run
 from harness.safe_files import kind, write_bytes_atomic
 from harness.text.escape import plain, utf8
 
@@ -36,7 +36,7 @@ def show(
     """Re-render a finished run from its files alone."""
     if plot and fmt != Format.table:
         raise HarnessError(f"--plot draws text for a terminal and goes with --format table, not {fmt.value}")
-    loaded = load_run(resolve_run(run_ref, results_dir or default_results_dir()))
+    loaded = readable(load_run(resolve_run(run_ref, results_dir or default_results_dir())))
     judged = assess(loaded)
     typer.echo(render_run(loaded, fmt, judged))
     if plot:
@@ -54,8 +54,21 @@ def compare(
     """Two runs of one suite: per-metric ratio with its interval, significance, geometric mean."""
     check_gate_options(fail_above, junit)
     base = results_dir or default_results_dir()
-    comparison = compare_runs(load_run(resolve_run(run_a, base)), load_run(resolve_run(run_b, base)))
+    comparison = compare_runs(
+        readable(load_run(resolve_run(run_a, base))), readable(load_run(resolve_run(run_b, base)))
+    )
     raise typer.Exit(conclude(with_floor(comparison), fmt, fail_above, junit))
+
+
+def readable(run: Run) -> Run:
+    """`run`, if at least one of its result files could be read: a run whose every file was rejected
+    holds nothing to show or compare, and a script must not read its silence as a pass."""
+    if not run.results and run.problems:
+        raise HarnessError(
+            f"run {plain(run.path.name)}: none of its result files could be read (first: {plain(run.problems[0])}); "
+            "the folder was edited or is corrupt: run it again"
+        )
+    return run
 
 
 def check_gate_options(fail_above: float | None, junit: Path | None) -> None:
@@ -139,5 +152,5 @@ def report(
 ) -> None:
     """Write a self-contained report folder: report.md (tables, checks, environment) and figures."""
     run_dir = resolve_run(run_ref, results_dir or default_results_dir())
-    path = write_report(load_run(run_dir), out or run_dir / "report", figures=figures)
+    path = write_report(readable(load_run(run_dir)), out or run_dir / "report", figures=figures)
     typer.echo(f"report: {path}")

@@ -23,7 +23,7 @@ from rich.progress import (
 )
 
 from harness.data.sources import Archive
-from harness.errors import HarnessError
+from harness.errors import HarnessError, Unreachable
 
 CHUNK = 1 << 16
 TIMEOUT_S = 60.0  # per socket operation
@@ -159,7 +159,7 @@ def download(archive: Archive, bases: Sequence[str], folder: Path, progress: Pro
         part.replace(target)
         return Fetched(archive, target, url, sha, target.stat().st_size, downloaded=True)
     part.unlink(missing_ok=True)
-    raise HarnessError(
+    raise Unreachable(
         f"could not download {archive.name}: " + "; ".join(problems)
         + ". On an offline machine, copy the archives into a folder and use --from FOLDER"
     )  # fmt: skip

@@ -30,7 +30,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from harness.data import store
 from harness.data.images import Unreadable, decode, pillow, square
 from harness.data.npz import NpzWriter, add_image_splits
-from harness.errors import HarnessError
+from harness.errors import HarnessError, Unreachable
 
 INSTALL_HINT = "pip install 'fw-harness[data]'"
 _COMMIT = re.compile(r"[0-9a-f]{40}")
@@ -153,7 +153,7 @@ def load(entry: HubDataset, *, revision: str | None, from_dir: Path | None) -> L
             builder.download_and_prepare()
             splits, kind = dict(builder.as_dataset().items()), "hub"
         except Exception as error:  # offline, a proxy, a renamed repository: one line, never a traceback
-            raise HarnessError(
+            raise Unreachable(
                 f"could not load {entry.repo} from the Hugging Face Hub ({_one_line(error)}); offline: copy it "
                 f"elsewhere with `hf download {entry.repo} --repo-type dataset --local-dir DIR` and pass "
                 f"--from DIR, or use --source archive (mnist, cifar10)"
