@@ -20,7 +20,8 @@ from typing import Any
 
 import pytest
 
-from harness import noise_floor, suites_tree
+from harness import noise_floor
+from harness import run_folder as run_folder_module
 from harness.errors import HarnessError
 from harness.run_folder import suites_digest
 from harness.safe_files import UnsafeFile, write_bytes_atomic
@@ -44,20 +45,23 @@ def one_line(proc: subprocess.CompletedProcess[str], code: int = 2, says: str = 
 
 
 def surrogate_runs(root: Path) -> Path:
-    """Three xla runs whose CPU model and a note carry a lone surrogate."""
+    """Six xla runs, the last three on a machine whose CPU model carries a lone surrogate (so history
+    draws two series, each labelled with its machine); every run's note carries one too."""
     results = root / "results"
-    for day in (1, 2, 3):
+    for day in range(1, 7):
         doc = result("numpy", [metric("matmul", [0.10, 0.11, 0.10])])
         doc["started_at"] = doc["finished_at"] = f"2024-05-0{day}T12:00:00.000+00:00"
-        doc["environment"] = {"versions": {"numpy": "1.26.4"}, "machine": {"cpu": {"model": f"CPU {LONE} x"}}}
+        cpu = {"model": "CPU A" if day <= 3 else f"CPU {LONE} x", "logical_cores": 4}
+        doc["environment"] = {"versions": {"numpy": "1.26.4"}, "machine": {"cpu": cpu}}
         doc["notes"] = [f"a note {LONE}"]
         write(results, f"run-{day}", f"run-{day}", [doc])
     return results
 
 
 def test_the_escapers_show_a_lone_surrogate_and_the_encoder_never_raises() -> None:
+    assert plain(LONE) == html(LONE) == "\\ud800" and markdown(LONE) == "\\\\ud800"  # Markdown: \\ is a backslash
     for escaped in (plain(LONE), markdown(LONE), html(LONE)):
-        assert escaped == "\\ud800" and escaped.encode("utf-8")
+        assert escaped.encode("utf-8")
     assert utf8(f"a{LONE}b") == b"a\\ud800b"
 
 
@@ -68,22 +72,22 @@ def test_history_and_show_print_a_lone_surrogate_in_every_format(tmp_path: Path,
     proc = harness("history", str(results), "--suite", "xla", "--format", fmt, "--junit", str(junit))
     assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
     assert junit.read_bytes().decode("utf-8")  # written, and valid UTF-8
-    shown = harness("show", str(results / "run-1"), "--format", fmt)
+    shown = harness("show", str(results / "run-6"), "--format", fmt)
     assert shown.returncode == 0 and "Traceback" not in shown.stderr, shown.stderr
 
 
 def test_report_publish_and_compare_write_a_lone_surrogate_as_an_escape(tmp_path: Path) -> None:
     results = surrogate_runs(tmp_path)
-    report = harness("report", str(results / "run-1"), "--no-figures")
+    report = harness("report", str(results / "run-6"), "--no-figures")
     assert report.returncode == 0, report.stderr
-    text = (results / "run-1" / "report" / "report.md").read_text(encoding="utf-8")
+    text = (results / "run-6" / "report" / "report.md").read_text(encoding="utf-8")
     assert "\\ud800" in text or "\\\\ud800" in text  # the note, escaped (Markdown doubles the backslash)
     site = tmp_path / "site"
     published = harness("publish", str(results), "--out", str(site))
     assert published.returncode == 0, published.stderr
     assert (site / "index.html").is_file()  # the whole site, not the pages before the first surrogate
     junit = tmp_path / "compare.xml"
-    compared = harness("compare", str(results / "run-1"), str(results / "run-2"), "--junit", str(junit))
+    compared = harness("compare", str(results / "run-5"), str(results / "run-6"), "--junit", str(junit))
     assert compared.returncode == 0 and junit.read_bytes().decode("utf-8"), compared.stderr
 
 
@@ -289,6 +293,8 @@ def test_a_revision_whose_suites_hold_links_or_no_package_is_refused(tmp_path: P
     _git(repo, "init", "-q")
     _git(repo, "add", "-A")
     _git(repo, "commit", "-qm", "x")
+    from harness import suites_tree  # imported here: the module is new, the rest of this file runs on older code
+
     problem = suites_tree.revision_problem(repo, _git(repo, "rev-parse", "HEAD"))
     assert problem == says if says is None else (problem is not None and says in problem), problem
 
@@ -362,17 +368,32 @@ def test_a_mirror_that_fails_is_exit_1_not_bad_input(tmp_path: Path) -> None:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]  # closed again below: a refused connection
-    proc = harness("data", "fetch", "mnist", "--mirror", f"http://127.0.0.1:{port}/", "--data-dir", str(tmp_path))
+    proc = harness(
+        "data",
+        "fetch",
+        "mnist",
+        "--source",
+        "archive",
+        "--mirror",
+        f"http://127.0.0.1:{port}/",
+        "--data-dir",
+        str(tmp_path),
+    )
     one_line(proc, code=1, says="could not download")
 
 
-def test_history_reads_only_the_suites_runs(tmp_path: Path) -> None:
-    """A run of another suite whose result files are broken costs nothing: only summaries are read."""
+def test_history_reads_only_the_suites_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Another suite's runs cost a summary each: their result files are never opened."""
+    from harness.publish import collect
+
     results = surrogate_runs(tmp_path)
     other = shutil.copytree(results / "run-1", results / "run-jit")
     summary = read(other / "summary.json")
     summary["suite"] = "jit"
     (other / "summary.json").write_text(json.dumps(summary))
-    (other / "numpy.json").write_text("{}")
-    proc = harness("history", str(results), "--suite", "xla")
-    assert proc.returncode == 0 and "run-jit" not in proc.stderr, proc.stderr
+    opened: list[Path] = []
+    real = run_folder_module.load_result
+    monkeypatch.setattr(run_folder_module, "load_result", lambda path: opened.append(path) or real(path))
+    catalogue = collect.collect(results, suite="xla")
+    assert [entry.folder for entry in catalogue.runs] == [f"run-{day}" for day in range(1, 7)]
+    assert catalogue.seen == {"xla", "jit"} and len(opened) == 6 and other / "numpy.json" not in opened
