@@ -135,7 +135,7 @@ def fake_checksums(fakes: Fakes, monkeypatch: pytest.MonkeyPatch) -> None:
 def _invoke(*args: str) -> tuple[int, str]:
     result = CliRunner().invoke(app, list(args))
     if isinstance(result.exception, HarnessError):
-        return 2, str(result.exception)
+        return getattr(result.exception, "exit_code", 2), str(result.exception)
     assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
     return result.exit_code, result.output
 
@@ -183,9 +183,10 @@ def test_fetch_from_a_local_folder(fakes: Fakes, fake_checksums: None, tmp_path:
 
 
 def test_wrong_checksum_is_refused_by_the_real_cli(server: str, tmp_path: Path) -> None:
-    """The published md5s, fake archives: one line, exit 2, no dataset written, no fallback to the internet."""
+    """The published md5s, fake archives: one line, exit 1 (what the server sent is wrong, not the
+    input), no dataset written, no fallback to the internet."""
     proc = harness("data", "fetch", "mnist", "--source", "archive", "--mirror", server, "--data-dir", str(tmp_path))
-    assert proc.returncode == 2, proc.stderr
+    assert proc.returncode == 1, proc.stderr
     assert "does not match the published f68b3c2dcbeaaa9fbdd348bbdeb94873" in proc.stderr
     errors = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
     assert len(errors) == 1 and "Traceback" not in proc.stderr  # (above it: the progress bar)
@@ -195,7 +196,7 @@ def test_wrong_checksum_is_refused_by_the_real_cli(server: str, tmp_path: Path) 
 def test_unreachable_mirror_names_the_offline_route(tmp_path: Path) -> None:
     code, out = _invoke("data", "fetch", "mnist", "--source", "archive", "--mirror", "http://127.0.0.1:9/",
                         "--data-dir", str(tmp_path))  # fmt: skip
-    assert code == 2 and "--from FOLDER" in out
+    assert code == 1 and "--from FOLDER" in out  # a network fault, not bad input
 
 
 def test_list_shows_present_and_missing(fakes: Fakes, fake_checksums: None, tmp_path: Path) -> None:
@@ -454,7 +455,7 @@ def test_downloads_stop_at_the_published_size(announce: bool, tmp_path: Path, mo
     """A server sending far more than the archive's published size: refused, and not read to the end."""
     handler = type("Handler", (_Endless,), {"announce": announce, "sent": []})
     code, out = _fetch_from(handler, tmp_path)
-    assert code == 2 and "train-images-idx3-ubyte.gz" in out
+    assert code == 1 and "train-images-idx3-ubyte.gz" in out
     published = sources.SOURCES["mnist"].archives[0].size
     if announce:
         assert f"announces {200 << 20} bytes" in out
@@ -491,5 +492,5 @@ def test_a_slow_drip_mirror_is_given_up_at_the_deadline(tmp_path: Path, monkeypa
     monkeypatch.setattr(download, "MIN_RATE", 10**9)  # deadline: about 1 s
     started = time.monotonic()
     code, out = _fetch_from(_Drip, tmp_path)
-    assert code == 2 and "gave up" in out, out
+    assert code == 1 and "gave up" in out, out
     assert time.monotonic() - started < 30  # four archives, each given up at its own ~1 s deadline

@@ -353,7 +353,9 @@ def test_every_rejected_result_file_is_an_error_not_an_empty_success(tmp_path: P
 
 def test_digits_of_other_scripts_and_a_file_as_a_folder_are_refused() -> None:
     one_line(harness("run", "--suite", "xla", "-p", "matrix_size=\u0663\u0662", "--dry-run"), says="matrix_size")
-    one_line(harness("run", "--suite", "xla", "--data-dir", "/etc/passwd", "--dry-run"), says="is not a folder")
+    one_line(
+        harness("run", "--suite", "xla", "--data-dir", "/etc/passwd", "--dry-run"), says="is a file; give a directory"
+    )
 
 
 def test_history_says_what_did_not_match_without_none(tmp_path: Path) -> None:

@@ -17,6 +17,7 @@ from harness.data.store import require as require_dataset
 from harness.errors import HarnessError
 from harness.plan import Plan
 from harness.report.exports import Format
+from harness.safe_files import kind
 from harness.text.escape import plain
 from suites.runtime.frameworks import STACKS
 from suites.runtime.job_spec import DEVICES
@@ -125,7 +126,8 @@ def folder_option(option: str, example: str) -> Callable[[str], Path]:
             raise HarnessError(f"{option} is empty; give a folder (e.g. {option} {example}) or leave the option out")
         path = Path(text)
         if path.exists() and not path.is_dir():  # a file, a FIFO, a device: never a folder to read or fill
-            raise HarnessError(f"{option} {plain(text)} is not a folder; give a folder (e.g. {option} {example})")
+            what = "file" if path.is_file() else kind(path.stat().st_mode)
+            raise HarnessError(f"{option} {plain(text)} is a {what}; give a directory (e.g. {option} {example})")
         return path
 
     return parse

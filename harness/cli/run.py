@@ -122,13 +122,14 @@ def run(
     if resume is not None:
         if suite is not None or frameworks is not None or param:
             raise HarnessError("--resume RUN re-uses that run's plan; drop --suite, --frameworks and --param")
+        longer = check_timeout(timeout) if timeout is not None else None  # the options first, then the files
         resume_dir = resolve_run(resume, target)
         plan = resume_plan(resume_dir)
         requested = resume_backend(backend.value, plan.backend, resume_dir.name)
         check_same_code(resume_dir)
         backend_name = resolve_backend(requested, pythons=pythons, gpus=gpus, device=device.value)
-        if timeout is not None:  # e.g. a job that timed out gets more time on the second try
-            plan = replace(plan, jobs=tuple(replace(job, timeout_s=check_timeout(timeout)) for job in plan.jobs))
+        if longer is not None:  # e.g. a job that timed out gets more time on the second try
+            plan = replace(plan, jobs=tuple(replace(job, timeout_s=longer) for job in plan.jobs))
     elif suite is None:
         raise HarnessError("--suite is required (see `harness list`), or --resume RUN to finish a run")
     else:
