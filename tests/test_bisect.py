@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from harness import cache_home
+from harness.assessment import DISTURBED
 from harness.bisect import record
 from harness.bisect.envs import env_for, install_command
 from harness.bisect.locks import (
@@ -263,12 +264,17 @@ def test_bisect_finds_the_planted_slowdown(tmp_path: Path) -> None:
     # 1.0 and 1.1 are equal: under the null the exact test sees complete separation of 7 vs 7 round
     # medians with probability 2/3432, so this assertion is wrong by chance about once in 1716 runs.
     assert finished(proc), proc.stdout + proc.stderr
-    assert "first significant change: 2.0 (" in proc.stdout and "slower than 1.1)" in proc.stdout, proc.stdout
+    found = "first significant change: 2.0 (" in proc.stdout and "slower than 1.1)" in proc.stdout
     folder = Path(proc.stdout.rsplit("bisect folder: ", 1)[1].strip())
     doc = record.load(folder / "bisect.json")
-    assert doc["answer"]["version"] == "2.0"
-    assert [p["verdict"] for p in doc["pairs"]][0] == "not significant"
-    assert doc["pairs"][1]["significant"] and doc["pairs"][1]["ratio"] > 2
+    if proc.returncode == DISTURBED and not found:  # a busy machine: a pair left unjudged, said so
+        assert "no verdict: " in proc.stdout and "could not be judged" in proc.stdout, proc.stdout
+        assert doc["answer"]["version"] is None
+    else:
+        assert found, proc.stdout
+        assert doc["answer"]["version"] == "2.0"
+        assert [p["verdict"] for p in doc["pairs"]][0] == "not significant"
+        assert doc["pairs"][1]["significant"] and doc["pairs"][1]["ratio"] > 2
     for version in ("1.0", "1.1", "2.0"):
         lock = folder / "locks" / f"{version}.txt"
         assert locked_packages(lock.read_text())["fwh-plant"] == version

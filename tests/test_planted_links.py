@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 
+from harness.assessment import DISTURBED
 from tests.conftest import REPO, run_folder
 
 pytestmark = pytest.mark.slow
@@ -200,7 +201,7 @@ def test_a_link_planted_at_any_written_path_is_never_written_through(
             problems.append("wrote outside")
         if "Traceback" in out:
             problems.append("traceback")
-        if proc.returncode not in (0, 1, 2):
+        if proc.returncode not in (0, 1, 2, DISTURBED):  # 3: the run finished on a busy machine
             problems.append(f"exit {proc.returncode}")
         if proc.returncode == 2 and not any(line.startswith("error: ") for line in proc.stderr.splitlines()):
             problems.append("no one-line message")

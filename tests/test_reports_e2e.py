@@ -30,7 +30,9 @@ def test_unsynchronised_jax_is_flagged_and_synchronised_is_not(results: Path) ->
         "run", "--suite", "xla", "--frameworks", "jax", "--param", "matrix_size=512", "--repeat", "5",
         "--results-dir", str(results), "-q",
     )  # fmt: skip
-    assert finished(honest) and "IMPLAUSIBLE" not in honest.stdout and "of peak" in honest.stdout
+    assert finished(honest) and "IMPLAUSIBLE" not in honest.stdout and "ESCAPED" not in honest.stdout
+    if honest.returncode == 0:  # on a busy machine (3) a rate left out as contended gets no "% of peak"
+        assert "of peak" in honest.stdout, honest.stdout
 
 
 def test_rounds_interleave_and_pool(results: Path) -> None:

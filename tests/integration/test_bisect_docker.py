@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from harness.assessment import DISTURBED
 from harness.bisect import record
 from harness.images import locked_packages, sha256_file, stack_image
 from tests.conftest import finished, harness
@@ -31,7 +32,11 @@ def test_bisect_builds_an_image_per_version_and_finds_the_planted_slowdown(
         "-q", timeout=3600,
     )  # fmt: skip
     assert finished(proc), proc.stdout + proc.stderr
-    assert "first significant change: 2.0 (" in proc.stdout, proc.stdout
+    found = "first significant change: 2.0 (" in proc.stdout
+    if proc.returncode == DISTURBED:  # a busy machine: the pair may be left unjudged, never "no change"
+        assert found or "no verdict: 1.1 -> 2.0 could not be judged" in proc.stdout, proc.stdout
+    else:
+        assert found, proc.stdout
     folder = Path(proc.stdout.rsplit("bisect folder: ", 1)[1].strip())
     doc = record.load(folder / "bisect.json")
     tags = set()
