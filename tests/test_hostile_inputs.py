@@ -7,6 +7,7 @@ and nothing on disk changed that the harness does not own.
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import shutil
@@ -399,3 +400,34 @@ def test_history_reads_only_the_suites_runs(tmp_path: Path, monkeypatch: pytest.
     catalogue = collect.collect(results, suite="xla")
     assert [entry.folder for entry in catalogue.runs] == [f"run-{day}" for day in range(1, 7)]
     assert catalogue.seen == {"xla", "jit"} and len(opened) == 6 and other / "numpy.json" not in opened
+
+
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_a_long_history_shows_progress_on_a_terminal_and_clears_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """200 runs: a progress line through the reading and through the change-point search, each
+    cleared before the answer; in a pipe (no terminal) nothing but the answer."""
+    from harness.cli import history as history_cli
+    from harness.cli.main import main
+
+    results = tmp_path / "results"
+    for n in range(history_cli.SHOW_FROM):
+        doc = result("numpy", [metric("matmul", [0.10 + 0.001 * (n % 3)] * 3)])
+        doc["started_at"] = doc["finished_at"] = f"2024-05-01T{n // 60:02d}:{n % 60:02d}:00.000+00:00"
+        write(results, f"run-{n:03d}", f"run-{n:03d}", [doc])
+    terminal = _Terminal()
+    monkeypatch.setattr(sys, "stderr", terminal)
+    with pytest.raises(SystemExit) as exit_info:
+        main(["history", str(results), "--suite", "xla", "--format", "json"])
+    assert exit_info.value.code in (0, None)
+    shown = terminal.getvalue()
+    assert f"\rreading run folders: {history_cli.SHOW_FROM}/{history_cli.SHOW_FROM}" in shown, shown[-500:]
+    assert "\rfinding change points, series: 1/1" in shown, shown[-500:]  # one series: numpy's matmul
+    assert shown.count("\r\033[K") == 2  # both lines cleared
+    piped = harness("history", str(results), "--suite", "xla", "--format", "json")
+    assert piped.returncode == 0 and "reading run folders" not in piped.stderr, piped.stderr

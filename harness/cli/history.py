@@ -26,9 +26,10 @@ SHOW_FROM = 200  # folders: fewer read in a second or two, with nothing to watch
 
 
 @contextlib.contextmanager
-def reading_progress() -> Iterator[Progress]:
-    """A progress line on the terminal (stderr, a TTY only) while a large results folder is read:
-    thousands of runs take minutes, and a silent command looks hung."""
+def progress_line(what: str, show_from: int = SHOW_FROM) -> Iterator[Progress]:
+    """A progress line on the terminal (stderr, a TTY only) through a long step of a large history:
+    thousands of runs take minutes to read and their series seconds each to search, and a silent
+    command looks hung. The step calls the tick once per item, with the number of items."""
     done, shown = 0, 0.0
     live = sys.stderr.isatty()
 
@@ -36,9 +37,9 @@ def reading_progress() -> Iterator[Progress]:
         nonlocal done, shown
         done += 1
         now = time.monotonic()
-        if live and total >= SHOW_FROM and (now - shown > 0.2 or done == total):
+        if live and total >= show_from and (now - shown > 0.2 or done in (1, total)):
             shown = now
-            sys.stderr.write(f"\rreading run folders: {done}/{total}")
+            sys.stderr.write(f"\r{what}: {done}/{total}")
             sys.stderr.flush()
 
     try:
@@ -66,7 +67,7 @@ def history(
         )
     if junit is not None:
         check_output_file(junit, "--junit")
-    with reading_progress() as progress:
+    with progress_line("reading run folders") as progress:
         catalogue = collect(results_dir, suite=suite, progress=progress)
     runs = [entry.run for entry in catalogue.runs]
     if not runs:
@@ -92,7 +93,12 @@ def history(
             f"the runs of suite {plain(suite)} hold no measured metric (every job failed or was skipped); "
             "`harness show RUN` says why"
         )
-    changes = [c for s in series for c in find_changes(s)]
+    changes = []
+    # Each series' search grows faster than its length: a long history is shown working, series by series.
+    with progress_line("finding change points, series", 1 if len(runs) >= SHOW_FROM else len(series) + 1) as tick:
+        for s in series:
+            tick(len(series))
+            changes += find_changes(s)
     for line in catalogue.skipped:
         typer.echo(line, err=True)
     typer.echo(render_history(suite, series, changes, fmt))
