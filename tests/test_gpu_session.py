@@ -1,0 +1,138 @@
+"""The GPU session's rehearsal (issue 35): benchmarks/gpu_session.py end to end, here, on the CPU.
+
+A Python 3.12 environment holds nothing the GPU machine's Python lacks (benchmarks/gpu_machine_packages.txt:
+its frameworks' CPU builds and the host packages it carries; no torch: PyPI has no CPU build of it for
+3.12), the host wheels are downloaded as the session's first step does, and the script runs every step
+at its tiny size on the CPU. It fails where the GPU machine would: a host dependency missing from the
+wheels stops the session before any step, in one line naming it.
+"""
+
+from __future__ import annotations
+
+import glob
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from benchmarks import gpu_session
+from harness.run_folder import load_run
+from tests.conftest import REPO
+
+BUILD = REPO / "build" / "gpu-rehearsal"  # ignored; kept between runs (the environment takes a minute)
+MACHINE = REPO / "benchmarks" / "gpu_machine_packages.txt"
+# Installed from PyPI into the rehearsal environment: the frameworks' CPU builds and the host packages the
+# machine has (no torch: PyPI has no CPU build of it for 3.12). Whatever they pull in that the machine
+# does not have (pydantic, which a newer typer needs) is removed again.
+INSTALL = ("numpy", "scipy", "jax", "flax", "optax", "typer", "rich", "pyyaml", "tabulate", "packaging",
+           "nvidia-ml-py", "requests", "urllib3", "typing-extensions", "threadpoolctl")  # fmt: skip
+
+
+def _key(*parts: object) -> str:
+    return hashlib.sha256(json.dumps([str(p) for p in parts]).encode()).hexdigest()[:12]
+
+
+def machine_packages() -> set[str]:
+    lines = MACHINE.read_text(encoding="utf-8").splitlines()
+    return {gpu_session.canonical(line.strip()) for line in lines if line.strip() and not line.startswith("#")}
+
+
+def python312() -> str:
+    """The GPU machine's Python: python3.12 on PATH, or pyenv's (its shim answers only when selected)."""
+    candidates = [
+        shutil.which("python3.12"),
+        *sorted(glob.glob(os.path.expanduser("~/.pyenv/versions/3.12*/bin/python3.12"))),
+    ]
+    for candidate in filter(None, candidates):
+        probe = subprocess.run([candidate, "-c", "import sys; print(sys.version_info[:2] == (3, 12))"],
+                               capture_output=True, text=True)  # fmt: skip
+        if probe.stdout.strip() == "True":
+            return candidate
+    raise AssertionError("the rehearsal needs Python 3.12 (the GPU machine's): `pyenv install 3.12` here")
+
+
+@pytest.fixture(scope="module")
+def machine_python() -> Path:
+    """A Python 3.12 venv holding INSTALL, less whatever the GPU machine does not have."""
+    venv = BUILD / f"venv-{_key(INSTALL, MACHINE.read_text())}"
+    python = venv / "bin" / "python"
+    if not (venv / "ready").is_file():
+        shutil.rmtree(venv, ignore_errors=True)
+        subprocess.run([python312(), "-m", "venv", str(venv)], check=True)
+        subprocess.run([str(python), "-m", "pip", "install", "-q", *INSTALL], check=True, timeout=1200)
+        listed = subprocess.run([str(python), "-m", "pip", "list", "--format", "json"], check=True,
+                                capture_output=True, text=True).stdout  # fmt: skip
+        have = machine_packages()
+        extra = sorted(p["name"] for p in json.loads(listed) if gpu_session.canonical(p["name"]) not in have)
+        if extra:
+            subprocess.run([str(python), "-m", "pip", "uninstall", "-q", "-y", *extra], check=True)
+        (venv / "ready").write_text("removed: " + " ".join(extra))
+    return python
+
+
+@pytest.fixture(scope="module")
+def wheels() -> Path:
+    folder = BUILD / f"wheels-{_key(gpu_session.host_requirements())}"
+    if not (folder / "ready").is_file():
+        shutil.rmtree(folder, ignore_errors=True)
+        proc = subprocess.run([sys.executable, str(REPO / "benchmarks" / "gpu_session.py"), "wheels", str(folder)],
+                              capture_output=True, text=True, timeout=600)  # fmt: skip
+        assert proc.returncode == 0, proc.stderr
+        (folder / "ready").write_text("")
+    return folder
+
+
+def session(python: Path, wheels: Path, out: Path, *more: str) -> subprocess.CompletedProcess[str]:
+    cmd = [str(python), str(REPO / "benchmarks" / "gpu_session.py"), "run", str(out), "--wheels", str(wheels)]
+    return subprocess.run([*cmd, *more], capture_output=True, text=True, timeout=1200)
+
+
+@pytest.mark.slow
+def test_a_wheel_folder_without_a_host_dependency_stops_the_session_in_one_line(
+    machine_python: Path, wheels: Path, tmp_path: Path
+) -> None:
+    """What docs/gpu.md's old wheel list would have done on the GPU machine: no pydantic."""
+    pruned = tmp_path / "wheels"
+    pruned.mkdir()
+    for wheel in wheels.glob("*.whl"):
+        if gpu_session.wheel_name(wheel) != "pydantic":
+            shutil.copy(wheel, pruned)
+    proc = session(machine_python, pruned, tmp_path / "out", "--device", "cpu", "--size", "tiny")
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert proc.stderr.count("\n") == 1 and "pydantic" in proc.stderr, proc.stderr
+    assert not list((tmp_path / "out").glob("*.tar.gz"))  # nothing ran
+
+
+@pytest.mark.slow
+def test_the_rehearsal_runs_every_step_and_brings_back_valid_runs(
+    machine_python: Path, wheels: Path, tmp_path: Path
+) -> None:
+    out = tmp_path / "out"
+    proc = session(machine_python, wheels, out, "--device", "cpu", "--size", "tiny", "--budget", "1200")
+    summary = json.loads((out / "session.json").read_text())
+    assert proc.returncode == 0, json.dumps(summary["steps"], indent=1) + proc.stderr[-3000:]
+    # what the machine lacks came from the wheels; what it has (its frameworks' dependencies) was left alone
+    assert {"pydantic", "docker"} <= set(summary["installed"]), summary["installed"]
+    assert not set(summary["installed"]) & {"numpy", "jax", "typer", "typing-extensions"}, summary["installed"]
+    assert [s["step"] for s in summary["steps"]] == [name for name, _, _ in gpu_session.STEPS]
+    came_back = sorted(p.name for p in out.iterdir())
+    assert len(came_back) <= 8 and all(p.stat().st_size < gpu_session.PART for p in out.iterdir()), came_back
+    unpacked = tmp_path / "unpacked"
+    runs = 0
+    for step in summary["steps"]:
+        assert step["exit_codes"] and all(code in (0, 3) for code in step["exit_codes"]), step
+        with tarfile.open(out / step["archive"]) as tar:
+            tar.extractall(unpacked, filter="data")
+        for plan in (unpacked / step["archive"].removesuffix(".tar.gz")).rglob("plan.json"):
+            run = load_run(plan.parent)  # validated as `harness show` reads it
+            assert run.results and all(r["status"] == "ok" for r in run.results.values()), plan.parent
+            runs += 1
+    assert runs >= 7  # selftest's 3 suites, xla, mnist fp32 and bf16, resnet18, jit, pc
+    log = (out / "session.log").read_text()
+    assert "nvidia-smi" in log and "build info jax" in log and "session:" in log
