@@ -136,3 +136,49 @@ def test_the_rehearsal_runs_every_step_and_brings_back_valid_runs(
     assert runs >= 7  # selftest's 3 suites, xla, mnist fp32 and bf16, resnet18, jit, pc
     log = (out / "session.log").read_text()
     assert "nvidia-smi" in log and "build info jax" in log and "session:" in log
+
+
+def test_a_step_past_its_time_is_interrupted_as_ctrl_c_and_keeps_what_it_wrote(tmp_path: Path) -> None:
+    """The budget's guard: SIGINT first (the harness stops and keeps what finished), exit code kept."""
+    script = (
+        "import signal, sys, time\n"
+        "def stop(*_):\n    print('interrupted: stopping', flush=True); sys.exit(130)\n"
+        "signal.signal(signal.SIGINT, stop)\nprint('started', flush=True)\ntime.sleep(60)\n"
+    )
+    log = tmp_path / "step.log"
+    code, cut = gpu_session.run_timed([sys.executable, "-c", script], dict(os.environ), log, 2.0)
+    assert (code, cut) == (130, True)
+    assert "started" in log.read_text() and "interrupted: stopping" in log.read_text()
+    code, cut = gpu_session.run_timed([sys.executable, "-c", "print('quick')"], dict(os.environ), log, 30.0)
+    assert (code, cut) == (0, False)
+
+
+def test_an_archive_keeps_the_results_whole_and_the_end_of_a_long_log(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    step = tmp_path / "steps" / "03-xla"
+    (step / "results" / "run-1" / "logs").mkdir(parents=True)
+    (step / "results" / "run-1" / "jax.json").write_text('{"a": 1}')
+    (step / "results" / "run-1" / "logs" / "jax.stdout.log").write_bytes(b"x" * 5000 + b"THE END")
+    monkeypatch.setattr(gpu_session, "KEPT_LOG", 1000)
+    size = gpu_session.pack(step, tmp_path / "03-xla.tar.gz")
+    with tarfile.open(tmp_path / "03-xla.tar.gz") as tar:
+        names = tar.getnames()
+        tail = tar.extractfile("03-xla/results/run-1/logs/jax.stdout.log.tail")
+        assert tail is not None and tail.read() == (b"x" * 5000 + b"THE END")[-1000:]
+        assert "03-xla/results/run-1/jax.json" in names
+    assert size == (tmp_path / "03-xla.tar.gz").stat().st_size
+    monkeypatch.setattr(gpu_session, "PART", size - 1)  # too large even so: the logs go, the results stay
+    gpu_session.pack(step, tmp_path / "again.tar.gz")
+    with tarfile.open(tmp_path / "again.tar.gz") as tar:
+        assert tar.getnames() == ["03-xla/results/run-1/jax.json"]
+
+
+def test_a_budget_out_of_range_and_a_missing_wheel_folder_are_one_line(tmp_path: Path) -> None:
+    for args, says in (
+        (["run", str(tmp_path / "out"), "--wheels", str(tmp_path), "--budget", "5"], "--budget 5 is outside"),
+        (["run", str(tmp_path / "out"), "--wheels", str(tmp_path / "none")], "no wheels in"),
+    ):
+        proc = subprocess.run([sys.executable, str(REPO / "benchmarks" / "gpu_session.py"), *args],
+                              capture_output=True, text=True)  # fmt: skip
+        assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and says in proc.stderr, proc.stderr
