@@ -182,3 +182,16 @@ def test_a_budget_out_of_range_and_a_missing_wheel_folder_are_one_line(tmp_path:
         proc = subprocess.run([sys.executable, str(REPO / "benchmarks" / "gpu_session.py"), *args],
                               capture_output=True, text=True)  # fmt: skip
         assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and says in proc.stderr, proc.stderr
+
+
+@pytest.mark.parametrize("size", gpu_session.SIZES)
+def test_every_run_step_is_a_plan_the_harness_accepts_on_a_gpu(size: str, tmp_path: Path) -> None:
+    """A typo in a step's parameters must cost nothing on the GPU machine: each `run` plans here."""
+    for name, wants, sizes in gpu_session.STEPS:
+        frameworks = [fw for fw in wants if fw != "numpy"]
+        for args in sizes[size]:
+            if args[0] != "run":
+                continue
+            cmd = gpu_session.command(args, "gpu", frameworks, tmp_path / "results")
+            proc = subprocess.run([*cmd, "--dry-run"], capture_output=True, text=True, cwd=REPO)
+            assert proc.returncode == 0, (name, proc.stderr[-2000:])
