@@ -10,8 +10,9 @@ host dependencies (pydantic and docker are missing). So the session is two steps
     # there (device tool: carry ["build/gpu-wheels"], timeout_s 600):
     python3 benchmarks/gpu_session.py run "$OUT" --wheels build/gpu-wheels --device gpu
 
-`run` installs, offline into a temporary folder, the wheels of what this interpreter lacks (never over
-a package it has: the frameworks' own dependencies stay as they are), checks that the harness imports,
+`run` installs the harness's requirements offline into a temporary prefix, pip deciding: what this
+interpreter already satisfies stays as it is (the frameworks keep their own dependencies), what it lacks
+or has too old comes from the wheels. It checks that the harness imports,
 records `nvidia-smi` and both frameworks' build info, then runs the steps below in order of value, each
 through the real CLI and the local backend, within a budget it enforces itself (`--budget`, seconds;
 a step that would outlast it is interrupted as Ctrl-C would, and keeps what it finished). After each
