@@ -31,16 +31,16 @@ from harness.backends.base import Backend  # noqa: E402
 from harness.backends.docker_backend import DockerBackend  # noqa: E402
 from harness.backends.local import LocalBackend  # noqa: E402
 from harness.images import connect, image_size, stack_image  # noqa: E402
-from harness.plan import make_plan  # noqa: E402
+from harness.plan import PlanRequest, make_plan  # noqa: E402
 
 STACKS = ("numpy", "jax", "pytorch")
 
 
 def one_job(backend: Backend, framework: str, scratch: Path, index: int) -> dict[str, float]:
     plan = make_plan(
-        suite="xla", frameworks=framework, params=["matrix_size=64"], repeat=1, warmup=0, device="cpu",
-        threads=None, baseline=None, backend=backend.name,
-    )  # fmt: skip
+        PlanRequest(suite="xla", frameworks=framework, params=("matrix_size=64",), repeat=1, warmup=0),
+        backend=backend.name,
+    )
     (job,) = plan.jobs
     run_dir = scratch / f"{backend.name}-{framework}-{index}"
     run_dir.mkdir()

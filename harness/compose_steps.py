@@ -28,7 +28,7 @@ from harness.backends import job_folder
 from harness.backends.base import JobOutcome, job_command
 from harness.backends.job_folder import tail_text
 from harness.errors import HarnessError
-from harness.plan import Job, Plan, make_plan, plan_from_record
+from harness.plan import Job, Plan, PlanRequest, make_plan, plan_from_record
 from harness.result_types import Result
 from harness.run_folder import PLAN_FILE, RunWriter, new_run_folder, read_plan_record, within
 from harness.runner import finalize, placeholder_result
@@ -45,6 +45,7 @@ from harness.safe_files import (
 from harness.schema import RUN_ID
 from harness.text.escape import plain
 from suites.runtime import job_spec
+from suites.runtime.settings import PRECISIONS
 
 COMMAND = ["docker", "compose", "up"]
 BACKEND = "compose"
@@ -78,17 +79,16 @@ def plan_step(args: argparse.Namespace) -> int:
     results = Path(args.results)
     uid, gid = _job_user(args.job_user)
     plan = make_plan(
-        suite=args.suite,
-        frameworks=args.frameworks,
-        params=args.param,
-        repeat=args.repeat,
-        warmup=None,
-        device=args.device,
-        threads=None,
-        baseline=None,
+        PlanRequest(
+            suite=args.suite,
+            frameworks=args.frameworks,
+            params=tuple(args.param),
+            repeat=args.repeat,
+            device=args.device,
+            data_dir="/data",
+            precision=args.precision,
+        ),
         backend=BACKEND,
-        timeout_s=None,
-        data_dir="/data",
     )
     run_dir = new_run_folder(results, plan.run_id, "plan")
     make_folder(run_dir / "logs", results)
@@ -207,6 +207,7 @@ def main(argv: list[str] | None = None) -> int:
     plan.add_argument("--param", action="append", default=[])
     plan.add_argument("--repeat", type=int)
     plan.add_argument("--device", choices=job_spec.DEVICES, default="cpu")
+    plan.add_argument("--precision", choices=PRECISIONS, default="fp32")
     plan.add_argument("--job-user", default="10001:10001", help="uid:gid the job services run as")
     sub.add_parser("finish")
     args = parser.parse_args(argv)

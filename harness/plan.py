@@ -205,31 +205,38 @@ def parse_frameworks(spec: SuiteSpec, text: str | None) -> list[str]:
     return names
 
 
-def make_plan(
-    *,
-    suite: str,
-    frameworks: str | None,
-    params: list[str],
-    repeat: int | None,
-    warmup: int | None,
-    device: str,
-    threads: int | None,
-    baseline: str | None,
-    backend: str,
-    timeout_s: float | None = None,
-    data_dir: str | None = None,
-    smoke: bool = False,
-    cache: str = "cold",
-    cache_dir: str | None = None,
-    precision: str = "fp32",
-) -> Plan:
-    """`smoke`: the suite's declared smoke size and SMOKE_REPEAT samples (explicit options still win)."""
-    spec = get_suite(suite)
-    names = parse_frameworks(spec, frameworks)
-    if frameworks is None:  # the suite's frameworks that can run there; one named by the user is checked
-        names = frameworks_for(device, names) or names  # (none at all: check_device says why, below)
-    values = parse_params(spec, params, spec.smoke if smoke else None)
-    if smoke:
+@dataclass(frozen=True, kw_only=True)
+class PlanRequest:
+    """What a command asks of the jobs it plans, as given (None: the suite's default). Every entry that
+    plans (run, ab, noise, bisect, export slurm|k8s, compose's plan step, calibration, selftest) builds
+    one and hands it whole to `make_plan`, so an option added here reaches every path, not only those
+    that remembered to spell it."""
+
+    suite: str
+    frameworks: str | None = None  # comma-separated; None: the suite's frameworks that can run there
+    params: tuple[str, ...] = ()  # key=value pairs
+    repeat: int | None = None
+    warmup: int | None = None
+    device: str = "cpu"
+    threads: int | None = None
+    baseline: str | None = None
+    timeout_s: float | None = None
+    data_dir: str | None = None
+    smoke: bool = False  # the suite's declared smoke size and SMOKE_REPEAT samples (explicit options win)
+    cache: str = "cold"
+    cache_dir: str | None = None
+    precision: str = "fp32"
+
+
+def make_plan(asked: PlanRequest, *, backend: str) -> Plan:
+    """The request resolved against the registry and checked, job by job; nothing starts."""
+    spec = get_suite(asked.suite)
+    names = parse_frameworks(spec, asked.frameworks)
+    if asked.frameworks is None:  # the suite's frameworks that can run there; one named by the user is checked
+        names = frameworks_for(asked.device, names) or names  # (none at all: check_device says why, below)
+    values = parse_params(spec, list(asked.params), spec.smoke if asked.smoke else None)
+    repeat, warmup = asked.repeat, asked.warmup
+    if asked.smoke:
         repeat = SMOKE_REPEAT if repeat is None else repeat
         warmup = SMOKE_WARMUP if warmup is None else warmup
     jobs = tuple(
@@ -239,17 +246,17 @@ def make_plan(
             values,
             repeat=repeat,
             warmup=warmup,
-            device=device,
-            threads=threads,
-            timeout_s=timeout_s,
-            data_dir=data_dir,
-            cache=cache,
-            cache_dir=cache_dir if cache == "warm" else None,
-            precision=precision,
+            device=asked.device,
+            threads=asked.threads,
+            timeout_s=asked.timeout_s,
+            data_dir=asked.data_dir,
+            cache=asked.cache,
+            cache_dir=asked.cache_dir if asked.cache == "warm" else None,
+            precision=asked.precision,
         )
         for name in names
     )
-    base = baseline or names[0]
+    base = asked.baseline or names[0]
     if base not in names:
         raise HarnessError(f"--baseline {plain(base)!r} is not among --frameworks ({', '.join(names)})")
     return Plan(run_id=new_run_id(spec.name), suite=spec.name, baseline=base, jobs=jobs, backend=backend)

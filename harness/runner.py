@@ -37,7 +37,7 @@ from harness.calibration import (
     store,
 )
 from harness.errors import HarnessError
-from harness.plan import Job, Plan, make_plan
+from harness.plan import Job, Plan, PlanRequest, make_plan
 from harness.plausibility import machine_limits
 from harness.result_types import Result
 from harness.run_folder import SUMMARY_FILE, RunWriter, mismatch, new_run_folder, run_lock, within
@@ -370,15 +370,7 @@ def _measure(
         flush=True,
     )
     plan = make_plan(
-        suite="calibrate",
-        frameworks=",".join(todo),
-        params=[],
-        repeat=None,
-        warmup=None,
-        device=device,
-        threads=threads,
-        baseline=None,
-        backend=backend.name,
+        PlanRequest(suite="calibrate", frameworks=",".join(todo), device=device, threads=threads), backend=backend.name
     )
     run_dir = execute(plan, backend, cache_home.calibration_runs_dir(), argv=["harness", "calibrate"])
     measured: dict[str, dict[str, Any]] = {}

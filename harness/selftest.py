@@ -30,7 +30,7 @@ from harness import assessment
 from harness.assessment import Assessment, assess
 from harness.backends.base import BackendOptions, make_backend
 from harness.calibration import attach
-from harness.plan import frameworks_for, get_suite, make_plan, visible_suites
+from harness.plan import PlanRequest, frameworks_for, get_suite, make_plan, visible_suites
 from harness.plausibility import achievable_text
 from harness.result_types import Metric, Result
 from harness.run_folder import Run, load_run
@@ -179,9 +179,16 @@ def run_selftest(
                 checks.append(Check(suite, fw, "finished", None, why))
         if not chosen:
             continue
-        plan = make_plan(suite=suite, frameworks=",".join(chosen), params=[], repeat=None, warmup=None, device=device,
-                         threads=None, baseline=None, backend="local", smoke=True,
-                         precision=precision if spec.precision_axis else "fp32")  # fmt: skip
+        plan = make_plan(
+            PlanRequest(
+                suite=suite,
+                frameworks=",".join(chosen),
+                device=device,
+                smoke=True,
+                precision=precision if spec.precision_axis else "fp32",
+            ),
+            backend="local",
+        )
         echo(f"-- {suite}: {', '.join(chosen)} on {device}")
         run_dir = execute(plan, backend, results_dir, argv=["harness", "selftest"])
         attach(run_dir, ceilings)

@@ -15,7 +15,7 @@ import pytest
 from harness import ab, noise_floor
 from harness.backends.base import JobOutcome
 from harness.errors import HarnessError
-from harness.plan import Job, make_plan
+from harness.plan import Job, PlanRequest, make_plan
 from harness.rounds import Side, execute_interleaved
 from harness.run_folder import REPO, interleaved_record, load_run, partners, suites_digest
 from harness.schema import load_summary
@@ -85,8 +85,7 @@ def test_the_drift_gate_holds_separate_runs_but_not_the_two_sides_of_one_session
 def test_detect_for_one_session_plans_past_the_drift_that_stops_separate_runs(tmp_path: Path) -> None:
     drifted = [rounds_run(tmp_path / f"s{i}", 0.005, i, scale=f) for i, f in enumerate((0.95, 1.0, 1.05))]
     assert harness("noise", *map(str, drifted)).returncode == 0
-    plan = make_plan(suite="xla", frameworks="numpy,jax", params=["matrix_size=8"], repeat=None, warmup=None,
-                     device="cpu", threads=None, baseline=None, backend="local")  # fmt: skip
+    plan = make_plan(PlanRequest(suite="xla", frameworks="numpy,jax", params=("matrix_size=8",)), backend="local")
     with pytest.raises(HarnessError, match="drift apart so far.*harness ab BASELINE CANDIDATE"):
         noise_floor.plan_rounds(plan, "5%", interleaved=False)
     rounds, line = noise_floor.plan_rounds(plan, "5%", interleaved=True)
@@ -110,8 +109,7 @@ class Recorder:
 
 
 def test_sides_alternate_round_by_round_so_a_linear_drift_hits_both_alike(tmp_path: Path) -> None:
-    plan = make_plan(suite="fault", frameworks="numpy", params=[], repeat=None, warmup=None, device="cpu",
-                     threads=None, baseline=None, backend="local")  # fmt: skip
+    plan = make_plan(PlanRequest(suite="fault", frameworks="numpy"), backend="local")
     order: list[str] = []
     sides = []
     for label in ("A", "B"):

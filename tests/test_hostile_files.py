@@ -22,7 +22,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from harness.plan import make_plan
+from harness.plan import PlanRequest, make_plan
 from suites.runtime.stats import summarize
 from tests.conftest import harness
 from tests.factories import check, metric, result, write_run
@@ -45,9 +45,17 @@ def good_doc(fw: str, seed: float = 1.0) -> dict[str, Any]:
 def make_run(folder: Path) -> Path:
     run = write_run(folder, [good_doc("numpy"), good_doc("jax", 0.5), good_doc("pytorch", 0.7)])
     plan = make_plan(
-        suite="xla", frameworks="numpy,jax,pytorch", params=["matrix_size=8"], repeat=3, warmup=1,
-        device="cpu", threads=None, baseline=None, backend="local", timeout_s=60, data_dir=str(folder),
-    )  # fmt: skip
+        PlanRequest(
+            suite="xla",
+            frameworks="numpy,jax,pytorch",
+            params=("matrix_size=8",),
+            repeat=3,
+            warmup=1,
+            timeout_s=60,
+            data_dir=str(folder),
+        ),
+        backend="local",
+    )
     (run / "plan.json").write_text(json.dumps(dict(plan.as_record(), run_id="r1")))
     return run
 
@@ -163,9 +171,9 @@ def manifests(then: Callable[[Path, Path], None]) -> Plant:
         from harness.k8s import export, job_name
 
         plan = make_plan(
-            suite="xla", frameworks="numpy,pytorch", params=["matrix_size=8"], repeat=2, warmup=None,
-            device="cpu", threads=None, baseline=None, backend="kubernetes", timeout_s=None, data_dir=None,
-        )  # fmt: skip
+            PlanRequest(suite="xla", frameworks="numpy,pytorch", params=("matrix_size=8",), repeat=2),
+            backend="kubernetes",
+        )
         export(plan, tmp / "k8s", variant="cpu", registry=None, namespace="default", data_claim=None)
         (tmp / "logs").mkdir()
         for job in plan.jobs:

@@ -10,15 +10,19 @@ from pathlib import Path
 
 import pytest
 
-from harness.plan import Job, make_plan, plan_from_record
+from harness.plan import Job, PlanRequest, make_plan, plan_from_record
 from suites.runtime import job_spec
 from suites.runtime.job_spec import JobOptions, JobSpec, JobSpecError
 from tests.conftest import REPO
 
 
 def _job() -> Job:
-    plan = make_plan(suite="xla", frameworks="numpy", params=["matrix_size=16"], repeat=2, warmup=0, device="cpu",
-                     threads=1, baseline=None, backend="local", timeout_s=60)  # fmt: skip
+    plan = make_plan(
+        PlanRequest(
+            suite="xla", frameworks="numpy", params=("matrix_size=16",), repeat=2, warmup=0, threads=1, timeout_s=60
+        ),
+        backend="local",
+    )
     return plan.jobs[0]
 
 
@@ -40,8 +44,7 @@ def test_every_option_of_the_plan_reaches_job_json_untouched() -> None:
 
 
 def make_plan_record() -> dict[str, object]:
-    plan = make_plan(suite="xla", frameworks="numpy", params=[], repeat=None, warmup=None, device="cpu",
-                     threads=None, baseline=None, backend="local", precision="fp32")  # fmt: skip
+    plan = make_plan(PlanRequest(suite="xla", frameworks="numpy"), backend="local")
     return plan.as_record()
 
 

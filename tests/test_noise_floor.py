@@ -11,7 +11,7 @@ import pytest
 
 from harness import noise_floor
 from harness.errors import HarnessError
-from harness.plan import make_plan
+from harness.plan import PlanRequest, make_plan
 from harness.run_folder import load_run
 from suites.runtime import machine
 from tests.conftest import harness
@@ -32,8 +32,7 @@ def test_the_detectable_change_shrinks_with_rounds_and_grows_with_the_family() -
 
 
 def _params() -> dict[str, Any]:
-    plan = make_plan(suite="xla", frameworks="numpy,jax", params=["matrix_size=8"], repeat=None, warmup=None,
-                     device="cpu", threads=None, baseline=None, backend="local")  # fmt: skip
+    plan = make_plan(PlanRequest(suite="xla", frameworks="numpy,jax", params=("matrix_size=8",)), backend="local")
     return dict(plan.jobs[0].params)
 
 

@@ -13,14 +13,15 @@ from typing import Any
 import pytest
 
 from harness.errors import HarnessError
-from harness.plan import make_plan, plan_from_record
+from harness.plan import PlanRequest, make_plan, plan_from_record
 from suites.runtime import job_spec
 from tests.conftest import REPO
 
 
 def _plan(suite: str, frameworks: str, precision: str) -> Any:
-    return make_plan(suite=suite, frameworks=frameworks, params=[], repeat=None, warmup=None, device="gpu",
-                     threads=None, baseline=None, backend="local", precision=precision)  # fmt: skip
+    return make_plan(
+        PlanRequest(suite=suite, frameworks=frameworks, device="gpu", precision=precision), backend="local"
+    )
 
 
 def test_the_precision_reaches_the_job_command_and_survives_plan_json() -> None:
@@ -85,8 +86,9 @@ def test_both_frameworks_are_set_the_same_way_and_record_it(
 def test_a_job_records_the_requested_and_the_measured_precision(tmp_path: Path) -> None:
     out = tmp_path / "mlp.json"
     params = ["train_samples=64", "test_samples=16", "epochs=2", "batch_size=32"]
-    plan = make_plan(suite="mlp", frameworks="pytorch", params=params, repeat=None, warmup=None, device="cpu",
-                     threads=None, baseline=None, backend="local", precision="tf32")  # fmt: skip
+    plan = make_plan(
+        PlanRequest(suite="mlp", frameworks="pytorch", params=tuple(params), precision="tf32"), backend="local"
+    )
     spec = plan.jobs[0].spec(run_id="adhoc", backend="local", result_path=str(out), data_dir=None, cache_dir=None)
     cmd = [sys.executable, "-m", "suites", "run", "--job", str(job_spec.write(tmp_path, spec))]
     subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, check=True)

@@ -14,7 +14,7 @@ from harness.backends.base import CHOICES, FACTORIES, BackendOptions, Limits, ma
 from harness.cli.options import BackendName
 from harness.errors import HarnessError
 from harness.images import variant_for
-from harness.plan import BACKENDS, Job, make_plan
+from harness.plan import BACKENDS, Job, PlanRequest, make_plan
 from harness.runner import execute
 from harness.schema import load_result
 from harness.slurm import backend as slurm_backend
@@ -42,8 +42,9 @@ SCONTROL = (
 
 
 def job(**changes: object) -> Job:
-    plan = make_plan(suite="xla", frameworks="numpy", params=["matrix_size=64"], repeat=3, warmup=None,
-                     device="cpu", threads=None, baseline=None, backend="slurm", timeout_s=5)  # fmt: skip
+    plan = make_plan(
+        PlanRequest(suite="xla", frameworks="numpy", params=("matrix_size=64",), repeat=3, timeout_s=5), backend="slurm"
+    )
     return replace(plan.jobs[0], **changes)  # type: ignore[arg-type]
 
 
@@ -264,8 +265,9 @@ def fake_run(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, fake: FakeSlurm, t
         monkeypatch.setattr(control, name, getattr(fake, name))
     monkeypatch.setattr(slurm_backend, "POLL_FIRST_S", 0.01)
     monkeypatch.setattr(slurm_backend, "POLL_MAX_S", 0.01)
-    plan = make_plan(suite="fault", frameworks="numpy", params=["mode=hang"], repeat=None, warmup=None,
-                     device="cpu", threads=None, baseline=None, backend="slurm", timeout_s=timeout)  # fmt: skip
+    plan = make_plan(
+        PlanRequest(suite="fault", frameworks="numpy", params=("mode=hang",), timeout_s=timeout), backend="slurm"
+    )
     # podman: no venv to prepare; the fake never runs the script anyway.
     backend = slurm_backend.SlurmBackend(SlurmSettings(runtime="podman"), echo=False)
     run_dir = execute(plan, backend, tmp_path / "results")

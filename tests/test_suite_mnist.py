@@ -12,7 +12,7 @@ import pytest
 
 from harness.data.npz import NpzWriter
 from harness.data.store import write_dataset
-from harness.plan import make_plan
+from harness.plan import PlanRequest, make_plan
 from harness.schema import load_result
 from suites.runtime import job_spec
 from tests.conftest import REPO, finished, harness, read, run_folder
@@ -88,8 +88,7 @@ def test_missing_dataset_is_one_line_naming_the_fetch_command(results: Path, tmp
 def test_the_job_itself_refuses_a_missing_dataset(tmp_path: Path) -> None:
     """A job started without the host's check (e.g. by another backend) fails with the same message."""
     out = tmp_path / "pytorch.json"
-    plan = make_plan(suite="mnist", frameworks="pytorch", params=["dataset=mnist"], repeat=None, warmup=None,
-                     device="cpu", threads=None, baseline=None, backend="local")  # fmt: skip
+    plan = make_plan(PlanRequest(suite="mnist", frameworks="pytorch", params=("dataset=mnist",)), backend="local")
     spec = plan.jobs[0].spec(run_id="adhoc", backend="local", result_path=str(out), data_dir=str(tmp_path),
                              cache_dir=None)  # fmt: skip
     proc = subprocess.run(

@@ -239,10 +239,9 @@ def test_noise_refuses_a_run_without_quiet_rounds(tmp_path: Path) -> None:
 
 def test_bisect_leaves_a_disturbed_round_out_as_compare_does(tmp_path: Path) -> None:
     from harness.bisect.run import Request, _collect
-    from harness.plan import make_plan
+    from harness.plan import PlanRequest, make_plan
 
-    plan = make_plan(suite="xla", frameworks="numpy", params=["matrix_size=8"], repeat=None, warmup=None,
-                     device="cpu", threads=None, baseline=None, backend="local")  # fmt: skip
+    plan = make_plan(PlanRequest(suite="xla", frameworks="numpy", params=("matrix_size=8",)), backend="local")
     request = Request("xla", "matmul", "numpy", "numpy", ["1.0"], tmp_path)
     for number in range(1, 5):
         doc = rounds_doc("numpy", [0.1 * (10 if number == 3 else 1)] * 1, disturbed=(0,) if number == 3 else ())

@@ -21,7 +21,7 @@ from harness.bisect.locks import check_package, check_version, fetch_hashes, gen
 from harness.bisect.verdict import MIN_ROUNDS, Pair, VersionRun, answer, compare_pair, judge
 from harness.errors import HarnessError
 from harness.images import Engine, connect, ensure, sha256_file, stack_image
-from harness.plan import Job, Plan, get_framework, get_suite, make_plan
+from harness.plan import Job, Plan, PlanRequest, get_framework, get_suite, make_plan
 from harness.run_folder import SUMMARY_FILE
 from harness.runner import execute, prepare_results_dir, say
 from harness.safe_files import make_folder, new_folder, write_bytes_atomic, write_json_atomic
@@ -42,6 +42,7 @@ class Request:
     rounds: int | None = None  # None: the fewest with which the versions' pairs can give a verdict
     params: list[str] = field(default_factory=list)
     repeat: int | None = None
+    precision: str = "fp32"
     find_links: list[Path] = field(default_factory=list)
     no_index: bool = False
     echo: bool = True
@@ -144,14 +145,13 @@ def run_bisect(request: Request, argv: list[str] | None = None) -> Outcome:
     check_metric(request)
     image = stack_image(request.stack, "cpu")
     plan = make_plan(
-        suite=request.suite,
-        frameworks=framework,
-        params=request.params,
-        repeat=request.repeat,
-        warmup=None,
-        device="cpu",
-        threads=None,
-        baseline=None,
+        PlanRequest(
+            suite=request.suite,
+            frameworks=framework,
+            params=tuple(request.params),
+            repeat=request.repeat,
+            precision=request.precision,
+        ),
         backend=request.backend,
     )
     results_dir = request.results_dir.resolve()

@@ -32,7 +32,7 @@ from harness.cli.options import (
 from harness.cli.results import check_gate_options, conclude, with_floor
 from harness.compare import compare_runs
 from harness.errors import HarnessError
-from harness.plan import make_plan
+from harness.plan import PlanRequest, make_plan
 from harness.report.exports import Format
 from harness.run_folder import load_run
 
@@ -95,18 +95,18 @@ def ab_command(
     backend_name = resolve_backend(backend.value, pythons={}, gpus=None, device=device.value)
     ab.check_backend(backend_name)
     plan = make_plan(
-        suite=suite,
-        frameworks=frameworks,
-        params=param,
-        repeat=repeat,
-        warmup=None,
-        device=device.value,
-        threads=threads,
-        baseline=None,
+        PlanRequest(
+            suite=suite,
+            frameworks=frameworks,
+            params=tuple(param),
+            repeat=repeat,
+            device=device.value,
+            threads=threads,
+            timeout_s=timeout,
+            data_dir=str((data_dir or default_data_dir()).resolve()),
+            precision=precision.value,
+        ),
         backend=backend_name,
-        timeout_s=timeout,
-        data_dir=str((data_dir or default_data_dir()).resolve()),
-        precision=precision.value,
     )
     require_datasets(plan)
     if detect is not None:

@@ -13,7 +13,15 @@ from harness.bisect.locks import parse_versions
 from harness.bisect.render import render
 from harness.bisect.run import Request, run_bisect
 from harness.bisect.verdict import MIN_ROUNDS, exit_code
-from harness.cli.options import Quiet, ResultsDir, WheelhouseOption, default_results_dir, default_wheelhouse
+from harness.cli.options import (
+    Precision,
+    PrecisionOption,
+    Quiet,
+    ResultsDir,
+    WheelhouseOption,
+    default_results_dir,
+    default_wheelhouse,
+)
 from harness.errors import HarnessError
 from harness.text.escape import plain
 from suites.runtime.frameworks import STACKS
@@ -44,6 +52,7 @@ def bisect(
     repeat: Annotated[
         Optional[int], typer.Option(help="timed steady-state calls per metric [default: suite's]")
     ] = None,
+    precision: PrecisionOption = Precision("fp32"),
     find_links: Annotated[
         list[Path], typer.Option("--find-links", help="a folder of wheels pip also looks in; repeatable")
     ] = [],  # noqa: B006
@@ -73,6 +82,7 @@ def bisect(
         rounds=rounds,
         params=param,
         repeat=repeat,
+        precision=precision.value,
         find_links=[p.resolve() for p in find_links],
         no_index=no_index,
         echo=not quiet,

@@ -11,6 +11,8 @@ from harness.backends.base import make_limits
 from harness.cli.options import (
     Device,
     DeviceOption,
+    Precision,
+    PrecisionOption,
     ResultsDir,
     Variant,
     VariantOption,
@@ -18,7 +20,7 @@ from harness.cli.options import (
 )
 from harness.errors import HarnessError
 from harness.k8s import collect, export
-from harness.plan import make_plan
+from harness.plan import PlanRequest, make_plan
 from harness.run_folder import read_plan_record
 from harness.safe_files import MissingFile, UnsafeFile
 
@@ -34,6 +36,7 @@ def export_k8s(
     repeat: Annotated[Optional[int], typer.Option(help="timed steady-state calls per metric")] = None,
     warmup: Annotated[Optional[int], typer.Option(help="untimed calls after the first call")] = None,
     device: DeviceOption = Device("cpu"),
+    precision: PrecisionOption = Precision("fp32"),
     variant: VariantOption = Variant.cpu,
     registry: Annotated[Optional[str], typer.Option(help="registry prefix the images were pushed to")] = None,
     namespace: Annotated[str, typer.Option(help="Kubernetes namespace")] = "default",
@@ -49,17 +52,19 @@ def export_k8s(
 ) -> None:
     """One Kubernetes Job per framework job, the suites in a ConfigMap; apply with kubectl."""
     plan = make_plan(
-        suite=suite,
-        frameworks=frameworks,
-        params=param,
-        repeat=repeat,
-        warmup=warmup,
-        device=device.value,
-        threads=None,
-        baseline=baseline,
+        PlanRequest(
+            suite=suite,
+            frameworks=frameworks,
+            params=tuple(param),
+            repeat=repeat,
+            warmup=warmup,
+            device=device.value,
+            baseline=baseline,
+            timeout_s=timeout,
+            data_dir=data_claim,
+            precision=precision.value,
+        ),
         backend="kubernetes",
-        timeout_s=timeout,
-        data_dir=data_claim,
     )
     limits = make_limits(memory, cpus)
     paths = export(
@@ -83,6 +88,7 @@ def export_slurm(
     repeat: Annotated[Optional[int], typer.Option(help="timed steady-state calls per metric")] = None,
     warmup: Annotated[Optional[int], typer.Option(help="untimed calls after the first call")] = None,
     device: DeviceOption = Device("cpu"),
+    precision: PrecisionOption = Precision("fp32"),
     baseline: Annotated[Optional[str], typer.Option(help="framework the ratios refer to")] = None,
     timeout: Annotated[Optional[float], typer.Option(help="per-job time limit in seconds (sbatch --time)")] = None,
     runtime: Annotated[str, typer.Option(help="venv (from the lock files), apptainer or podman")] = "venv",
@@ -129,17 +135,19 @@ def export_slurm(
         gpus=check_gpus(gpus),
     )
     plan = make_plan(
-        suite=suite,
-        frameworks=frameworks,
-        params=param,
-        repeat=repeat,
-        warmup=warmup,
-        device=device.value,
-        threads=None,
-        baseline=baseline,
+        PlanRequest(
+            suite=suite,
+            frameworks=frameworks,
+            params=tuple(param),
+            repeat=repeat,
+            warmup=warmup,
+            device=device.value,
+            baseline=baseline,
+            timeout_s=timeout,
+            data_dir=data_dir,
+            precision=precision.value,
+        ),
         backend="slurm",
-        timeout_s=timeout,
-        data_dir=data_dir,
     )
     for path in export_scripts(plan, out, settings, make_limits(memory, cpus)):
         typer.echo(f"wrote {path}")

@@ -26,7 +26,7 @@ from harness.cli.options import (
 )
 from harness.errors import HarnessError
 from harness.noise_floor import MIN_ROUNDS, detectable, left_out, store
-from harness.plan import make_plan, new_run_id
+from harness.plan import PlanRequest, make_plan, new_run_id
 from harness.rounds import execute_rounds
 from harness.run_folder import Run, load_run, resolve_run
 from harness.text.escape import plain
@@ -81,10 +81,18 @@ def noise(
         raise HarnessError(f"--sessions {sessions} must be 1 to 20 (default {DEFAULT_SESSIONS}; 1 measures no drift)")
     name = resolve_backend(backend.value, pythons={}, gpus=None, device=device.value)
     plan = make_plan(
-        suite=suite or "", frameworks=frameworks, params=param, repeat=repeat, warmup=None, device=device.value,
-        threads=threads, baseline=None, backend=name, data_dir=str(default_data_dir().resolve()),
-        precision=precision.value,
-    )  # fmt: skip
+        PlanRequest(
+            suite=suite or "",
+            frameworks=frameworks,
+            params=tuple(param),
+            repeat=repeat,
+            device=device.value,
+            threads=threads,
+            data_dir=str(default_data_dir().resolve()),
+            precision=precision.value,
+        ),
+        backend=name,
+    )
     chosen = make_backend(name, backend_options(quiet=quiet))
     began = time.perf_counter()
     runs = []

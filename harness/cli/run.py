@@ -42,7 +42,7 @@ from harness.cli.options import (
 )
 from harness.errors import HarnessError
 from harness.images import stack_image, variant_for
-from harness.plan import Plan, check_timeout, frameworks_for, make_plan, parse_frameworks
+from harness.plan import Plan, PlanRequest, check_timeout, frameworks_for, make_plan, parse_frameworks
 from harness.report.exports import Format, render_run
 from harness.rounds import MAX_ROUNDS, execute_rounds
 from harness.run_folder import load_run, resolve_run, resume_plan, suites_digest
@@ -136,20 +136,22 @@ def run(
         resume_dir = None
         backend_name = resolve_backend(backend.value, pythons=pythons, gpus=gpus, device=device.value)
         plan = make_plan(
-            suite=suite,
-            frameworks=frameworks,
-            params=param,
-            repeat=repeat,
-            warmup=warmup,
-            device=device.value,
-            threads=threads,
-            baseline=baseline,
+            PlanRequest(
+                suite=suite,
+                frameworks=frameworks,
+                params=tuple(param),
+                repeat=repeat,
+                warmup=warmup,
+                device=device.value,
+                threads=threads,
+                baseline=baseline,
+                timeout_s=timeout,
+                data_dir=str((data_dir or default_data_dir()).resolve()),
+                smoke=smoke,
+                cache=cache,
+                precision=precision.value,
+            ),
             backend=backend_name,
-            timeout_s=timeout,
-            data_dir=str((data_dir or default_data_dir()).resolve()),
-            smoke=smoke,
-            cache=cache,
-            precision=precision.value,
         )
     # Also on --resume: plan.json is read back from disk, and the cache folder a job writes into is
     # never one a file named, only the cache home's own.

@@ -18,7 +18,7 @@ import pytest
 
 from harness.backends import docker_backend
 from harness.images import connect
-from harness.plan import Job, make_plan
+from harness.plan import Job, PlanRequest, make_plan
 from harness.runner import execute
 from harness.schema import load_result
 from tests.conftest import REPO, read, run_folder
@@ -58,10 +58,7 @@ def hostile_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, transfer: str) 
         return kwargs
 
     monkeypatch.setattr(docker_backend.DockerBackend, "create_kwargs", swapped)
-    plan = make_plan(
-        suite="fault", frameworks="numpy,pytorch", params=[], repeat=2, warmup=None, device="cpu", threads=None,
-        baseline=None, backend="docker", timeout_s=120, data_dir=None,
-    )  # fmt: skip
+    plan = make_plan(PlanRequest(suite="fault", frameworks="numpy,pytorch", repeat=2, timeout_s=120), backend="docker")
     with connect() as engine:
         backend = docker_backend.DockerBackend(engine, echo=False, transfer=transfer)
         run = execute(plan, backend, tmp_path / "results")

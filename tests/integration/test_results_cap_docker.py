@@ -19,7 +19,7 @@ import pytest
 
 from harness.backends import docker_backend, docker_transfer
 from harness.images import connect
-from harness.plan import Job, make_plan
+from harness.plan import Job, PlanRequest, make_plan
 from harness.runner import execute
 from harness.schema import load_result
 from tests.conftest import read
@@ -63,9 +63,8 @@ def capped_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, transfer: str) -
 
     monkeypatch.setattr(docker_backend.DockerBackend, "create_kwargs", swapped)
     plan = make_plan(
-        suite="fault", frameworks="numpy,jax,pytorch", params=[], repeat=2, warmup=None, device="cpu",
-        threads=None, baseline=None, backend="docker", timeout_s=180, data_dir=None,
-    )  # fmt: skip
+        PlanRequest(suite="fault", frameworks="numpy,jax,pytorch", repeat=2, timeout_s=180), backend="docker"
+    )
     with connect() as engine:
         backend = docker_backend.DockerBackend(engine, echo=False, transfer=transfer)
         return execute(plan, backend, tmp_path / "results")
