@@ -4,6 +4,7 @@ import atexit
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -65,6 +66,20 @@ def run_folder(stdout: str) -> Path:
 
 def read(path: Path) -> Any:
     return json.loads(path.read_text())
+
+
+def interrupt_at(marker: str, *args: str) -> tuple[int, str, str]:
+    """The real CLI, sent Ctrl-C (SIGINT) as soon as a line of its output starts with `marker`:
+    (exit code, stdout, stderr)."""
+    proc = subprocess.Popen([sys.executable, "-m", "harness.cli", *args], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, cwd=REPO)  # fmt: skip
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        if line.startswith(marker):
+            proc.send_signal(signal.SIGINT)
+            break
+    out, err = proc.communicate(timeout=120)
+    return proc.returncode, out, err
 
 
 @pytest.fixture

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -19,7 +18,7 @@ from harness.plan import Job, PlanRequest, make_plan
 from harness.rounds import Side, execute_interleaved
 from harness.run_folder import REPO, interleaved_record, load_run, partners, suites_digest
 from harness.schema import load_summary
-from tests.conftest import finished, harness, run_folder
+from tests.conftest import finished, harness, interrupt_at, run_folder
 from tests.test_noise_floor import rounds_run
 
 HARNESS = [sys.executable, "-m", "harness.cli"]
@@ -234,18 +233,10 @@ def test_a_side_with_a_failed_job_fails_the_session_though_the_rest_compares(tmp
 
 def test_an_interrupted_session_keeps_and_compares_the_rounds_both_sides_finished(tmp_path: Path) -> None:
     """Ctrl-C in round 6: exit 130, each side pooled from its finished rounds (the cut round dropped)."""
-    proc = subprocess.Popen(
-        [*HARNESS, "ab", "HEAD", "--suite", "fault", "-f", "numpy", "-p", "work=100", "--rounds", "30",
-         "--repeat", "3", "--backend", "local", "--results-dir", str(tmp_path / "r")],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO,
-    )  # fmt: skip
-    assert proc.stdout is not None
-    for line in proc.stdout:
-        if line.startswith("== round 6/30"):
-            proc.send_signal(signal.SIGINT)
-            break
-    out, err = proc.communicate(timeout=120)
-    assert proc.returncode == 130, out[-2000:] + err
+    code, out, err = interrupt_at("== round 6/30", "ab", "HEAD", "--suite", "fault", "-f", "numpy", "-p", "work=100",
+                                  "--rounds", "30", "--repeat", "3", "--backend", "local",
+                                  "--results-dir", str(tmp_path / "r"))  # fmt: skip
+    assert code == 130, out[-2000:] + err
     assert "Traceback" not in err
     for side in ("baseline", "candidate"):
         folder = Path(next(x for x in out.splitlines() if x.startswith(f"{side} run: ")).split(": ", 1)[1])

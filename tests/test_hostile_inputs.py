@@ -11,7 +11,6 @@ import io
 import json
 import os
 import shutil
-import signal
 import socket
 import stat
 import subprocess
@@ -27,7 +26,7 @@ from harness.errors import HarnessError
 from harness.run_folder import suites_digest
 from harness.safe_files import UnsafeFile, write_bytes_atomic
 from harness.text.escape import html, markdown, plain, utf8
-from tests.conftest import REPO, harness, read, run_folder
+from tests.conftest import harness, interrupt_at, read, run_folder
 from tests.factories import metric, result
 from tests.test_publish import write
 
@@ -173,19 +172,10 @@ def test_a_noise_of_1e300_is_refused_not_an_overflow(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_ctrl_c_stops_noise_and_stores_no_floor(tmp_path: Path, own_cache_home: Path) -> None:
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "harness.cli", "noise", "--suite", "fault", "-f", "numpy", "-p", "work=100",
-         "--rounds", "3", "--sessions", "3", "--repeat", "3", "--backend", "local",
-         "--results-dir", str(tmp_path / "r")],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO,
-    )  # fmt: skip
-    assert proc.stdout is not None
-    for line in proc.stdout:
-        if line.startswith("== round 2/3"):
-            proc.send_signal(signal.SIGINT)
-            break
-    out, err = proc.communicate(timeout=120)
-    assert proc.returncode == 130, out[-2000:] + err
+    code, out, err = interrupt_at("== round 2/3", "noise", "--suite", "fault", "-f", "numpy", "-p", "work=100",
+                                  "--rounds", "3", "--sessions", "3", "--repeat", "3", "--backend", "local",
+                                  "--results-dir", str(tmp_path / "r"))  # fmt: skip
+    assert code == 130, out[-2000:] + err
     assert "no noise floor stored (0 of 3 session(s) finished" in err and "Traceback" not in err
     assert not list((own_cache_home / "noise").glob("*.json")) if (own_cache_home / "noise").exists() else True
     assert len(list((tmp_path / "r").iterdir())) == 1  # the sessions after the interrupted one never started
