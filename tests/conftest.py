@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -62,6 +63,25 @@ def run_folder(stdout: str) -> Path:
         if line.startswith("run folder: "):
             return Path(line.removeprefix("run folder: ").strip())
     raise AssertionError(f"no run folder printed in:\n{stdout}")
+
+
+@pytest.fixture(scope="session")
+def smoke_run(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], subprocess.CompletedProcess[str]]:
+    """`harness run --smoke` of a suite on all its frameworks (one thread, local), run once per test session:
+    the conformance test and a suite's own test read the same run instead of training the same model twice."""
+    folder = tmp_path_factory.mktemp("smoke-runs")
+    done: dict[str, subprocess.CompletedProcess[str]] = {}
+
+    def run(name: str) -> subprocess.CompletedProcess[str]:
+        if name not in done:
+            from suites.runtime.registry import all_suites
+
+            frameworks = ",".join(all_suites()[name].all_frameworks)
+            done[name] = harness("run", "--suite", name, "--frameworks", frameworks, "--smoke", "--backend", "local",
+                                 "--threads", "1", "-q", "--results-dir", str(folder / name))  # fmt: skip
+        return done[name]
+
+    return run
 
 
 def read(path: Path) -> Any:

@@ -7,14 +7,15 @@ clock stopped after the work (`sync: ok`) and the precision the job really compu
 
 from __future__ import annotations
 
-from pathlib import Path
+import subprocess
+from collections.abc import Callable
 
 import pytest
 
 from harness.schema import load_result
 from suites.runtime.frameworks import FRAMEWORKS
 from suites.runtime.registry import SUITES_DIR, all_suites
-from tests.conftest import finished, harness, run_folder
+from tests.conftest import finished, run_folder
 
 SUITES = sorted(all_suites())
 
@@ -31,10 +32,11 @@ def test_every_named_framework_has_an_implementation_and_the_smoke_size_is_valid
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", SUITES)
-def test_smoke_run_passes_its_checks_with_every_metric_synchronised(name: str, results: Path) -> None:
+def test_smoke_run_passes_its_checks_with_every_metric_synchronised(
+    name: str, smoke_run: Callable[[str], subprocess.CompletedProcess[str]]
+) -> None:
     spec = all_suites()[name]
-    proc = harness("run", "--suite", name, "--frameworks", ",".join(spec.all_frameworks), "--smoke",
-                   "--backend", "local", "--threads", "1", "-q", "--results-dir", str(results))  # fmt: skip
+    proc = smoke_run(name)  # shared with the suite's own tests (tests/conftest.py)
     assert finished(proc), proc.stdout + proc.stderr
     run = run_folder(proc.stdout)
     for fw in spec.all_frameworks:

@@ -4,6 +4,8 @@ at tiny sizes through the real CLI, agreeing with each other and with the refere
 from __future__ import annotations
 
 import math
+import subprocess
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -113,12 +115,10 @@ def test_weight_summary_ignores_adams_ill_conditioned_entries() -> None:
 
 
 @pytest.mark.slow
-def test_pc_agrees_across_frameworks_and_with_the_reference(results: Path) -> None:
-    from suites.pc.spec import SPEC
-
-    args = [f"{k}={v}" for k, v in SPEC.smoke.items()]
-    proc = harness("run", "--suite", "pc", "--frameworks", "jax,pytorch", "--backend", "local", "--threads", "1",
-                   *[a for kv in args for a in ("--param", kv)], "--results-dir", str(results))  # fmt: skip
+def test_pc_agrees_across_frameworks_and_with_the_reference(
+    smoke_run: Callable[[str], subprocess.CompletedProcess[str]],
+) -> None:
+    proc = smoke_run("pc")  # the smoke size, one thread: the run tests/test_conformance.py reads too
     assert finished(proc), proc.stdout + proc.stderr  # includes the agreement gate
     run = run_folder(proc.stdout)
     ref = reference_first_step(params())

@@ -4,6 +4,8 @@ through the real CLI, and the imported cats-vs-dogs path."""
 from __future__ import annotations
 
 import statistics
+import subprocess
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -15,11 +17,6 @@ from suites.resnet18 import common
 from tests.conftest import finished, harness, run_folder
 
 PARAMS = 11_177_025  # torchvision's resnet18 (11 689 512) with a 512 -> 1 head instead of 512 -> 1000
-# One thread: PyTorch's OpenMP pool slows down 5-10x when a shared 2-core machine is busy.
-# 64 steps: BatchNorm's running statistics (momentum 0.1) must settle before eval-mode accuracy
-# means anything; after ~20 steps it still sits near chance while batch-statistics accuracy is 95 %.
-TINY = ("--threads", "1", "--param", "dataset=synthetic", "--param", "train_samples=512", "--param", "test_samples=128", "--param", "epochs=3",
-        "--param", "image_size=16", "--param", "batch_size=16")  # fmt: skip
 
 
 def metrics(doc: dict[str, Any]) -> dict[str, dict[str, Any]]:
@@ -41,8 +38,13 @@ def test_parameter_list_and_flops_are_resnet18s() -> None:
 
 
 @pytest.mark.slow
-def test_resnet18_flax_and_pytorch_cold_warm_split_and_agreement(results: Path) -> None:
-    proc = harness("run", "--suite", "resnet18", "--backend", "local", *TINY, "--results-dir", str(results))
+def test_resnet18_flax_and_pytorch_cold_warm_split_and_agreement(
+    smoke_run: Callable[[str], subprocess.CompletedProcess[str]],
+) -> None:
+    # The smoke size, one thread (the run tests/test_conformance.py reads too): 512 samples in batches of
+    # 16 for 3 epochs, because BatchNorm's running statistics (momentum 0.1) must settle before eval-mode
+    # accuracy means anything; after ~20 steps it still sits near chance while batch statistics give 95 %.
+    proc = smoke_run("resnet18")
     assert finished(proc), proc.stdout + proc.stderr  # includes the agreement gate
     run = run_folder(proc.stdout)
     docs = {fw: load_result(run / f"{fw}.json") for fw in ("flax", "pytorch")}
