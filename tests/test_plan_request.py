@@ -15,7 +15,7 @@ from harness.plan import plan_from_record
 from suites.runtime import job_spec
 from tests.conftest import REPO, harness, read
 
-MLP = ("--suite", "mlp", "--param", "epochs=1", "--precision", "bf16")
+MLP = ("--suite", "mlp", "--param", "epochs=2", "--precision", "bf16")
 
 
 def _planned_in_bf16(plan_file: Path) -> None:
@@ -60,7 +60,7 @@ def test_the_compose_plan_step_carries_the_precision(tmp_path: Path) -> None:
     "argv",
     [
         ["run", "--dry-run"],
-        ["ab", "--dry-run"],
+        ["ab", "HEAD", "--dry-run"],
         ["noise"],
         ["export", "slurm", "--out", "OUT"],
         ["export", "k8s", "--out", "OUT"],
