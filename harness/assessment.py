@@ -31,6 +31,7 @@ from harness.plausibility import Finding, lint, sync_state
 from harness.result_types import Check, Metric
 from harness.run_folder import Run
 from harness.schema import missing_rounds
+from harness.stack_facts import STACKS
 from harness.statistics import Interval, ratio_interval
 from harness.text.numbers import fmt_rel_diff
 from suites.runtime.precision import CLASSES as PROBE_CLASSES
@@ -364,10 +365,6 @@ MAX_FAIRNESS_SETTINGS = 32  # a suite writes three; a few dozen is no longer a l
 _SETTING_NAME = re.compile(r"[a-z][a-z0-9_]{0,59}")
 # A value is shown in every medium's "not comparable" line: a word with nothing to escape.
 _SETTING_WORD = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,39}")
-# What a setting is called in each stack, so the reason names the knob a reader would turn.
-SETTING_NAMES: dict[str, dict[str, str]] = {
-    "conv_algorithm_search": {"pytorch": "cuDNN benchmark", "jax": "XLA autotuning"},
-}
 
 
 def fairness_settings(result: Mapping[str, Any]) -> tuple[dict[str, Setting], str | None]:
@@ -394,8 +391,8 @@ def _word(value: Setting) -> str:
 
 def _called(key: str, stacks: tuple[str, str]) -> str:
     """' (cuDNN benchmark vs XLA autotuning)': the setting's name in both stacks, when known."""
-    names = SETTING_NAMES.get(key, {})
-    mine, theirs = names.get(stacks[0]), names.get(stacks[1])
+    # What the setting is called in each stack (its declaration), so the reason names the knob to turn.
+    mine, theirs = (STACKS[s].setting_names.get(key) if s in STACKS else None for s in stacks)
     if mine is None or theirs is None:
         return ""
     return f" ({mine})" if mine == theirs else f" ({mine} vs {theirs})"

@@ -2,7 +2,8 @@
 
 A framework (suites/runtime/frameworks.py) needs an adapter module fulfilling `Adapter`; its stack
 needs an image folder with a Dockerfile and a lock per variant (cpu, cuda12), a service in
-compose.yaml, and a place in images/lock.sh's default list. Run by tests/test_contract.py and by
+compose.yaml, a place in images/lock.sh's default list, an entry in the job's build probe and a
+host declaration (harness/stack_facts: image checks, colours, version package) that matches it. Run by tests/test_contract.py and by
 `python -m harness.contract` (exit 1 with one line per missing piece) in a checkout.
 """
 
@@ -15,6 +16,8 @@ from pathlib import Path
 
 import yaml
 
+from harness.stack_facts import STACKS
+from suites.runtime.build_info import PROBES
 from suites.runtime.frameworks import ADAPTER_FUNCTIONS, FRAMEWORKS
 
 REPO = Path(__file__).resolve().parent.parent
@@ -57,8 +60,31 @@ def _stack_problems(root: Path) -> list[str]:
     return found
 
 
+def _declaration_problems() -> list[str]:
+    """Each stack's host declaration (harness/stack_facts) against the registry and the job's build probe."""
+    found = []
+    for stack in sorted({fw.stack for fw in FRAMEWORKS.values()}):
+        members = {fw.name for fw in FRAMEWORKS.values() if fw.stack == stack}
+        if stack not in PROBES:
+            found.append(f"stack {stack}: suites/runtime/build_info.py has no entry in PROBES")
+        facts = STACKS.get(stack)
+        if facts is None:
+            found.append(f"stack {stack}: no host declaration: add harness/stack_facts/stack_{stack}.py")
+            continue
+        for name in sorted(members - set(facts.frameworks)):
+            found.append(f"framework {name}: harness/stack_facts/stack_{stack}.py does not declare it")
+        for name in sorted(set(facts.frameworks) - members):
+            found.append(f"stack {stack}: harness/stack_facts/stack_{stack}.py declares {name}, not in its stack")
+        on_gpu = any("gpu" in fw.devices for fw in FRAMEWORKS.values() if fw.stack == stack)
+        if on_gpu and facts.gpu is None:
+            found.append(f"stack {stack}: its frameworks run on a GPU, but its declaration has no GPU checks")
+        if not on_gpu and facts.gpu is not None:
+            found.append(f"stack {stack}: its declaration has GPU checks, but none of its frameworks runs on a GPU")
+    return found
+
+
 def problems(root: Path = REPO) -> list[str]:
-    return _adapter_problems() + _stack_problems(root)
+    return _adapter_problems() + _stack_problems(root) + _declaration_problems()
 
 
 def main() -> int:

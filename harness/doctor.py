@@ -17,6 +17,7 @@ from harness.backends.docker_backend import NVIDIA_HINT, GpuRequest
 from harness.errors import HarnessError
 from harness.image_probe import clean, gpu_kernel_problem, probe
 from harness.images import DEFAULT_BASE_IMAGE, Engine, connect, existing_image_id, stack_image, variant_for
+from harness.stack_facts import of_stack
 from suites.runtime.frameworks import STACKS
 
 # Free space the images need: the CPU stacks come to a few GB, the CUDA ones to tens of GB.
@@ -126,7 +127,7 @@ def _stack_check(engine: Engine, stack: str, device: str) -> Check:
     except HarnessError as error:  # a probe that cannot run is exactly what doctor reports
         return Check(f"{stack} image", False, str(error), f"rebuild the image: harness build --stacks {stack}")
     detail = f"{clean(seen['framework'])} in {image.tag}"
-    if device != "gpu" or stack == "numpy":
+    if device != "gpu" or of_stack(stack).gpu is None:  # a stack with no GPU variant has nothing to see
         return Check(f"{stack} image", True, detail)
     gpus = [g for g in seen.get("gpus") or [] if isinstance(g, dict)] if isinstance(seen.get("gpus"), list) else []
     if not gpus:

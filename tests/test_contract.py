@@ -1,15 +1,18 @@
-"""The framework contract: every framework has its adapter, image, locks and compose service."""
+"""The framework contract: every framework has its adapter, image, locks, compose service, build probe and
+host declaration (harness/stack_facts)."""
 
 from __future__ import annotations
 
 import shutil
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from harness.contract import problems
+from harness.stack_facts import STACKS
 from tests.conftest import REPO
 
 
@@ -46,6 +49,29 @@ def test_a_framework_added_without_its_pieces_is_named_for_each_one(tmp_path: Pa
     assert "stack tinygrad: images/tinygrad/lock-cuda12.txt is missing" in lines
     assert "stack tinygrad: compose.yaml has no service 'tinygrad'" in lines
     assert "stack tinygrad: images/lock.sh does not lock it by default" in lines
+    assert "stack tinygrad: suites/runtime/build_info.py has no entry in PROBES" in lines
+    assert "stack tinygrad: no host declaration: add harness/stack_facts/stack_tinygrad.py" in lines
+
+
+def test_a_framework_added_to_a_stack_without_its_host_declaration_is_named(tmp_path: Path) -> None:
+    repo = copy_checkout(tmp_path)
+    frameworks = repo / "suites" / "runtime" / "frameworks.py"
+    anchor = '        Framework("pytorch",'
+    new = '        Framework("haiku", "jax", "suites.runtime.adapter_jax", "Haiku on JAX", ("jax", "haiku")),\n'
+    frameworks.write_text(frameworks.read_text().replace(anchor, new + anchor, 1))
+    proc = contract_in(repo)
+    assert proc.returncode == 1
+    assert proc.stderr.splitlines() == ["framework haiku: harness/stack_facts/stack_jax.py does not declare it"]
+
+
+def test_a_gpu_stack_whose_declaration_has_no_gpu_checks_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
+    """What once happened silently: image_probe branched on "pytorch"/"jax", so another stack got no checks."""
+    monkeypatch.setitem(STACKS, "jax", replace(STACKS["jax"], gpu=None))
+    monkeypatch.setitem(STACKS, "numpy", replace(STACKS["numpy"], gpu=STACKS["pytorch"].gpu))
+    assert problems() == [
+        "stack jax: its frameworks run on a GPU, but its declaration has no GPU checks",
+        "stack numpy: its declaration has GPU checks, but none of its frameworks runs on a GPU",
+    ]
 
 
 def test_an_adapter_missing_a_function_is_named(tmp_path: Path) -> None:

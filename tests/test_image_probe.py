@@ -161,6 +161,20 @@ def test_hostile_probe_output_is_refused_or_neutralised() -> None:
     assert "torch.cuda.get_arch_list(): empty" in lines and "GPUs visible: none" in lines
 
 
+def test_a_stack_without_a_host_declaration_is_refused_never_left_unchecked() -> None:
+    from harness.stack_facts import of_stack
+
+    with pytest.raises(HarnessError, match=r"stack 'tinygrad' has no host declaration .* stack_tinygrad\.py"):
+        of_stack("tinygrad")
+    unknown = {**TORCH_CU12, "stack": "tinygrad"}
+    for variant in ("cpu", "cuda12"):
+        assert image_probe.problems(variant, unknown) == [
+            "the probe reports stack 'tinygrad', not one this harness declares"
+        ]
+    assert "not one this harness declares" in str(image_probe.gpu_kernel_problem(unknown, "9.0"))
+    assert image_probe.problems("cuda12", {**TORCH_CU12, "stack": "numpy"}) == []  # numpy: no GPU variant
+
+
 def test_gpu_kernel_problem_names_the_missing_architecture() -> None:
     assert image_probe.gpu_kernel_problem(TORCH_CU12, "9.0") is None
     assert "built for sm_70" in str(image_probe.gpu_kernel_problem({**TORCH_CU12, "arch_list": ["sm_70"]}, "9.0"))

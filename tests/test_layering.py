@@ -30,6 +30,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "harness.schema",
             "harness.statistics",
             "harness.cache_home",
+            "harness.stack_facts",
         ),
     ),
     (

@@ -11,10 +11,8 @@ from typing import Any
 
 from harness.result_types import Result
 from harness.run_folder import Run
+from harness.stack_facts import FRAMEWORKS
 from harness.text.escape import plain
-
-# The package whose version is the framework's version, where it is not named like the framework.
-_PACKAGE = {"pytorch": "torch"}
 
 
 def _dict(value: Any) -> dict[str, Any]:
@@ -40,7 +38,8 @@ def version(result: Result) -> str:
     """`jax 0.4.30`: the framework's own package and version, else every version recorded."""
     versions = {str(k): v for k, v in _dict(_dict(result.get("environment")).get("versions")).items() if v}
     framework = result["framework"]
-    package = framework if framework in versions else _PACKAGE.get(framework, framework)
+    declared = FRAMEWORKS.get(framework)  # its package (torch for pytorch), from its stack's declaration
+    package = framework if framework in versions or declared is None else declared.package
     if package in versions:
         return plain(f"{package} {versions[package]}")
     return plain(", ".join(f"{k} {v}" for k, v in versions.items())) or "version unknown"
