@@ -23,7 +23,8 @@ from suites.runtime.datasets import (
     synthetic_images,
 )
 from suites.runtime.errors import JobError
-from suites.runtime.training import Layer, dataset_name, use_data
+from suites.runtime.training import Layer, Recipe, dataset_name, use_data
+from suites.runtime.training import recipe as make_recipe
 
 SIZE = 32
 SHAPE = (SIZE, SIZE, 3)
@@ -100,3 +101,8 @@ def load(ctx: Context) -> tuple[ImageData, Any, Any]:
     rng = np.random.default_rng(np.random.SeedSequence([p["seed"], 0xA06]))
     aux = np.stack([crop_params(rng, n) for _ in range(p["epochs"])])
     return data, orders, aux
+
+
+def recipe(ctx: Context) -> Recipe:
+    """This suite's model and the job's training parameters, as both frameworks' loops read them."""
+    return make_recipe(ctx, layers=LAYERS, title=TITLE, flops_per_sample=flops_per_sample())

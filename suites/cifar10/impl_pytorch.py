@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from suites.cifar10.common import LAYERS, TITLE, flops_per_sample, load
+from suites.cifar10.common import load, recipe
 from suites.runtime.context import Context
 
 
@@ -22,14 +22,5 @@ def run(ctx: Context) -> None:
         optimizer=torch.optim.Adam(model.parameters(), lr=p["lr"]),
         prepare=make_prepare(ctx.device),
         data=data,
-        layers=LAYERS,
-        seed=p["seed"],
-        batch=p["batch_size"],
-        drop_last=p["drop_last"],
-        epochs=p["epochs"],
-        variant=p["variant"],
-        artifacts=p["artifacts"],
-        flops_per_sample=flops_per_sample(),
-        title=TITLE,
-        lr=p["lr"],
+        recipe=recipe(ctx),
     )

@@ -6,7 +6,8 @@ from typing import Any
 
 from suites.runtime.context import Context
 from suites.runtime.datasets import ImageData, epoch_orders, subset, synthetic_record, toy_set
-from suites.runtime.training import Layer, use_data
+from suites.runtime.training import Layer, Recipe, use_data
+from suites.runtime.training import recipe as make_recipe
 
 SIZE = 10_000  # the seed's ToyDataset(size=10000)
 TRAIN_FRACTION = 0.8
@@ -31,3 +32,8 @@ def load(ctx: Context) -> tuple[ImageData, Any]:
     data = subset(data, p["train_samples"], p["test_samples"])
     use_data(ctx, data, unit="points")
     return data, epoch_orders(len(data.train_y), p["epochs"], p["seed"], shuffle=False)
+
+
+def recipe(ctx: Context) -> Recipe:
+    """This suite's model and the job's training parameters, as both frameworks' loops read them."""
+    return make_recipe(ctx, layers=LAYERS, title=TITLE, flops_per_sample=None)

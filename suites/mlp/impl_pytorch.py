@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from suites.mlp.common import HIDDEN, LAYERS, TITLE, load
+from suites.mlp.common import HIDDEN, load, recipe
 from suites.runtime.context import Context
 
 
@@ -36,14 +36,5 @@ def run(ctx: Context) -> None:
         optimizer=torch.optim.Adam(model.parameters(), lr=p["lr"]),
         prepare=prepare,
         data=data,
-        layers=LAYERS,
-        seed=p["seed"],
-        batch=p["batch_size"],
-        drop_last=p["drop_last"],
-        epochs=p["epochs"],
-        variant=p["variant"],
-        artifacts=p["artifacts"],
-        flops_per_sample=None,
-        title=TITLE,
-        lr=p["lr"],
+        recipe=recipe(ctx),
     )

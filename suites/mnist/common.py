@@ -7,7 +7,8 @@ from typing import Any
 from suites.runtime.context import Context
 from suites.runtime.datasets import SYNTHETIC, ImageData, epoch_orders, fetched_images, subset, synthetic_images
 from suites.runtime.errors import JobError
-from suites.runtime.training import Layer, dataset_name, use_data
+from suites.runtime.training import Layer, Recipe, dataset_name, use_data
+from suites.runtime.training import recipe as make_recipe
 
 SHAPE = (28, 28, 1)
 CLASSES = 10
@@ -47,3 +48,8 @@ def load(ctx: Context) -> tuple[ImageData, Any]:
     use_data(ctx, data)
     orders = epoch_orders(len(data.train_y), p["epochs"], p["seed"], shuffle=True)
     return data, orders
+
+
+def recipe(ctx: Context) -> Recipe:
+    """This suite's model and the job's training parameters, as both frameworks' loops read them."""
+    return make_recipe(ctx, layers=LAYERS, title=TITLE, flops_per_sample=flops_per_sample())

@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from suites.mnist.common import LAYERS, MOMENTUM, TITLE, flops_per_sample, load
+from suites.mnist.common import MOMENTUM, load, recipe
 from suites.runtime.context import Context
 
 
@@ -22,14 +22,5 @@ def run(ctx: Context) -> None:
         tx=optax.sgd(p["lr"], momentum=MOMENTUM),
         prepare=prepare,
         data=data,
-        layers=LAYERS,
-        seed=p["seed"],
-        batch=p["batch_size"],
-        drop_last=p["drop_last"],
-        epochs=p["epochs"],
-        variant=p["variant"],
-        artifacts=p["artifacts"],
-        flops_per_sample=flops_per_sample(),
-        title=TITLE,
-        lr=p["lr"],
+        recipe=recipe(ctx),
     )

@@ -177,6 +177,40 @@ class Layer:
     flattened_from: tuple[int, int, int] | None = None
 
 
+@dataclass(frozen=True)
+class Recipe:
+    """One training job as both frameworks' loops read it (training_jax.run, training_torch.run): the
+    suite's model (its layers, from which the shared initial weights come; its work per sample; its
+    title) and the job's parameters that `common_params` declares for every training suite."""
+
+    layers: Sequence[Layer]
+    title: str
+    flops_per_sample: float | None  # None: the suite declares no FLOP count (no % of peak)
+    seed: int
+    batch: int
+    drop_last: bool
+    epochs: int
+    variant: str
+    artifacts: bool
+    lr: float
+
+
+def recipe(ctx: Context, *, layers: Sequence[Layer], title: str, flops_per_sample: float | None) -> Recipe:
+    p = ctx.params
+    return Recipe(
+        layers=layers,
+        title=title,
+        flops_per_sample=flops_per_sample,
+        seed=int(p["seed"]),
+        batch=int(p["batch_size"]),
+        drop_last=bool(p["drop_last"]),
+        epochs=int(p["epochs"]),
+        variant=str(p["variant"]),
+        artifacts=bool(p["artifacts"]),
+        lr=float(p["lr"]),
+    )
+
+
 def initial_weights(layers: Sequence[Layer], seed: int) -> dict[str, tuple[Any, Any]]:
     """The same initial weights for every framework, drawn once with NumPy.
 

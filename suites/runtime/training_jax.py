@@ -356,16 +356,7 @@ def run(
     tx: Any,
     prepare: Callable[[Any, Any], Any],
     data: DeviceData,
-    layers: Sequence[training.Layer],
-    seed: int,
-    batch: int,
-    drop_last: bool,
-    epochs: int,
-    variant: str,
-    artifacts: bool,
-    flops_per_sample: float | None,
-    title: str,
-    lr: float,
+    recipe: training.Recipe,
 ) -> None:
     """Train, evaluate and record every training metric and check for one flax job."""
     import jax
@@ -375,7 +366,7 @@ def run(
 
     from suites.runtime.errors import Skip
 
-    mode = jax_variant(variant)
+    mode = jax_variant(recipe.variant)
     if mode == "scan" and data.host:
         raise Skip("variant=scan runs a whole epoch on the device; data=host feeds batches from Python per step")
     ctx.note(VARIANT_NOTES[mode])
@@ -389,8 +380,8 @@ def run(
     counter = CompileCounter()
     record_fairness(ctx, host_data=data.host)
     n_params = param_count(model)
-    load_weights(model, training.initial_weights(layers, seed))
-    first_idx = np.asarray(data.orders[0, :batch])  # the first batch, wherever the data lives
+    load_weights(model, training.initial_weights(recipe.layers, recipe.seed))
+    first_idx = np.asarray(data.orders[0, : recipe.batch])  # the first batch, wherever the data lives
     x_first, y_first = jax.device_put((data.train_x[first_idx], data.train_y[first_idx]), ctx.device)
     with jax.default_device(ctx.device):
         model.eval()  # dropout off: the initial loss is a deterministic function of the weights
@@ -411,9 +402,9 @@ def run(
     # placement than call 1 and compiles the step a second time.
     leaves = jax.device_put(leaves, ctx.device)
     n = int(data.train_y.shape[0])
-    starts, tail = batch_starts(n, batch, drop_last)
+    starts, tail = batch_starts(n, recipe.batch, recipe.drop_last)
     if not starts:
-        raise ValueError(f"batch_size {batch} is larger than the {n} training samples")
+        raise ValueError(f"batch_size {recipe.batch} is larger than the {n} training samples")
 
     def train_on(leaves: list[Any], totals: Any, xb: Any, yb: Any, ab: Any, size: int) -> tuple[Any, Any]:
         model, optimizer = nnx.merge(graphdef, jax.tree.unflatten(treedef, leaves))
@@ -442,7 +433,7 @@ def run(
 
         return step
 
-    full_step, tail_step = make_step(batch), make_step(tail) if tail else None
+    full_step, tail_step = make_step(recipe.batch), make_step(tail) if tail else None
     starts_arr = jnp.asarray(starts, dtype=jnp.int32)
 
     def scan_epoch(leaves: list[Any], totals: Any, x_all: Any, y_all: Any, orders: Any, aux: Any, e: Any):  # type: ignore[no-untyped-def]
@@ -461,7 +452,7 @@ def run(
         return fn if mode == "eager" or fn is None else jax.jit(fn, donate_argnums=donate)
 
     if data.host:
-        step_fn, tail_fn = compiled(make_host_step(batch)), compiled(make_host_step(tail) if tail else None)
+        step_fn, tail_fn = compiled(make_host_step(recipe.batch)), compiled(make_host_step(tail) if tail else None)
         epoch_fn = None
     else:
         step_fn, tail_fn = compiled(full_step), compiled(tail_step)
@@ -469,8 +460,8 @@ def run(
 
     zeros = jax.device_put(jnp.zeros(2, jnp.float32), ctx.device)  # made before the clock: not a compile
     args = (data.train_x, data.train_y, data.orders, data.aux)
-    used = n if tail else len(starts) * batch
-    spans = [(s, batch) for s in starts] + ([(len(starts) * batch, tail)] if tail else [])
+    used = n if tail else len(starts) * recipe.batch
+    spans = [(s, recipe.batch) for s in starts] + ([(len(starts) * recipe.batch, tail)] if tail else [])
 
     def host_batch(e: int, start: int, size: int) -> tuple[Any, Any, Any]:
         """data=host: gather one batch from the NumPy arrays and copy it to the device (asynchronously)."""
@@ -491,7 +482,7 @@ def run(
             for start in starts:
                 leaves, totals = step_fn(leaves, totals, *args, e, start)
         if tail_fn is not None:
-            leaves, totals = tail_fn(leaves, totals, *args, e, len(starts) * batch)
+            leaves, totals = tail_fn(leaves, totals, *args, e, len(starts) * recipe.batch)
         return leaves, totals
 
     def read(out: Any) -> tuple[float, float]:
@@ -524,11 +515,11 @@ def run(
     target = training.target_of(ctx)
     with jax.default_device(ctx.device):
         history = training.train(
-            ctx, epochs=epochs, run_epoch=run_epoch, read=read, samples_per_epoch=used, compilations=counter,
+            ctx, epochs=recipe.epochs, run_epoch=run_epoch, read=read, samples_per_epoch=used, compilations=counter,
             evaluate=evaluate, target=target, curve=training.curve_of(ctx),
         )  # fmt: skip
     after = allocator_stats(ctx.device, ctx.device_kind)
-    training.record(ctx, history, flops_per_sample=flops_per_sample, variant=mode)
+    training.record(ctx, history, flops_per_sample=recipe.flops_per_sample, variant=mode)
     training.record_peak_memory(
         ctx,
         baseline=baseline,
@@ -537,7 +528,7 @@ def run(
         peak_before=before[1] if before else None,
     )
     # The first-step checks, from the initial weights, now that the peak has been read.
-    names = [layer.name for layer in layers]
+    names = [layer.name for layer in recipe.layers]
     with jax.default_device(ctx.device):
         start = model_from(graphdef, jax.tree.unflatten(treedef, leaves), initial, ctx.device)
         with float32_compute(start):
@@ -548,15 +539,15 @@ def run(
                 loss_of=lambda m: cross_entropy(m(prepare(x_first, None)), y_first),
                 snapshot=lambda m: _params_by_name(m, names),
                 order=[f"{n}.{part}" for n in names for part in ("kernel", "bias")],
-                lr=lr,
+                lr=recipe.lr,
             )
     accuracy = history.evaluations[-1].accuracy if history.evaluations else evaluate()
     training.record_accuracy(ctx, accuracy)
     ctx.check("param_count", n_params)
 
-    if artifacts:
+    if recipe.artifacts:
         model, optimizer = nnx.merge(graphdef, jax.tree.unflatten(treedef, leaves))
-        training.write_artifact(ctx, "model_summary.txt", training.model_summary(title, summary_rows(model)))
+        training.write_artifact(ctx, "model_summary.txt", training.model_summary(recipe.title, summary_rows(model)))
         if not data.host:
             probe = (jax.tree.leaves(nnx.state((model, optimizer))), zeros, *args, 0, 0)
             training.write_artifact(ctx, "train_step.jaxpr.txt", str(jax.make_jaxpr(full_step)(*probe)))

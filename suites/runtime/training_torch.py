@@ -354,21 +354,12 @@ def run(
     optimizer: Any,
     prepare: Callable[[Any, Any], Any],
     data: DeviceData,
-    layers: Sequence[training.Layer],
-    seed: int,
-    batch: int,
-    drop_last: bool,
-    epochs: int,
-    variant: str,
-    artifacts: bool,
-    flops_per_sample: float | None,
-    title: str,
-    lr: float,
+    recipe: training.Recipe,
 ) -> None:
     """Train, evaluate and record every training metric and check for one pytorch job."""
     import torch
 
-    mode = torch_variant(variant, ctx.device)
+    mode = torch_variant(recipe.variant, ctx.device)
     ctx.note(VARIANT_NOTES[mode])
     if mode == "cuda-graph":
         from suites.runtime import cuda_graphs
@@ -392,10 +383,10 @@ def run(
     # bf16 two frameworks agree only to bf16 rounding, which would blunt every check to "grossly
     # different"; the bf16 arithmetic itself is shown by the precision probe and the training.
     n_params = param_count(model)
-    initial = training.initial_weights(layers, seed)
-    load_weights(model, initial, layers)
+    initial = training.initial_weights(recipe.layers, recipe.seed)
+    load_weights(model, initial, recipe.layers)
     model.eval()  # dropout off: the initial loss is a deterministic function of the weights
-    first = data.orders[0, :batch]
+    first = data.orders[0, : recipe.batch]
     x_first, y_first = data.train_x[first].to(ctx.device), data.train_y[first].to(ctx.device)
     with torch.no_grad():
         logits = model(prepare(x_first, None))
@@ -408,11 +399,11 @@ def run(
 
     fwd = torch.compile(forward) if mode == "compiled" else forward
     n = int(data.train_y.shape[0])
-    starts, tail = batch_starts(n, batch, drop_last)
+    starts, tail = batch_starts(n, recipe.batch, recipe.drop_last)
     if not starts:
-        raise ValueError(f"batch_size {batch} is larger than the {n} training samples")
-    spans = [(s, batch) for s in starts] + ([(len(starts) * batch, tail)] if tail else [])
-    used = n if tail else len(starts) * batch
+        raise ValueError(f"batch_size {recipe.batch} is larger than the {n} training samples")
+    spans = [(s, recipe.batch) for s in starts] + ([(len(starts) * recipe.batch, tail)] if tail else [])
+    used = n if tail else len(starts) * recipe.batch
     x_all, y_all = data.train_x, data.train_y
     dev = ctx.device
     pinned = copy_mode == "async"
@@ -444,8 +435,8 @@ def run(
     if mode == "cuda-graph":
         if tail:  # a graph replays one shape: the last partial batch is left out of every epoch
             ctx.note(f"cuda-graph: the last partial batch ({tail} samples) is left out of every epoch")
-            spans, used = [(s, batch) for s in starts], len(starts) * batch
-        epoch_fn = _graph_epochs(ctx, model, optimizer, fwd, data, spans, batch, graphed, pinned)
+            spans, used = [(s, recipe.batch) for s in starts], len(starts) * recipe.batch
+        epoch_fn = _graph_epochs(ctx, model, optimizer, fwd, data, spans, recipe.batch, graphed, pinned)
 
     def read(out: Any) -> tuple[float, float]:
         loss_sum, correct = out.tolist()
@@ -468,10 +459,10 @@ def run(
     with conv_algorithm_search(ctx):
         baseline = memory_baseline(ctx)
         history = training.train(
-            ctx, epochs=epochs, run_epoch=epoch_fn, read=read, samples_per_epoch=used, compilations=counter,
+            ctx, epochs=recipe.epochs, run_epoch=epoch_fn, read=read, samples_per_epoch=used, compilations=counter,
             evaluate=evaluate, target=training.target_of(ctx), curve=training.curve_of(ctx),
         )  # fmt: skip
-    training.record(ctx, history, flops_per_sample=flops_per_sample, variant=mode)
+    training.record(ctx, history, flops_per_sample=recipe.flops_per_sample, variant=mode)
     if graphed:
         ctx.note(f"cuda-graph: one capture, replayed {graphed[0].replays} times")
     training.record_peak_memory(
@@ -483,23 +474,23 @@ def run(
     # The first-step checks, from the initial weights, once the peak has been read (as in the Flax
     # loop): on the CPU the peak is the process's resident set, and a probe before the baseline
     # would leave its freed model copy and gradients in the heap for training to reuse unseen.
-    names = [layer.name for layer in layers]
+    names = [layer.name for layer in recipe.layers]
     first_step_probe(
         ctx,
         model=model,
         optimizer=optimizer,
         loss_of=lambda m: cross_entropy(m(prepare(x_first, None)), y_first),  # float32, as above
         order=[f"{n}.{part}" for n in names for part in ("weight", "bias")],
-        lr=lr,
-        start=lambda m: load_weights(m, initial, layers),
+        lr=recipe.lr,
+        start=lambda m: load_weights(m, initial, recipe.layers),
     )
     accuracy = history.evaluations[-1].accuracy if history.evaluations else evaluate()
     training.record_accuracy(ctx, accuracy)
     ctx.check("param_count", n_params)
 
-    if artifacts:
+    if recipe.artifacts:
         rows = [(name, tuple(int(d) for d in p.shape)) for name, p in model.named_parameters()]
-        training.write_artifact(ctx, "model_summary.txt", training.model_summary(title, rows))
+        training.write_artifact(ctx, "model_summary.txt", training.model_summary(recipe.title, rows))
 
 
 def _graph_epochs(
