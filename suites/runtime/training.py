@@ -31,7 +31,7 @@ from suites.runtime import datasets, nvml
 from suites.runtime.context import Context
 from suites.runtime.datasets import AUTO, ImageData
 from suites.runtime.settings import compute_dtype
-from suites.runtime.spec import CheckSpec, Param
+from suites.runtime.spec import CheckSpec, Param, ParamValue, SuiteSpec
 from suites.runtime.syncguard import Probe
 
 MIB = float(1 << 20)
@@ -272,6 +272,47 @@ def first_step_specs(
 
 
 FIRST_STEP_CHECKS = first_step_specs()
+
+
+def training_suite(
+    *,
+    name: str,
+    description: str,
+    model: str,
+    params: tuple[Param, ...],
+    param_count: str,
+    timeout_s: float,
+    smoke: dict[str, ParamValue],
+) -> SuiteSpec:
+    """The spec of a suite that trains one model in flax and pytorch from the same NumPy-drawn weights
+    (mnist, cifar10, mlp): what they share is written once here. The checks: the first step
+    (FIRST_STEP_CHECKS), the parameter count (`param_count` says what it must be), the logits before
+    any step (equal only if the two models are one function) and the final test accuracy (within a
+    band: the dropout streams differ). Epochs are timed, so repeat and warmup are not used.
+    `model` names it in numpy's skip reason ("a CNN")."""
+    return SuiteSpec(
+        name=name,
+        precision_axis=True,
+        description=description,
+        frameworks=("flax", "pytorch"),
+        params=params,
+        checks=(
+            *FIRST_STEP_CHECKS,
+            CheckSpec("param_count", f"trainable parameters ({param_count})", rtol=0.0),
+            CheckSpec(
+                "initial_logits",
+                "logits of the shared initial weights on the first 4 training samples, evaluation mode (no dropout)",
+                rtol=1e-3,
+                atol=1e-5,
+            ),
+            CheckSpec("test_accuracy", "test accuracy after the last epoch, %", rtol=0.0, atol=5.0),
+        ),
+        unsupported={"numpy": f"NumPy has no automatic differentiation to train {model} with"},
+        repeat=1,  # not used: training suites time epochs (see the epochs parameter)
+        warmup=0,
+        timeout_s=timeout_s,
+        smoke=smoke,
+    )
 
 
 def first_step_checks(
