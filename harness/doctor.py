@@ -15,9 +15,10 @@ from typing import Any
 
 from harness.backends.docker_backend import NVIDIA_HINT, GpuRequest
 from harness.errors import HarnessError
-from harness.image_probe import clean, gpu_kernel_problem, probe
+from harness.image_probe import gpu_kernel_problem, probe
 from harness.images import DEFAULT_BASE_IMAGE, Engine, connect, existing_image_id, stack_image, variant_for
 from harness.stack_facts import of_stack
+from harness.stack_facts.facts import clean
 from suites.runtime.frameworks import STACKS
 
 # Free space the images need: the CPU stacks come to a few GB, the CUDA ones to tens of GB.

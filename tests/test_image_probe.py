@@ -164,7 +164,7 @@ def test_hostile_probe_output_is_refused_or_neutralised() -> None:
 def test_a_stack_without_a_host_declaration_is_refused_never_left_unchecked() -> None:
     from harness.stack_facts import of_stack
 
-    with pytest.raises(HarnessError, match=r"stack 'tinygrad' has no host declaration .* stack_tinygrad\.py"):
+    with pytest.raises(HarnessError, match=r"stack 'tinygrad' has no host declaration .*/stack_tinygrad\.py"):
         of_stack("tinygrad")
     unknown = {**TORCH_CU12, "stack": "tinygrad"}
     for variant in ("cpu", "cuda12"):
