@@ -28,8 +28,16 @@ from harness.backends.base import BackendOptions, make_backend
 from harness.errors import HarnessError
 from harness.plan import Plan, new_run_id
 from harness.rounds import MAX_ROUNDS, Side, execute_interleaved
-from harness.run_folder import REPO, SUITES, describe_code, interleaved_record, new_run_folder, suites_digest, within
-from harness.runner import prepare_results_dir
+from harness.run_folder import (
+    REPO,
+    SUITES,
+    describe_code,
+    interleaved_record,
+    new_run_folder,
+    prepare_results_dir,
+    suites_digest,
+    within,
+)
 from harness.safe_files import new_folder
 from harness.schema import AB_SIDES, GIT_COMMIT
 from harness.statistics import observations_needed

@@ -26,12 +26,11 @@ from pathlib import Path
 
 from harness.backends import job_folder
 from harness.backends.base import JobOutcome, job_command
-from harness.backends.job_folder import tail_text
+from harness.backends.job_folder import finalize, placeholder_result, tail_text
 from harness.errors import HarnessError
 from harness.plan import Job, Plan, PlanRequest, make_plan, plan_from_record
 from harness.result_types import Result
 from harness.run_folder import PLAN_FILE, RunWriter, new_run_folder, read_plan_record, within
-from harness.runner import finalize, placeholder_result
 from harness.safe_files import (
     UnsafeFile,
     make_folder,

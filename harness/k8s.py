@@ -23,11 +23,20 @@ from typing import Any
 import yaml
 
 from harness.backends.base import Limits, job_command
+from harness.backends.job_folder import placeholder_result
 from harness.errors import HarnessError
 from harness.images import IMAGE_USER, stack_image
 from harness.plan import K8S_NAME, Job, Plan, plan_from_record
-from harness.run_folder import PLAN_FILE, RunWriter, mismatch, new_run_folder, read_plan_record, run_lock, within
-from harness.runner import placeholder_result, prepare_results_dir
+from harness.run_folder import (
+    PLAN_FILE,
+    RunWriter,
+    mismatch,
+    new_run_folder,
+    prepare_results_dir,
+    read_plan_record,
+    run_lock,
+    within,
+)
 from harness.safe_files import MissingFile, UnsafeFile, read_tail, write_bytes_atomic
 from harness.schema import MAX_RESULT_BYTES, InvalidResult, parse_json, validate
 from harness.text.escape import plain

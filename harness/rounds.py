@@ -19,8 +19,8 @@ from harness.backends.base import Backend
 from harness.errors import HarnessError
 from harness.plan import Plan
 from harness.result_types import Check, Metric, Result, Stats
-from harness.run_folder import SUMMARY_FILE, RunWriter, mismatch, new_run_folder, run_lock
-from harness.runner import execute, prepare_results_dir, sigterm_as_interrupt, warn
+from harness.run_folder import SUMMARY_FILE, RunWriter, mismatch, new_run_folder, prepare_results_dir, run_lock
+from harness.runner import execute, sigterm_as_interrupt, warn
 from harness.safe_files import NoSpace
 from harness.schema import MISSING_ROUNDS, PER_SAMPLE, InvalidResult, load_result, load_summary
 from suites.runtime.stats import summarize

@@ -8,13 +8,15 @@ interleaved rounds, `harness collect` (Kubernetes) and the compose steps all wri
 
 Reading it back (`load_run`), every file goes through the safe reader (no links followed, regular
 files only, size capped) and is validated; a result is only accepted under the name its summary
-entry gives, for the framework, suite and run that entry belongs to.
+entry gives, for the framework, suite and run that entry belongs to. Before any of it,
+`prepare_results_dir` refuses a results folder that is not writable or has no room.
 """
 
 from __future__ import annotations
 
 import contextlib
 import hashlib
+import math
 import os
 import shutil
 import subprocess
@@ -29,9 +31,11 @@ from harness.errors import HarnessError
 from harness.plan import Job, Plan, plan_from_record
 from harness.result_types import Result
 from harness.safe_files import (
+    NoSpace,
     flock_file,
     is_regular,
     new_folder,
+    probe,
     read_bytes,
     remove,
     write_bytes_atomic,
@@ -349,3 +353,37 @@ def session_label(value: Any) -> str | None:
     if value is None or interleaved_problem(value) is not None:
         return None
     return f"interleaved: the {value['side']} side of one session with run {value['partner']} (harness ab)"
+
+
+# A run writes logs and results only, but a full disk mid-run loses them: demand some room.
+MIN_FREE_MB = 100.0
+
+
+def prepare_results_dir(results_dir: Path) -> None:
+    need = min_free_mb()  # a bad setting is refused before anything is created
+    if results_dir.exists() and not results_dir.is_dir():
+        raise HarnessError(f"--results-dir {results_dir} is a file; give a directory")
+    try:
+        probe(results_dir)
+    except NoSpace:
+        raise
+    except HarnessError as error:
+        raise HarnessError(f"--results-dir {results_dir} is not writable ({error}); choose another") from None
+    free = shutil.disk_usage(results_dir).free / 2**20
+    if free < need:
+        raise HarnessError(
+            f"--results-dir {results_dir} has {free:.0f} MiB free, less than the {need:g} MiB a run needs; free space"
+        )
+
+
+def min_free_mb() -> float:
+    text = os.environ.get("HARNESS_MIN_FREE_MB", "").strip()
+    if not text:
+        return MIN_FREE_MB
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value) or value < 0:
+        raise HarnessError(f"HARNESS_MIN_FREE_MB={plain(text)!r} is not a number of MiB (e.g. 100); fix or unset it")
+    return value

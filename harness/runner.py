@@ -12,19 +12,18 @@ backend (`calibrate`, at the end of this module).
 from __future__ import annotations
 
 import contextlib
-import math
 import os
-import shutil
 import signal
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from types import FrameType
-from typing import Any, cast
+from typing import Any
 
 from harness import cache_home
-from harness.backends.base import Backend, JobOutcome
+from harness.backends.base import Backend
+from harness.backends.job_folder import finalize, placeholder_result, set_aside
 from harness.calibration import (
     Limits,
     cache_lock,
@@ -36,122 +35,14 @@ from harness.calibration import (
     stack_representatives,
     store,
 )
-from harness.errors import HarnessError
-from harness.plan import Job, Plan, PlanRequest, make_plan
+from harness.plan import Plan, PlanRequest, make_plan
 from harness.plausibility import machine_limits
 from harness.result_types import Result
-from harness.run_folder import SUMMARY_FILE, RunWriter, mismatch, new_run_folder, run_lock, within
-from harness.safe_files import NoSpace, is_regular, probe, remove_tree, rename, write_json_atomic
+from harness.run_folder import SUMMARY_FILE, RunWriter, mismatch, new_run_folder, prepare_results_dir, run_lock
+from harness.safe_files import NoSpace, is_regular, remove_tree
 from harness.schema import InvalidResult, load_result
 from harness.text.escape import plain
 from suites.runtime import machine
-from suites.runtime.result import new_result, utc_now
-
-# A run writes logs and results only, but a full disk mid-run loses them: demand some room.
-MIN_FREE_MB = 100.0
-
-
-def prepare_results_dir(results_dir: Path) -> None:
-    need = min_free_mb()  # a bad setting is refused before anything is created
-    if results_dir.exists() and not results_dir.is_dir():
-        raise HarnessError(f"--results-dir {results_dir} is a file; give a directory")
-    try:
-        probe(results_dir)
-    except NoSpace:
-        raise
-    except HarnessError as error:
-        raise HarnessError(f"--results-dir {results_dir} is not writable ({error}); choose another") from None
-    free = shutil.disk_usage(results_dir).free / 2**20
-    if free < need:
-        raise HarnessError(
-            f"--results-dir {results_dir} has {free:.0f} MiB free, less than the {need:g} MiB a run needs; free space"
-        )
-
-
-def min_free_mb() -> float:
-    text = os.environ.get("HARNESS_MIN_FREE_MB", "").strip()
-    if not text:
-        return MIN_FREE_MB
-    try:
-        value = float(text)
-    except ValueError:
-        value = math.nan
-    if not math.isfinite(value) or value < 0:
-        raise HarnessError(f"HARNESS_MIN_FREE_MB={plain(text)!r} is not a number of MiB (e.g. 100); fix or unset it")
-    return value
-
-
-def placeholder_result(run_id: str, job: Job, backend: str, status: str, reason: str) -> Result:
-    result = new_result(
-        run_id=run_id,
-        suite=job.suite,
-        framework=job.framework,
-        stack=job.stack,
-        backend=backend,
-        device=job.device,
-        params=job.params,
-        settings={
-            "repeat": job.repeat,
-            "warmup": job.warmup,
-            "threads": job.threads,
-            "cache": job.cache,
-            "precision": job.precision,
-        },
-        status=status,
-        reason=reason,
-    )
-    result["finished_at"] = utc_now()
-    return cast(Result, result)
-
-
-def _classify(run_id: str, job: Job, out: Path, outcome: JobOutcome) -> tuple[Result | None, str, str]:
-    """(the job's own valid result or None, status, reason) from what the backend saw."""
-    if outcome.status is not None:  # the scheduler's word (cancelled, a node failure) outranks the job's file
-        return None, outcome.status, outcome.reason or outcome.status
-    if outcome.timed_out:
-        return None, "timeout", f"killed after {job.timeout_s:g} s (raise it with --timeout)"
-    if outcome.oom:
-        return None, "oom", "killed for exceeding its memory limit (raise it with --memory)"
-    if outcome.result_problem is not None:
-        return None, "invalid-output", outcome.result_problem
-    try:
-        result = load_result(out)
-    except InvalidResult as error:
-        if os.path.lexists(out):
-            _set_aside(out, ".invalid.json")  # kept for inspection
-            return None, "invalid-output", str(error)
-        if outcome.exit_code is None:
-            return None, "failed", "could not be started (see stderr tail)"
-        if outcome.exit_code == 0:
-            return None, "invalid-output", "exited 0 without writing a result file"
-        return None, "failed", f"exited with code {outcome.exit_code} without writing a result"
-    if (result["suite"], result["framework"]) != (job.suite, job.framework):
-        _set_aside(out, ".invalid.json")
-        return None, "invalid-output", f"result file names {result['suite']}/{result['framework']}, not this job"
-    if result["run_id"] != run_id:
-        _set_aside(out, ".invalid.json")
-        return None, "invalid-output", f"result file belongs to run {result['run_id']}, not this run"
-    return result, result["status"], result["reason"] or ""
-
-
-def _set_aside(out: Path, suffix: str) -> None:
-    rename(out.parent, out.name, out.with_suffix(suffix).name, within(out.parent))
-
-
-def finalize(run_id: str, job: Job, backend: str, out: Path, outcome: JobOutcome) -> Result:
-    """The job's result as written: its own valid file, or a placeholder saying what went wrong."""
-    result, status, reason = _classify(run_id, job, out, outcome)
-    if result is None:
-        result = placeholder_result(run_id, job, backend, status, reason)
-        result["duration_s"] = outcome.wall_s
-    if result["status"] not in ("ok", "skipped") and not result.get("stderr_tail"):
-        result["stderr_tail"] = outcome.stderr_tail or None
-    result["environment"]["launch"] = {**outcome.annotations, "exit_code": outcome.exit_code, "wall_s": outcome.wall_s}
-    if "image" in outcome.annotations and result.get("image") is None:
-        result["image"] = outcome.annotations["image"]
-    write_json_atomic(out, result, within(out.parent))
-    return result
-
 
 FIRST = "the run was interrupted first"
 
@@ -267,7 +158,7 @@ def _execute(
                     writer.add(job, placeholder_result(plan.run_id, job, backend.name, "skipped", job.skip_reason))
                 else:
                     if kept is not None or os.path.lexists(out):
-                        _set_aside(out, ".previous.json")  # the attempt being retried
+                        set_aside(out, ".previous.json")  # the attempt being retried
                     say(f"-> {job.suite}/{job.framework} ({job.stack} stack, {backend.name})")
                     outcome = backend.run_job(job, plan.run_id, run_dir)
                     writer.add(job, finalize(plan.run_id, job, backend.name, out, outcome), write=False)

@@ -33,8 +33,8 @@ from harness.calibration import attach
 from harness.plan import PlanRequest, frameworks_for, get_suite, make_plan, visible_suites
 from harness.plausibility import achievable_text
 from harness.result_types import Metric, Result
-from harness.run_folder import Run, load_run
-from harness.runner import calibrate, execute, prepare_results_dir
+from harness.run_folder import Run, load_run, prepare_results_dir
+from harness.runner import calibrate, execute
 from harness.text.escape import plain
 from suites.runtime.frameworks import FRAMEWORKS
 

@@ -6,6 +6,9 @@ the job, the harness copies back the job's own `<framework>.json` (a regular, si
 within the size limit, read without following links) and the regular files of
 `<framework>-artifacts/`, then removes the folder. Whatever else the job left there -- links
 to host files, FIFOs, devices, other names -- is never read and goes with the folder.
+
+`finalize` then makes the job's result file of what came back, for every backend and export: the
+job's own valid result, or a placeholder naming what happened (timeout, oom, invalid-output...).
 """
 
 from __future__ import annotations
@@ -19,10 +22,11 @@ import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, BinaryIO, TypeVar
+from typing import IO, BinaryIO, TypeVar, cast
 
 from harness.backends.base import JobOutcome
 from harness.plan import Job
+from harness.result_types import Result
 from harness.run_folder import within
 from harness.safe_files import (
     MissingFile,
@@ -32,11 +36,14 @@ from harness.safe_files import (
     new_folder,
     read_bytes,
     remove_tree,
+    rename,
     write_bytes_atomic,
+    write_json_atomic,
 )
-from harness.schema import MAX_RESULT_BYTES
+from harness.schema import MAX_RESULT_BYTES, InvalidResult, load_result
 from harness.text.escape import plain
 from suites.runtime import job_spec
+from suites.runtime.result import new_result, utc_now
 
 WORK_DIR = ".jobs"
 MAX_ARTIFACT_BYTES = 256 * 2**20
@@ -240,3 +247,78 @@ def read_chunks(source: IO[bytes]) -> Iterable[bytes]:
 
 def stdout_echo(enabled: bool) -> IO[str] | None:
     return sys.stdout if enabled else None
+
+
+# -- what a job leaves behind, as its result file -----------------------------------------------------
+
+
+def placeholder_result(run_id: str, job: Job, backend: str, status: str, reason: str) -> Result:
+    result = new_result(
+        run_id=run_id,
+        suite=job.suite,
+        framework=job.framework,
+        stack=job.stack,
+        backend=backend,
+        device=job.device,
+        params=job.params,
+        settings={
+            "repeat": job.repeat,
+            "warmup": job.warmup,
+            "threads": job.threads,
+            "cache": job.cache,
+            "precision": job.precision,
+        },
+        status=status,
+        reason=reason,
+    )
+    result["finished_at"] = utc_now()
+    return cast(Result, result)
+
+
+def _classify(run_id: str, job: Job, out: Path, outcome: JobOutcome) -> tuple[Result | None, str, str]:
+    """(the job's own valid result or None, status, reason) from what the backend saw."""
+    if outcome.status is not None:  # the scheduler's word (cancelled, a node failure) outranks the job's file
+        return None, outcome.status, outcome.reason or outcome.status
+    if outcome.timed_out:
+        return None, "timeout", f"killed after {job.timeout_s:g} s (raise it with --timeout)"
+    if outcome.oom:
+        return None, "oom", "killed for exceeding its memory limit (raise it with --memory)"
+    if outcome.result_problem is not None:
+        return None, "invalid-output", outcome.result_problem
+    try:
+        result = load_result(out)
+    except InvalidResult as error:
+        if os.path.lexists(out):
+            set_aside(out, ".invalid.json")  # kept for inspection
+            return None, "invalid-output", str(error)
+        if outcome.exit_code is None:
+            return None, "failed", "could not be started (see stderr tail)"
+        if outcome.exit_code == 0:
+            return None, "invalid-output", "exited 0 without writing a result file"
+        return None, "failed", f"exited with code {outcome.exit_code} without writing a result"
+    if (result["suite"], result["framework"]) != (job.suite, job.framework):
+        set_aside(out, ".invalid.json")
+        return None, "invalid-output", f"result file names {result['suite']}/{result['framework']}, not this job"
+    if result["run_id"] != run_id:
+        set_aside(out, ".invalid.json")
+        return None, "invalid-output", f"result file belongs to run {result['run_id']}, not this run"
+    return result, result["status"], result["reason"] or ""
+
+
+def set_aside(out: Path, suffix: str) -> None:
+    rename(out.parent, out.name, out.with_suffix(suffix).name, within(out.parent))
+
+
+def finalize(run_id: str, job: Job, backend: str, out: Path, outcome: JobOutcome) -> Result:
+    """The job's result as written: its own valid file, or a placeholder saying what went wrong."""
+    result, status, reason = _classify(run_id, job, out, outcome)
+    if result is None:
+        result = placeholder_result(run_id, job, backend, status, reason)
+        result["duration_s"] = outcome.wall_s
+    if result["status"] not in ("ok", "skipped") and not result.get("stderr_tail"):
+        result["stderr_tail"] = outcome.stderr_tail or None
+    result["environment"]["launch"] = {**outcome.annotations, "exit_code": outcome.exit_code, "wall_s": outcome.wall_s}
+    if "image" in outcome.annotations and result.get("image") is None:
+        result["image"] = outcome.annotations["image"]
+    write_json_atomic(out, result, within(out.parent))
+    return result

@@ -22,8 +22,8 @@ from harness.bisect.verdict import MIN_ROUNDS, Pair, VersionRun, answer, compare
 from harness.errors import HarnessError
 from harness.images import Engine, connect, ensure, sha256_file, stack_image
 from harness.plan import Job, Plan, PlanRequest, get_framework, get_suite, make_plan
-from harness.run_folder import SUMMARY_FILE
-from harness.runner import execute, prepare_results_dir, say
+from harness.run_folder import SUMMARY_FILE, prepare_results_dir
+from harness.runner import execute, say
 from harness.safe_files import make_folder, new_folder, write_bytes_atomic, write_json_atomic
 from harness.schema import InvalidResult, load_result, load_summary
 from harness.statistics import observations_needed

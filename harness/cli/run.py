@@ -45,8 +45,8 @@ from harness.images import stack_image, variant_for
 from harness.plan import Plan, PlanRequest, check_timeout, frameworks_for, make_plan, parse_frameworks
 from harness.report.exports import Format, render_run
 from harness.rounds import MAX_ROUNDS, execute_rounds
-from harness.run_folder import load_run, resolve_run, resume_plan, suites_digest
-from harness.runner import calibrate, execute, prepare_results_dir
+from harness.run_folder import load_run, prepare_results_dir, resolve_run, resume_plan, suites_digest
+from harness.runner import calibrate, execute
 from harness.schema import load_summary
 
 

@@ -20,13 +20,21 @@ from typing import Any
 
 from harness.backends import job_folder
 from harness.backends.base import Limits
-from harness.backends.job_folder import tail_text
+from harness.backends.job_folder import placeholder_result, tail_text
 from harness.errors import HarnessError
 from harness.images import variant_for
 from harness.plan import Job, Plan, plan_from_record
 from harness.result_types import Result
-from harness.run_folder import PLAN_FILE, RunWriter, mismatch, new_run_folder, read_plan_record, run_lock, within
-from harness.runner import placeholder_result, prepare_results_dir
+from harness.run_folder import (
+    PLAN_FILE,
+    RunWriter,
+    mismatch,
+    new_run_folder,
+    prepare_results_dir,
+    read_plan_record,
+    run_lock,
+    within,
+)
 from harness.safe_files import MissingFile, UnsafeFile, create, read_tail
 from harness.schema import InvalidResult, load_result
 from harness.slurm.script import Layout, Stack, batch_script, job_spec_for, literal, prepare_script
