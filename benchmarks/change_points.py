@@ -4,7 +4,7 @@ Simulated histories (seeded): 400 series of 6-60 runs with 1 % run-to-run noise,
 one run 30 % off (a contended run); the same series with a 5 % and a 15 % step at a random run.
 For each noise estimator and penalty: the share of flat series with any change point, and the
 share of stepped series whose change point is found at the run where the step starts. The row
-marked "used" is harness/change_points.py's own `find`; the others are the alternatives it was
+marked "used" is harness/judge/change_points.py's own `find`; the others are the alternatives it was
 chosen over (docs/method.md quotes the table). Also checks TRIMMED_RMS by simulation.
 
     python benchmarks/change_points.py
@@ -24,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import numpy as np  # noqa: E402
 import ruptures as rpt  # noqa: E402
 
-from harness import change_points  # noqa: E402
+from harness.judge import change_points  # noqa: E402
 
 SERIES = 400
 

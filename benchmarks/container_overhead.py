@@ -30,8 +30,8 @@ sys.path.insert(0, str(REPO))
 from harness.backends.base import Backend  # noqa: E402
 from harness.backends.docker_backend import DockerBackend  # noqa: E402
 from harness.backends.local import LocalBackend  # noqa: E402
-from harness.images import connect, image_size, stack_image  # noqa: E402
-from harness.plan import PlanRequest, make_plan  # noqa: E402
+from harness.store.images import connect, image_size, stack_image  # noqa: E402
+from harness.store.plan import PlanRequest, make_plan  # noqa: E402
 
 STACKS = ("numpy", "jax", "pytorch")
 

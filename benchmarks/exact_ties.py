@@ -1,4 +1,4 @@
-"""How long one exact Mann-Whitney test takes (harness/statistics.py `mann_whitney_u`) at the sizes
+"""How long one exact Mann-Whitney test takes (harness/core/statistics.py `mann_whitney_u`) at the sizes
 `--rounds` allows, with and without ties.
 
 Seeded samples: 50 v 50 without ties, 50 v 50 with heavy ties (5 levels, the doubled mid-ranks
@@ -8,7 +8,7 @@ ties. Each call is timed with a cold cache (`rank_sum_distribution.cache_clear()
 median wall time and the median CPU time of the process (steadier on a shared machine) of --repeat
 calls, the largest wall time, and the median wall time of warm calls (the same size and tie pattern
 again, served from the cache). Also the size of the distribution (how many rank sums it spans).
-Asserts nothing: the figures go in the docstrings of harness/statistics.py and docs/method.md.
+Asserts nothing: the figures go in the docstrings of harness/core/statistics.py and docs/method.md.
 
     python benchmarks/exact_ties.py
     python benchmarks/exact_ties.py --repeat 11
@@ -26,7 +26,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from harness.statistics import mann_whitney_u, rank_sum_distribution  # noqa: E402
+from harness.core.statistics import mann_whitney_u, rank_sum_distribution  # noqa: E402
 
 
 def case(rng: random.Random, n: int, levels: int | None) -> tuple[list[float], list[float]]:

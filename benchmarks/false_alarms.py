@@ -45,10 +45,10 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from harness.compare import ROUNDS, Comparison, compare_runs, paired_metrics  # noqa: E402
-from harness.noise_floor import apply  # noqa: E402
-from harness.run_folder import Run, load_run  # noqa: E402
-from harness.statistics import ALPHA, mann_whitney_u, observations_needed, ratio_interval  # noqa: E402
+from harness.core.statistics import ALPHA, mann_whitney_u, observations_needed, ratio_interval  # noqa: E402
+from harness.judge.compare import ROUNDS, Comparison, compare_runs, paired_metrics  # noqa: E402
+from harness.judge.noise_floor import apply  # noqa: E402
+from harness.store.run_folder import Run, load_run  # noqa: E402
 
 HARNESS = [sys.executable, "-m", "harness.cli"]
 XLA = ["--suite", "xla", "-f", "numpy,jax", "-p", "matrix_size=512", "--repeat", "10"]

@@ -158,7 +158,7 @@ def site_folder(prefix: Path) -> Path:
 def import_check(env: dict[str, str]) -> None:
     """The harness's CLI and the modules its commands import late, in a fresh process: a host dependency
     missing from the wheels is named here, before any step."""
-    probe = "import harness.cli.main, harness.result_types, harness.images, harness.backends.local, docker, pydantic"
+    probe = "import harness.cli.main, harness.core.result_types, harness.store.images, harness.backends.local, docker, pydantic"
     proc = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, cwd=REPO)
     if proc.returncode != 0:
         last = (proc.stderr.strip().splitlines() or ["(no output)"])[-1]

@@ -1,7 +1,7 @@
 """How long `harness show` and `harness compare` take on the largest run folder the reader accepts.
 
 Builds two run folders (A and B) where every count cap of the result schema is at its maximum and
-every file still validates (`harness.schema.load_result`): the suite with the most frameworks, so
+every file still validates (`harness.core.schema.load_result`): the suite with the most frameworks, so
 the most results a run can hold; per result MAX_TOTAL_SAMPLES samples as MAX_SAMPLES-sample time
 metrics; on each metric one round per sample (round_sizes of 1 and MAX_SAMPLES round medians,
 so `compare` tests round medians), MAX_SAMPLES first calls, every per-sample contention list and
@@ -41,8 +41,8 @@ from typing import Any
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from harness.result_types import MAX_CURVE_EPOCHS, MAX_CURVES, MAX_SAMPLES, MAX_TOTAL_SAMPLES  # noqa: E402
-from harness.schema import MAX_CHECK_NUMBERS, MAX_CURVE_POINTS, MAX_RESULT_BYTES, PER_SAMPLE, load_result  # noqa: E402
+from harness.core.result_types import MAX_CURVE_EPOCHS, MAX_CURVES, MAX_SAMPLES, MAX_TOTAL_SAMPLES  # noqa: E402
+from harness.core.schema import MAX_CHECK_NUMBERS, MAX_CURVE_POINTS, MAX_RESULT_BYTES, PER_SAMPLE, load_result  # noqa: E402
 from suites.runtime.marks import MARKS  # noqa: E402
 from suites.runtime.registry import all_suites  # noqa: E402
 from suites.runtime.stats import summarize  # noqa: E402

@@ -1,6 +1,6 @@
 """How long the host takes to validate one result file at the schema's caps.
 
-Every command that reads a run validates every result in it (harness/schema.py), so this is a
+Every command that reads a run validates every result in it (harness/core/schema.py), so this is a
 floor under `show`, `compare`, `report` and `publish` on a large run. The document: 5 time metrics
 of 10,000 samples each with marks, round sizes and first calls, and 50 learning curves of 1,000
 epochs. Prints the best of 7 validations; nothing is asserted.
@@ -20,7 +20,7 @@ from typing import Any
 TREE = Path(sys.argv[1]).resolve() if len(sys.argv) > 1 else Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(TREE))
 
-from harness.schema import validate  # noqa: E402
+from harness.core.schema import validate  # noqa: E402
 from tests.factories import metric, result  # noqa: E402
 
 SAMPLES, METRICS, CURVES, EPOCHS = 10_000, 5, 50, 1_000

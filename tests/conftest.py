@@ -53,7 +53,7 @@ def finished(proc: subprocess.CompletedProcess[str]) -> bool:
     """A `run` (or `reproduce`) that finished as it should: exit 0, or DISTURBED (3): measured, but
     this test machine was busy, and nothing else was wrong. A failed job or gate is 1 and never
     passes here, however busy the machine was. Callers check the jobs' statuses."""
-    from harness.assessment import DISTURBED  # imported late: the cache home above is set first
+    from harness.judge.assessment import DISTURBED  # imported late: the cache home above is set first
 
     return proc.returncode in (0, DISTURBED)
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.run_folder import Run, load_run
+from harness.store.run_folder import Run, load_run
 from tests.conftest import finished, harness, run_folder
 
 TRAINING_TARGET = 75.0  # percent: mlp on 1024 samples reaches it within a few epochs, not in the first

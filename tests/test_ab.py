@@ -1,5 +1,5 @@
 """`harness ab`: two versions of the suites, interleaved round by round in one session, compared
-without the run-to-run allowance (harness/ab.py, run_folder.partners, rounds.execute_interleaved)."""
+without the run-to-run allowance (harness/execute/ab.py, run_folder.partners, rounds.execute_interleaved)."""
 
 from __future__ import annotations
 
@@ -11,13 +11,14 @@ from pathlib import Path
 
 import pytest
 
-from harness import ab, noise_floor
 from harness.backends.base import JobOutcome
-from harness.errors import HarnessError
-from harness.plan import Job, PlanRequest, make_plan
-from harness.rounds import Side, execute_interleaved
-from harness.run_folder import REPO, interleaved_record, load_run, partners, suites_digest
-from harness.schema import load_summary
+from harness.core.errors import HarnessError
+from harness.core.schema import load_summary
+from harness.execute import ab
+from harness.execute.rounds import Side, execute_interleaved
+from harness.judge import noise_floor
+from harness.store.plan import Job, PlanRequest, make_plan
+from harness.store.run_folder import REPO, interleaved_record, load_run, partners, suites_digest
 from tests.conftest import finished, harness, interrupt_at, run_folder
 from tests.test_noise_floor import rounds_run
 
@@ -66,7 +67,7 @@ def test_the_drift_gate_holds_separate_runs_but_not_the_two_sides_of_one_session
     assert harness("noise", *map(str, drifted)).returncode == 0
     a = partner(rounds_run(tmp_path / "a", 0.005, 10), "ra", "baseline", None)
     b = partner(rounds_run(tmp_path / "b", 0.005, 11, scale=1.04), "rb", "candidate", None)
-    from harness.compare import compare_runs
+    from harness.judge.compare import compare_runs
 
     separate = noise_floor.apply(compare_runs(load_run(a), load_run(b)))
     assert not any(c.significant for c in separate.changes)

@@ -1,4 +1,4 @@
-"""One judgment per run (harness/assessment.py): every medium and the exit code read it, and agree.
+"""One judgment per run (harness/judge/assessment.py): every medium and the exit code read it, and agree.
 
 A planted problem (a gate failure, a rate above the peak, an escaped sync, other arithmetic) must
 be named for the framework it was planted in by the table, the Markdown, the CSV, the JSON, the
@@ -20,14 +20,14 @@ from typing import Any
 
 import pytest
 
-from harness import assessment, plausibility
-from harness.assessment import Assessment, assess, run_exit_code
-from harness.calibration import ceilings_for_run
+from harness.judge import assessment, plausibility
+from harness.judge.assessment import Assessment, assess, run_exit_code
 from harness.publish.flags import run_flags
 from harness.report.exports import Format, render_run
 from harness.report.pictures import flag_reasons
 from harness.report.sparklines import render_plots
-from harness.run_folder import Run, load_run
+from harness.store.calibration import ceilings_for_run
+from harness.store.run_folder import Run, load_run
 from tests.factories import metric, result, write_run
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -36,21 +36,21 @@ HARNESS = ROOT / "harness"
 # ---------------------------------------------------------------------------------------------
 # (a) Only the assessment judges.
 
-# module -> the judging functions it defines; each may be called only by harness/assessment.py
+# module -> the judging functions it defines; each may be called only by harness/judge/assessment.py
 # (and inside the module that defines it).
 JUDGING: dict[str, tuple[str, ...]] = {
-    "harness.plausibility": ("lint", "exclusions", "sync_state", "escaped", "implausible"),
+    "harness.judge.plausibility": ("lint", "exclusions", "sync_state", "escaped", "implausible"),
     # the agreement gate and the precision comparison live in the assessment itself
-    "harness.assessment": (
+    "harness.judge.assessment": (
         "evaluate",
         "failing_frameworks",
         "measured_precision",
         "_precision_mismatches",
         "_fairness_mismatches",
     ),
-    "harness.calibration": ("ceilings_for_run",),  # the lint's ceilings: read once, by assess
+    "harness.store.calibration": ("ceilings_for_run",),  # the lint's ceilings: read once, by assess
 }
-JUDGES = "harness.assessment"
+JUDGES = "harness.judge.assessment"
 FORBIDDEN_NAMES = {name for names in JUDGING.values() for name in names}
 
 
@@ -96,17 +96,17 @@ def test_only_the_assessment_calls_the_judging_functions() -> None:
         found = judging_calls(module_name(path), path.read_text(encoding="utf-8"))
         if found:
             offenders[str(path.relative_to(ROOT))] = found
-    assert not offenders, f"judge a run through harness.assessment.assess, not directly: {offenders}"
+    assert not offenders, f"judge a run through harness.judge.assessment.assess, not directly: {offenders}"
 
 
 @pytest.mark.parametrize(
     "source",
     [
-        "from harness.assessment import evaluate\nrows = evaluate(run)\n",
-        "from harness import plausibility\nfound = plausibility.lint(run, None)\n",
-        "from harness.plausibility import sync_state as state\n",
-        "import harness.assessment as g\nbad = g.failing_frameworks\n",
-        "from harness.calibration import ceilings_for_run\n",
+        "from harness.judge.assessment import evaluate\nrows = evaluate(run)\n",
+        "from harness.judge import plausibility\nfound = plausibility.lint(run, None)\n",
+        "from harness.judge.plausibility import sync_state as state\n",
+        "import harness.judge.assessment as g\nbad = g.failing_frameworks\n",
+        "from harness.store.calibration import ceilings_for_run\n",
         "x = helper.lint(run, None)\n",
     ],
 )
@@ -115,8 +115,8 @@ def test_the_static_check_catches_a_renderer_that_judges(source: str) -> None:
 
 
 def test_the_defining_modules_and_the_assessment_are_left_alone() -> None:
-    assert not judging_calls("harness.plausibility", "def f(run, c):\n    return lint(run, c)\n")
-    assert not judging_calls(JUDGES, "from harness.assessment import evaluate\nevaluate(run)\n")
+    assert not judging_calls("harness.judge.plausibility", "def f(run, c):\n    return lint(run, c)\n")
+    assert not judging_calls(JUDGES, "from harness.judge.assessment import evaluate\nevaluate(run)\n")
     assert not judging_calls("harness.report.table", "judged.not_comparable.items()\njudged.sync('a', 'b')\n")
 
 

@@ -1,4 +1,4 @@
-"""A backend is one module plus one table entry: every entry of harness/backend_table.py brings the rest.
+"""A backend is one module plus one table entry: every entry of harness/core/backend_table.py brings the rest.
 
 Fails when a backend is registered without its module, its class (the `Backend` Protocol), its
 `from_options`, its place in `--backend`'s choices and in the plan's list, or its row in
@@ -14,11 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from harness.backend_table import EXPORTS, RUNS
 from harness.backends import base
 from harness.backends import base as factory
 from harness.cli.options import BackendName
-from harness.plan import BACKENDS
+from harness.core.backend_table import EXPORTS, RUNS
+from harness.store.plan import BACKENDS
 
 ROOT = Path(__file__).resolve().parent.parent
 EXTENDING = ROOT / "docs" / "extending.md"
@@ -54,7 +54,7 @@ def test_an_entry_is_importable_and_documented(name: str, module_path: str) -> N
     path = _source_file(module_path).relative_to(ROOT)
     rows = [line for line in EXTENDING.read_text(encoding="utf-8").splitlines() if line.startswith(f"| `{name}` |")]
     assert rows and f"`{path}`" in rows[0], f"docs/extending.md has no table row for {name} naming {path}"
-    assert name in BACKENDS, f"{name} is not in the names a plan may record (harness/plan.py BACKENDS)"
+    assert name in BACKENDS, f"{name} is not in the names a plan may record (harness/store/plan.py BACKENDS)"
 
 
 @pytest.mark.parametrize("name", sorted(RUNS))

@@ -15,7 +15,7 @@ from harness.backends import base as factory
 from harness.backends.base import BackendOptions, Limits, make_backend, resolve_backend
 from harness.backends.docker_transfer import transfer_mode
 from harness.cli import main
-from harness.errors import HarnessError
+from harness.core.errors import HarnessError
 from tests.factories import metric, result, write_run
 
 
@@ -67,7 +67,7 @@ def test_reproduce_against_a_remote_engine_uses_copy_transfer(
     tmp_path: Path, built: list[tuple[str, BackendOptions]], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The remote engine still holds the recorded image of a lock that moved since: it is pinned."""
-    import harness.images
+    import harness.store.images
 
     record = {"tag": "fw-harness/numpy:cpu-0123456789ab", "variant": "cpu", "lock_hash": "0123456789ab" * 5}
 
@@ -76,7 +76,7 @@ def test_reproduce_against_a_remote_engine_uses_copy_transfer(
         image = SimpleNamespace(tags=[record["tag"]])
         yield SimpleNamespace(client=SimpleNamespace(images=SimpleNamespace(list=lambda: [image])))
 
-    monkeypatch.setattr(harness.images, "connect", remote)
+    monkeypatch.setattr(harness.store.images, "connect", remote)
     monkeypatch.setenv("DOCKER_HOST", "ssh://bench@gpu-box")
     doc = result("numpy", [metric("matmul", [0.1, 0.1, 0.1])])
     doc["backend"], doc["image"] = "docker", record
@@ -124,7 +124,7 @@ def test_reproduce_refuses_an_unknown_backend(tmp_path: Path, capsys: pytest.Cap
 
 
 def test_a_reproduction_runs_where_the_result_ran(tmp_path: Path, built: list[tuple[str, BackendOptions]]) -> None:
-    from harness.reproduce import recorded_backend
+    from harness.execute.reproduce import recorded_backend
 
     assert recorded_backend({"slurm"}) == "slurm"
     assert recorded_backend({"kubernetes"}) == recorded_backend({"compose"}) == "docker"

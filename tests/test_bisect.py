@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from harness import cache_home
-from harness.assessment import DISTURBED
-from harness.bisect import record
-from harness.bisect.envs import env_for, install_command
-from harness.bisect.locks import (
+from harness.core import cache_home
+from harness.core.errors import HarnessError
+from harness.execute.bisect import record
+from harness.execute.bisect.envs import env_for, install_command
+from harness.execute.bisect.locks import (
     check_package,
     check_version,
     download_command,
@@ -23,10 +23,10 @@ from harness.bisect.locks import (
     parse_versions,
     wheel_hashes,
 )
-from harness.bisect.run import rounds_needed
-from harness.bisect.verdict import MIN_ROUNDS, VersionRun, answer, compare_pair, exit_code, first_change, judge
-from harness.errors import HarnessError
-from harness.images import locked_packages, sha256_file
+from harness.execute.bisect.run import rounds_needed
+from harness.execute.bisect.verdict import MIN_ROUNDS, VersionRun, answer, compare_pair, exit_code, first_change, judge
+from harness.judge.assessment import DISTURBED
+from harness.store.images import locked_packages, sha256_file
 from tests.conftest import REPO, finished, harness
 
 NUMPY_LOCK = (REPO / "images" / "numpy" / "lock-cpu.txt").read_text()

@@ -1,4 +1,4 @@
-"""One home for machine-wide state (harness/cache_home.py): calibration, Slurm venvs, warm compile caches.
+"""One home for machine-wide state (harness/core/cache_home.py): calibration, Slurm venvs, warm compile caches.
 
 tests/conftest.py gives every test a cache home of its own (HARNESS_CACHE_HOME, a tmp folder),
 so nothing here reads or writes the real ~/.cache/harness.
@@ -14,14 +14,14 @@ from typing import Any
 
 import pytest
 
-from harness import cache_home
 from harness.backends.base import BackendOptions, JobOutcome, make_backend
-from harness.calibration import attach, cache_lock, cache_path, fingerprint, parse
-from harness.errors import HarnessError
-from harness.images import stack_image
-from harness.plan import Job
-from harness.runner import calibrate
-from harness.slurm.settings import from_environment
+from harness.backends.slurm.settings import from_environment
+from harness.core import cache_home
+from harness.core.errors import HarnessError
+from harness.execute.runner import calibrate
+from harness.store.calibration import attach, cache_lock, cache_path, fingerprint, parse
+from harness.store.images import stack_image
+from harness.store.plan import Job
 from tests.conftest import finished, harness, read, run_folder
 
 
@@ -160,7 +160,7 @@ def test_concurrent_calibrations_measure_once() -> None:
 
 
 def test_a_cache_from_another_fingerprint_or_tampered_is_not_used(own_cache_home: Path) -> None:
-    from harness.calibration import load_cache
+    from harness.store.calibration import load_cache
 
     fp = fingerprint("cpu", 1, None)
     path = cache_path(fp)

@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from harness import cache_home
-from harness.assessment import assess
-from harness.calibration import parse, read_json_file
+from harness.core import cache_home
+from harness.judge.assessment import assess
 from harness.report.table import render
-from harness.run_folder import load_run
+from harness.store.calibration import parse, read_json_file
+from harness.store.run_folder import load_run
 from tests.conftest import finished, harness, read, run_folder
 from tests.factories import metric, result, write_run
 

@@ -1,5 +1,5 @@
 """Ceilings keyed by dtype and measured arithmetic, taken as the best of several samples, and "% of
-achievable" above 100 % flagged wherever it is shown (harness/calibration.py, harness/plausibility.py,
+achievable" above 100 % flagged wherever it is shown (harness/store/calibration.py, harness/judge/plausibility.py,
 suites/calibrate/).
 
 The issue: one median of 5 per stack, under whatever load the machine had then, showed "227 % of
@@ -15,9 +15,13 @@ from typing import Any
 
 import pytest
 
-from harness import cache_home
-from harness.assessment import assess, run_exit_code
-from harness.calibration import (
+from harness.core import cache_home
+from harness.execute.selftest import check_result
+from harness.judge.assessment import assess, run_exit_code
+from harness.judge.plausibility import ABOVE_ACHIEVABLE, achievable_note, achievable_text, lint, peak_for
+from harness.report.exports import Format, render_run
+from harness.report.records import metric_records
+from harness.store.calibration import (
     CEILING_KEYS,
     FORMAT,
     RUN_FILE,
@@ -29,11 +33,7 @@ from harness.calibration import (
     parse,
     rates_from_result,
 )
-from harness.plausibility import ABOVE_ACHIEVABLE, achievable_note, achievable_text, lint, peak_for
-from harness.report.exports import Format, render_run
-from harness.report.records import metric_records
-from harness.run_folder import Run, load_run
-from harness.selftest import check_result
+from harness.store.run_folder import Run, load_run
 from suites.calibrate import common
 from suites.runtime import precision
 from suites.runtime.context import Context

@@ -20,11 +20,11 @@ from pathlib import Path
 
 import pytest
 
-from harness import cache_home
-from harness.bisect.run import Request, _require_metric
-from harness.calibration import cache_path, cache_problem, fingerprint, load_cache, parse, store
-from harness.errors import HarnessError
-from harness.plan import frameworks_for
+from harness.core import cache_home
+from harness.core.errors import HarnessError
+from harness.execute.bisect.run import Request, _require_metric
+from harness.store.calibration import cache_path, cache_problem, fingerprint, load_cache, parse, store
+from harness.store.plan import frameworks_for
 from tests.conftest import REPO, finished, harness, read, run_folder
 from tests.factories import metric, result
 
@@ -106,7 +106,7 @@ def test_a_framework_without_a_gpu_variant_is_refused_before_any_job(tmp_path: P
 
 def test_the_compose_plan_step_refuses_it_too(tmp_path: Path) -> None:
     proc = subprocess.run(
-        [sys.executable, "-m", "harness.compose_steps", "--results", str(tmp_path),
+        [sys.executable, "-m", "harness.backends.compose_steps", "--results", str(tmp_path),
          "plan", "--suite", "xla", "--frameworks", "numpy", "--device", "gpu"],
         capture_output=True, text=True, cwd=REPO, timeout=120,
     )  # fmt: skip

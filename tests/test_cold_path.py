@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.images import stack_image
+from harness.store.images import stack_image
 from tests.conftest import REPO, finished, harness, read, run_folder
 
 pytestmark = pytest.mark.slow

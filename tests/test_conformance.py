@@ -12,7 +12,7 @@ from collections.abc import Callable
 
 import pytest
 
-from harness.schema import load_result
+from harness.core.schema import load_result
 from suites.runtime.frameworks import FRAMEWORKS
 from suites.runtime.registry import SUITES_DIR, all_suites
 from tests.conftest import finished, run_folder

@@ -11,11 +11,11 @@ from typing import Any
 
 import pytest
 
-from harness.assessment import DISTURBED, assess, run_exit_code
+from harness.core.schema import InvalidResult, validate
+from harness.execute.rounds import pool
+from harness.judge.assessment import DISTURBED, assess, run_exit_code
 from harness.report.table import render
-from harness.rounds import pool
-from harness.run_folder import load_run
-from harness.schema import InvalidResult, validate
+from harness.store.run_folder import load_run
 from suites.runtime import contention
 from suites.runtime.contention import Reading
 from tests.factories import metric, result, write_run
@@ -190,7 +190,7 @@ def test_a_gpu_sample_under_throttling_is_marked_through_nvml() -> None:
 
 
 def test_compare_leaves_out_a_round_whose_samples_were_mostly_contended(tmp_path: Path) -> None:
-    from harness.compare import compare_runs
+    from harness.judge.compare import compare_runs
 
     def rounds_run(name: str, level: float, hogged: set[int]) -> Path:
         medians = [level * (1 + 0.002 * k) for k in range(6)]

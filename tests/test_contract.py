@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.contract import problems
-from harness.stack_facts import STACKS
+from harness.core.stack_facts import STACKS
+from harness.execute.contract import problems
 from tests.conftest import REPO
 
 
@@ -29,7 +29,7 @@ def copy_checkout(root: Path) -> Path:
 
 
 def contract_in(repo: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "harness.contract"], cwd=repo, capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "harness.execute.contract"], cwd=repo, capture_output=True, text=True,
                           env={"PYTHONPATH": str(repo), "PATH": "/usr/bin:/bin"}, timeout=120)  # fmt: skip
 
 
@@ -50,7 +50,7 @@ def test_a_framework_added_without_its_pieces_is_named_for_each_one(tmp_path: Pa
     assert "stack tinygrad: compose.yaml has no service 'tinygrad'" in lines
     assert "stack tinygrad: images/lock.sh does not lock it by default" in lines
     assert "stack tinygrad: suites/runtime/build_info.py has no entry in PROBES" in lines
-    assert "stack tinygrad: no host declaration: add harness/stack_facts/stack_tinygrad.py" in lines
+    assert "stack tinygrad: no host declaration: add harness/core/stack_facts/stack_tinygrad.py" in lines
 
 
 def test_a_framework_added_to_a_stack_without_its_host_declaration_is_named(tmp_path: Path) -> None:
@@ -61,7 +61,7 @@ def test_a_framework_added_to_a_stack_without_its_host_declaration_is_named(tmp_
     frameworks.write_text(frameworks.read_text().replace(anchor, new + anchor, 1))
     proc = contract_in(repo)
     assert proc.returncode == 1
-    assert proc.stderr.splitlines() == ["framework haiku: harness/stack_facts/stack_jax.py does not declare it"]
+    assert proc.stderr.splitlines() == ["framework haiku: harness/core/stack_facts/stack_jax.py does not declare it"]
 
 
 def test_a_gpu_stack_whose_declaration_has_no_gpu_checks_is_named(monkeypatch: pytest.MonkeyPatch) -> None:

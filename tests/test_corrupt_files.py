@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.schema import MAX_RESULT_BYTES
+from harness.core.schema import MAX_RESULT_BYTES
 from tests.conftest import harness
 from tests.factories import metric, result, write_run
 

@@ -18,7 +18,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from harness.schema import load_result  # noqa: E402
+from harness.core.schema import load_result  # noqa: E402
 from suites.runtime import cuda_graphs  # noqa: E402
 from suites.runtime.context import Context  # noqa: E402
 from suites.runtime.cuda_graphs import CapturedStep, Snapshot, StaticInputs  # noqa: E402

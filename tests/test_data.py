@@ -29,9 +29,9 @@ import pytest
 from typer.testing import CliRunner
 
 from harness.cli import app
-from harness.data import download, formats, sources
-from harness.data.npz import NpzWriter, npy_header
-from harness.errors import HarnessError
+from harness.core.errors import HarnessError
+from harness.store.data import download, formats, sources
+from harness.store.data.npz import NpzWriter, npy_header
 from suites.runtime import datasets
 from suites.runtime.errors import JobError
 from tests.conftest import harness

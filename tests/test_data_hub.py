@@ -25,8 +25,8 @@ from PIL import Image  # noqa: E402
 from typer.testing import CliRunner  # noqa: E402
 
 from harness.cli import app  # noqa: E402
-from harness.data import hub  # noqa: E402
-from harness.errors import HarnessError  # noqa: E402
+from harness.core.errors import HarnessError  # noqa: E402
+from harness.store.data import hub  # noqa: E402
 from suites.runtime import datasets  # noqa: E402
 from tests.conftest import finished, harness, read, run_folder  # noqa: E402
 

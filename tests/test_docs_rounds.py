@@ -8,7 +8,7 @@ import math
 import re
 from pathlib import Path
 
-from harness.statistics import observations_needed, smallest_exact_p
+from harness.core.statistics import observations_needed, smallest_exact_p
 
 METHOD = Path(__file__).resolve().parent.parent / "docs" / "method.md"
 

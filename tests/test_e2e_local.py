@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.schema import load_result
+from harness.core.schema import load_result
 from tests.conftest import finished, harness, read, run_folder
 
 pytestmark = pytest.mark.slow

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from harness.core.schema import load_result
 from harness.report.table import render
-from harness.run_folder import load_run
-from harness.schema import load_result
+from harness.store.run_folder import load_run
 from tests.conftest import finished, harness, run_folder
 from tests.factories import metric, result, write_run
 

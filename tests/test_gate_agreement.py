@@ -7,10 +7,10 @@ from typing import Any
 
 import pytest
 
-from harness.assessment import assess, evaluate, reference_framework
+from harness.core.schema import load_result
+from harness.judge.assessment import assess, evaluate, reference_framework
 from harness.report.table import render
-from harness.run_folder import load_run
-from harness.schema import load_result
+from harness.store.run_folder import load_run
 from suites.runtime import perturb
 from suites.runtime.context import Context
 from suites.runtime.spec import CheckSpec, SuiteSpec
@@ -132,7 +132,7 @@ def test_a_perturbed_framework_fails_the_gate_and_keeps_its_timings(results: Pat
 
 
 def test_compare_gives_no_verdict_for_a_framework_that_failed_the_gate(tmp_path: Path) -> None:
-    from harness.compare import compare_runs
+    from harness.judge.compare import compare_runs
 
     def run_with(jax_sum: float, jax_time: float, name: str) -> Path:
         docs = [

@@ -13,10 +13,10 @@ from typing import Any
 
 import pytest
 
-from harness.compare import compare_runs
+from harness.judge.compare import compare_runs
 from harness.report.comparison import render_comparison
 from harness.report.exports import Format, render_run
-from harness.run_folder import load_run
+from harness.store.run_folder import load_run
 from tests.factories import check, metric, result, write_run
 
 GOLDEN = Path(__file__).parent / "golden"

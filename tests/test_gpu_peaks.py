@@ -1,4 +1,4 @@
-"""The datasheet peaks of each GPU board variant (harness/plausibility.py, GPU_PEAKS).
+"""The datasheet peaks of each GPU board variant (harness/judge/plausibility.py, GPU_PEAKS).
 
 A chip comes in several boards with different clocks, power and memory: an H100 PCIe reaches 3/4
 of an SXM5's FLOP/s, an H100 NVL and a GH200 have more and faster memory. Each variant has its
@@ -15,10 +15,10 @@ from typing import Any
 
 import pytest
 
-from harness import plausibility
-from harness.plausibility import NO_PEAK, GpuMatch, bandwidth_for, machine_limits, match_gpu, peak_for
+from harness.judge import plausibility
+from harness.judge.plausibility import NO_PEAK, GpuMatch, bandwidth_for, machine_limits, match_gpu, peak_for
 from harness.report.table import render
-from harness.run_folder import load_run
+from harness.store.run_folder import load_run
 from tests.factories import metric, result, write_run
 
 MIB = 2**20

@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from benchmarks import gpu_session
-from harness.run_folder import load_run
+from harness.store.run_folder import load_run
 from tests.conftest import REPO
 
 BUILD = REPO / "build" / "gpu-rehearsal"  # ignored; kept between runs (the environment takes a minute)

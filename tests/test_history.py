@@ -11,10 +11,10 @@ from typing import Any
 
 import pytest
 
-from harness import change_points
-from harness.assessment import assess
-from harness.history import find_changes, series_of
-from harness.run_folder import load_run
+from harness.judge import change_points
+from harness.judge.assessment import assess
+from harness.judge.history import find_changes, series_of
+from harness.store.run_folder import load_run
 from tests.conftest import harness
 from tests.factories import XLA_CHECKS, metric, result
 from tests.test_publish import write

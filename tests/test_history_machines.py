@@ -11,14 +11,14 @@ from typing import Any, cast
 
 import pytest
 
-from harness import machine_id, workload
-from harness.assessment import assess
-from harness.history import find_changes, series_of
+from harness.core import machine_id, workload
+from harness.core.result_types import Result
+from harness.judge.assessment import assess
+from harness.judge.history import find_changes, series_of
 from harness.publish.site import publish_site
 from harness.report.exports import Format
 from harness.report.history_report import render_history
-from harness.result_types import Result
-from harness.run_folder import load_run
+from harness.store.run_folder import load_run
 from tests.conftest import harness
 from tests.factories import metric, result
 from tests.test_publish import site_data, suite_page, write

@@ -22,7 +22,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from harness.plan import PlanRequest, make_plan
+from harness.store.plan import PlanRequest, make_plan
 from suites.runtime.stats import summarize
 from tests.conftest import harness
 from tests.factories import check, metric, result, write_run
@@ -168,7 +168,7 @@ def manifests(then: Callable[[Path, Path], None]) -> Plant:
     """`harness export k8s` output in tmp/k8s and a folder of saved pod logs, then a change."""
 
     def plant(run: Path, tmp: Path) -> None:
-        from harness.k8s import export, job_name
+        from harness.backends.k8s import export, job_name
 
         plan = make_plan(
             PlanRequest(suite="xla", frameworks="numpy,pytorch", params=("matrix_size=8",), repeat=2),
@@ -493,12 +493,12 @@ JSON_VALUES = st.recursive(
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=st.data())
 def test_no_corruption_crashes_a_renderer(tmp_path: Path, data: st.DataObject) -> None:
-    from harness.compare import compare_runs
-    from harness.errors import HarnessError
+    from harness.core.errors import HarnessError
+    from harness.judge.compare import compare_runs
     from harness.report.comparison import render_comparison
     from harness.report.exports import Format, render_run
     from harness.report.folder import write_report
-    from harness.run_folder import load_run
+    from harness.store.run_folder import load_run
 
     docs = [good_doc("numpy"), good_doc("jax", 0.5)]
     for doc in docs:  # every optional field a renderer reads is present, so it gets corrupted too
@@ -541,10 +541,10 @@ def test_no_corruption_crashes_a_renderer(tmp_path: Path, data: st.DataObject) -
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=st.data())
 def test_no_corrupted_summary_or_plan_crashes_the_reader(tmp_path: Path, data: st.DataObject) -> None:
-    from harness.errors import HarnessError
-    from harness.plan import plan_from_record
+    from harness.core.errors import HarnessError
     from harness.report.exports import Format, render_run
-    from harness.run_folder import load_run
+    from harness.store.plan import plan_from_record
+    from harness.store.run_folder import load_run
 
     folder = tmp_path / f"run-{data.draw(st.integers(0, 10**9))}"
     run = make_run(folder)

@@ -20,11 +20,11 @@ from typing import Any
 
 import pytest
 
-from harness import noise_floor
-from harness import run_folder as run_folder_module
-from harness.errors import HarnessError
-from harness.run_folder import suites_digest
-from harness.safe_files import UnsafeFile, write_bytes_atomic
+from harness.core.errors import HarnessError
+from harness.core.safe_files import UnsafeFile, write_bytes_atomic
+from harness.judge import noise_floor
+from harness.store import run_folder as run_folder_module
+from harness.store.run_folder import suites_digest
 from harness.text.escape import html, markdown, plain, utf8
 from tests.conftest import harness, interrupt_at, read, run_folder
 from tests.factories import metric, result
@@ -284,7 +284,7 @@ def test_a_revision_whose_suites_hold_links_or_no_package_is_refused(tmp_path: P
     _git(repo, "init", "-q")
     _git(repo, "add", "-A")
     _git(repo, "commit", "-qm", "x")
-    from harness import suites_tree  # imported here: the module is new, the rest of this file runs on older code
+    from harness.store import suites_tree  # imported here: the module is new, the rest of this file runs on older code
 
     problem = suites_tree.revision_problem(repo, _git(repo, "rev-parse", "HEAD"))
     assert problem == says if says is None else (problem is not None and says in problem), problem

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.schema import load_result
+from harness.core.schema import load_result
 from tests.conftest import REPO, finished, harness, read, run_folder
 
 pytestmark = pytest.mark.slow

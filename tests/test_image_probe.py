@@ -1,4 +1,4 @@
-"""The build probe (suites/runtime/build_info.py) and its reading on the host (harness/image_probe.py),
+"""The build probe (suites/runtime/build_info.py) and its reading on the host (harness/store/image_probe.py),
 without Docker: fat-binary parsing on a synthetic library, compute-capability coverage, the probe's
 output treated as hostile, and what `--verify` calls a broken cuda12 image. The real images are
 probed by tests/integration/test_images_cuda.py."""
@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from harness import image_probe
-from harness.errors import HarnessError
+from harness.core.errors import HarnessError
+from harness.store import image_probe
 from suites.runtime import build_info
 from suites.runtime.build_info import covers, fatbin_archs
 from tests.conftest import REPO
@@ -162,7 +162,7 @@ def test_hostile_probe_output_is_refused_or_neutralised() -> None:
 
 
 def test_a_stack_without_a_host_declaration_is_refused_never_left_unchecked() -> None:
-    from harness.stack_facts import of_stack
+    from harness.core.stack_facts import of_stack
 
     with pytest.raises(HarnessError, match=r"stack 'tinygrad' has no host declaration .*/stack_tinygrad\.py"):
         of_stack("tinygrad")
@@ -213,7 +213,7 @@ def test_doctor_gpu_check_reads_the_probe(
     monkeypatch: pytest.MonkeyPatch, report: dict[str, Any], passed: bool, detail: str
 ) -> None:
     """doctor --device gpu on a (stand-in) GPU host: the probe runs with a GPU request, kernels are checked."""
-    from harness import doctor
+    from harness.execute import doctor
 
     monkeypatch.setattr(doctor, "existing_image_id", lambda engine, image: "sha256:1")
     engine = _FakeEngine(report)

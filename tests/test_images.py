@@ -10,12 +10,12 @@ from typing import Any
 
 import pytest
 
-from harness import images
 from harness.backends.base import Limits
 from harness.backends.docker_backend import DATA_MOUNT, RESULTS_MOUNT, SUITES_MOUNT, DockerBackend, GpuRequest
-from harness.errors import HarnessError
-from harness.images import Ensured, locked_packages, select_wheels, stack_image, wheel_fits, wheels_for
-from harness.plan import Job
+from harness.core.errors import HarnessError
+from harness.store import images
+from harness.store.images import Ensured, locked_packages, select_wheels, stack_image, wheel_fits, wheels_for
+from harness.store.plan import Job
 from tests.conftest import REPO, finished, harness, read, run_folder
 
 STACKS = ("numpy", "jax", "pytorch")

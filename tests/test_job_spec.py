@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.plan import Job, PlanRequest, make_plan, plan_from_record
+from harness.store.plan import Job, PlanRequest, make_plan, plan_from_record
 from suites.runtime import job_spec
 from suites.runtime.job_spec import JobOptions, JobSpec, JobSpecError
 from tests.conftest import REPO

@@ -12,7 +12,7 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from harness.schema import load_result
+from harness.core.schema import load_result
 from tests.conftest import REPO, harness, read
 
 

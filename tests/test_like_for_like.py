@@ -1,4 +1,4 @@
-"""Like-for-like settings (harness/assessment.py): two frameworks that ran with different settings
+"""Like-for-like settings (harness/judge/assessment.py): two frameworks that ran with different settings
 of a knob that changes speed (`training.fairness`: a convolution algorithm search, how batches are
 copied from the host) are not comparable, and every medium says which knob; a setting that does
 not apply on one side (null) compares with anything; a field that is not what a job writes is
@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
-from harness.assessment import assess, run_exit_code
+from harness.judge.assessment import assess, run_exit_code
 from harness.report.exports import Format, render_run
-from harness.run_folder import Run, load_run
+from harness.store.run_folder import Run, load_run
 from suites.runtime.registry import all_suites
 from tests.factories import check, metric, result, write_run
 

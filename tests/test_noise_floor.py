@@ -1,4 +1,4 @@
-"""The machine's noise floor (harness/noise_floor.py): stored, read back, and what compare and --detect make of it."""
+"""The machine's noise floor (harness/judge/noise_floor.py): stored, read back, and what compare and --detect make of it."""
 
 from __future__ import annotations
 
@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
-from harness import noise_floor
-from harness.errors import HarnessError
-from harness.plan import PlanRequest, make_plan
-from harness.run_folder import load_run
+from harness.core.errors import HarnessError
+from harness.judge import noise_floor
+from harness.store.plan import PlanRequest, make_plan
+from harness.store.run_folder import load_run
 from suites.runtime import machine
 from tests.conftest import harness
 from tests.factories import metric, result, write_run

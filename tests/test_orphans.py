@@ -27,7 +27,7 @@ import pytest
 
 from harness.backends import local
 from harness.backends.local import read_stat
-from harness.schema import load_result
+from harness.core.schema import load_result
 from tests.conftest import REPO, finished, harness, read, run_folder
 
 linux_only = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="child subreapers and /proc are Linux's")

@@ -1,4 +1,4 @@
-"""harness/owner.py: `harness clean` tells a live harness's containers from a dead one's."""
+"""harness/core/owner.py: `harness clean` tells a live harness's containers from a dead one's."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import os
 import subprocess
 import sys
 
-from harness import owner
+from harness.core import owner
 
 
 def test_this_process_is_live_and_a_finished_or_reused_or_foreign_owner_is_not() -> None:

@@ -14,7 +14,7 @@ from harness.report import picture_figures as pictured
 from harness.report.exports import Format, render_run
 from harness.report.figures import _pyplot, write_figures
 from harness.report.sparklines import MARK_LETTERS, render_plots
-from harness.run_folder import Run, load_run
+from harness.store.run_folder import Run, load_run
 from suites.runtime.frameworks import FRAMEWORKS
 from tests.factories import metric, result, write_run
 

@@ -11,7 +11,7 @@ import pytest
 from harness.report import picture_figures as pictured
 from harness.report import pictures
 from harness.report.figures import _pyplot, write_figures
-from harness.run_folder import Run
+from harness.store.run_folder import Run
 from tests.conftest import harness
 from tests.picture_runs import TRAINING_TARGET, escaped_run, training_run, xla_run  # noqa: F401
 

@@ -1,4 +1,4 @@
-"""One request reaches every path that plans (harness/plan.py: PlanRequest): `--precision bf16` given to
+"""One request reaches every path that plans (harness/store/plan.py: PlanRequest): `--precision bf16` given to
 `export slurm`, `export k8s` or compose's plan step lands in the plan and in each job's spec, and every
 command that plans refuses a precision its suite cannot take, which it could only do after planning."""
 
@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from harness.plan import plan_from_record
+from harness.store.plan import plan_from_record
 from suites.runtime import job_spec
 from tests.conftest import REPO, harness, read
 
@@ -46,7 +46,7 @@ def test_export_k8s_carries_the_precision_into_the_plan_and_each_jobs_spec(tmp_p
 
 def test_the_compose_plan_step_carries_the_precision(tmp_path: Path) -> None:
     proc = subprocess.run(
-        [sys.executable, "-m", "harness.compose_steps", "--results", str(tmp_path), "plan", *MLP],
+        [sys.executable, "-m", "harness.backends.compose_steps", "--results", str(tmp_path), "plan", *MLP],
         capture_output=True, text=True, cwd=REPO, timeout=120,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr

@@ -1,7 +1,7 @@
 """A link planted at every path the harness writes, listed from the writers themselves.
 
 The list is not written by hand: a real run and its `--resume` execute under an audit hook that
-records every `harness.write` event (raised by each writer in harness/safe_files.py) and every
+records every `harness.write` event (raised by each writer in harness/core/safe_files.py) and every
 write-mode open, mkdir or rename made by path. Any write below the results folder that bypassed
 safe_files fails the first test. Then, for every folder and file that list names below the
 results folder (and below the cache home), a fresh copy of the run gets a symbolic link there,
@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.assessment import DISTURBED
+from harness.judge.assessment import DISTURBED
 from tests.conftest import REPO, run_folder
 
 pytestmark = pytest.mark.slow

@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from harness.errors import HarnessError
-from harness.plan import PlanRequest, make_plan, plan_from_record
+from harness.core.errors import HarnessError
+from harness.store.plan import PlanRequest, make_plan, plan_from_record
 from suites.runtime import job_spec
 from tests.conftest import REPO
 
@@ -102,7 +102,7 @@ def test_a_job_records_the_requested_and_the_measured_precision(tmp_path: Path) 
 
 def test_the_table_says_what_was_requested_and_what_the_probe_measured(tmp_path: Path) -> None:
     from harness.report.table import render
-    from harness.run_folder import load_run
+    from harness.store.run_folder import load_run
     from tests.factories import metric, result, write_run
 
     docs = []

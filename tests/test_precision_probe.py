@@ -11,9 +11,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from harness.assessment import assess
+from harness.judge.assessment import assess
 from harness.report.table import render
-from harness.run_folder import load_run
+from harness.store.run_folder import load_run
 from suites.runtime import precision
 from tests import precision_emulation as emulation
 from tests.conftest import REPO

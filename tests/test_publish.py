@@ -18,9 +18,9 @@ from typing import Any
 
 import pytest
 
-from harness.bisect import record
-from harness.bisect.verdict import VersionRun, answer, compare_pair, judge
-from harness.errors import HarnessError
+from harness.core.errors import HarnessError
+from harness.execute.bisect import record
+from harness.execute.bisect.verdict import VersionRun, answer, compare_pair, judge
 from harness.publish import publish_site
 from harness.publish.site import pairs_to_compare
 from harness.text.escape import script_json

@@ -16,11 +16,11 @@ from typing import Any
 
 import pytest
 
-from harness.calibration import FORMAT, RUN_FILE, VERSION
 from harness.publish import publish_site
 from harness.publish.flags import run_flags
 from harness.report import palette, pictures
-from harness.run_folder import Run, load_run
+from harness.store.calibration import FORMAT, RUN_FILE, VERSION
+from harness.store.run_folder import Run, load_run
 from suites.runtime.marks import MARKS
 from suites.runtime.stats import summarize
 from tests.factories import check, metric, result

@@ -16,7 +16,7 @@ from harness.publish import publish_site
 from harness.publish.flags import run_flags
 from harness.publish.run_charts import first_calls_line
 from harness.report import pictures
-from harness.run_folder import Run
+from harness.store.run_folder import Run
 from tests.browser import artifacts, require_browser, watched_page
 from tests.picture_runs import TRAINING_TARGET, training_run, xla_run  # noqa: F401
 

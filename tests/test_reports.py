@@ -11,12 +11,12 @@ from typing import Any
 
 import pytest
 
-from harness.assessment import assess
-from harness.compare import compare_runs
+from harness.judge.assessment import assess
+from harness.judge.compare import compare_runs
 from harness.report.exports import Format, render_run
 from harness.report.folder import write_report
 from harness.report.records import RECORD_FIELDS
-from harness.run_folder import load_run
+from harness.store.run_folder import load_run
 from tests.conftest import harness
 from tests.factories import metric, result, write_run
 
@@ -85,7 +85,7 @@ def test_one_process_a_side_gives_the_ratio_and_no_verdict_however_large_the_cha
 def test_the_rows_of_a_compare_are_one_family_holm_corrected(tmp_path: Path) -> None:
     """Six rows at 5 processes a side; one row's raw p is 0.016 (one overlap in 5 vs 5): alone it
     would be called, in a family of six it is not. Dropping the correction fails this test."""
-    from harness.statistics import holm
+    from harness.core.statistics import holm
 
     def run(name: str, shifted: bool) -> Path:
         metrics = []
@@ -118,7 +118,7 @@ def test_compare_writes_a_junit_report_one_case_per_verdict(tmp_path: Path) -> N
     suite = ET.parse(out).getroot().find("testsuite")
     assert suite is not None and suite.get("tests") == "2" and suite.get("failures") == "2"
     cases = suite.findall("testcase")
-    assert {c.get("classname") for c in cases} == {"harness.compare.xla.numpy", "harness.compare.xla.jax"}
+    assert {c.get("classname") for c in cases} == {"harness.judge.compare.xla.numpy", "harness.judge.compare.xla.jax"}
     assert all((f := c.find("failure")) is not None and "slower" in (f.get("message") or "") for c in cases)
     # Above the gate: the same changes pass; one process a side: skipped, never passed or failed.
     harness("compare", str(a), str(slow), "--junit", str(out), "--fail-above", "80")
@@ -201,10 +201,10 @@ def test_compare_tests_significance_on_round_medians_when_both_runs_have_rounds(
 def test_a_run_names_the_code_that_measured_it_and_compare_notices_a_change(tmp_path: Path) -> None:
     import json
 
-    from harness.compare import compare_runs
+    from harness.core.schema import code_problem, summary_problem
+    from harness.judge.compare import compare_runs
     from harness.report.table import render
-    from harness.run_folder import describe_code, load_run
-    from harness.schema import code_problem, summary_problem
+    from harness.store.run_folder import describe_code, load_run
     from tests.factories import metric, result, write_run
 
     code = describe_code()

@@ -1,4 +1,4 @@
-"""The result format is written once (harness/result_types.py): the doc names the same fields,
+"""The result format is written once (harness/core/result_types.py): the doc names the same fields,
 older versions are migrated on read, and wheel names are parsed by `packaging`."""
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ from typing import Any, get_args
 import pytest
 from typing_extensions import get_type_hints
 
-from harness import result_types
-from harness.images import wheel_fits
-from harness.schema import InvalidResult, load_result, migrate, validate
+from harness.core import result_types
+from harness.core.schema import InvalidResult, load_result, migrate, validate
+from harness.store.images import wheel_fits
 from suites.runtime.result import RESULT_KEYS, SCHEMA_VERSION, STATUSES, new_result
 from suites.runtime.syncguard import SYNC_STATES
 from tests.factories import metric, result
@@ -64,7 +64,7 @@ def test_a_real_version_1_file_is_migrated_and_reads_like_version_2(tmp_path: Pa
 
 def test_version_1_and_2_render_identically(tmp_path: Path) -> None:
     from harness.report.exports import Format, render_run
-    from harness.run_folder import load_run
+    from harness.store.run_folder import load_run
     from tests.factories import write_run
 
     docs = [result(fw, [metric("matmul", [1.0, 1.1, 0.9], flops=1e9)]) for fw in ("numpy", "jax")]

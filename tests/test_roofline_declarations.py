@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from harness.calibration import rates_from_result
+from harness.store.calibration import rates_from_result
 from suites.runtime.context import Context
 from suites.runtime.registry import all_suites, implementation_module
 from tests.factories import metric, result

@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
-from harness.assessment import Assessment, assess
-from harness.rounds import pool
-from harness.run_folder import load_run
-from harness.schema import InvalidResult, validate
+from harness.core.schema import InvalidResult, validate
+from harness.execute.rounds import pool
+from harness.judge.assessment import Assessment, assess
+from harness.store.run_folder import load_run
 from tests.factories import check, metric, result, write_run
 
 PRODUCT_SUM = 3.3e7

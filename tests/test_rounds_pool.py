@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from harness import rounds
-from harness.schema import validate
+from harness.core.schema import validate
+from harness.execute import rounds
 from tests.factories import metric, result
 
 

@@ -20,7 +20,7 @@ from tests.conftest import finished
 ROOT = Path(__file__).resolve().parent.parent
 DOC = ROOT / "docs" / "extending.md"
 MAX_MODULES = 20
-JUDGING = "harness.statistics"  # the intervals behind every verdict; a disturbed metric gets none
+JUDGING = "harness.core.statistics"  # the intervals behind every verdict; a disturbed metric gets none
 ENTRY = re.compile(r"^\d+\. `harness/([\w/]+)\.py`")
 
 
@@ -55,7 +55,7 @@ def test_one_local_run_follows_the_documented_path(tmp_path: Path) -> None:
     documented = documented_path()
     assert len(documented) == len(set(documented)), "a module is listed twice"
     unused = set(documented) - set(measured)
-    from harness.assessment import DISTURBED  # imported late, as conftest.finished does
+    from harness.judge.assessment import DISTURBED  # imported late, as conftest.finished does
 
     if proc.returncode == DISTURBED:
         # A busy machine disturbed the metrics: a disturbed metric gets no ratio interval (it is left out

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from harness.schema import InvalidResult, load_result, validate
+from harness.core.schema import InvalidResult, load_result, validate
 from tests.factories import check, metric, result
 
 

@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from harness.run_folder import Run
-from harness.selftest import Check, check_result
+from harness.execute.selftest import Check, check_result
+from harness.store.run_folder import Run
 from tests.conftest import REPO, finished
 from tests.factories import metric, result
 

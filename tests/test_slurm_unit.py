@@ -11,16 +11,10 @@ from pathlib import Path
 import pytest
 
 from harness.backends.base import CHOICES, FACTORIES, BackendOptions, Limits, make_backend
-from harness.cli.options import BackendName
-from harness.errors import HarnessError
-from harness.images import variant_for
-from harness.plan import BACKENDS, Job, PlanRequest, make_plan
-from harness.runner import execute
-from harness.schema import load_result
-from harness.slurm import backend as slurm_backend
-from harness.slurm import control
-from harness.slurm.export import ended_by
-from harness.slurm.script import (
+from harness.backends.slurm import backend as slurm_backend
+from harness.backends.slurm import control
+from harness.backends.slurm.export import ended_by
+from harness.backends.slurm.script import (
     Layout,
     Stack,
     batch_script,
@@ -28,7 +22,13 @@ from harness.slurm.script import (
     prepare_script,
     time_minutes,
 )
-from harness.slurm.settings import SlurmSettings, from_environment, parse_sbatch_options
+from harness.backends.slurm.settings import SlurmSettings, from_environment, parse_sbatch_options
+from harness.cli.options import BackendName
+from harness.core.errors import HarnessError
+from harness.core.schema import load_result
+from harness.execute.runner import execute
+from harness.store.images import variant_for
+from harness.store.plan import BACKENDS, Job, PlanRequest, make_plan
 from suites.runtime.result import STATUSES
 from tests.conftest import harness, read
 

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 
 import pytest
 
-from harness.statistics import (
+from harness.core.statistics import (
     BOOTSTRAP_RESAMPLES,
     CONFIDENCE,
     bootstrap_median_ci,

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from harness.statistics import (
+from harness.core.statistics import (
     bootstrap_median_ci,
     describe,
     geometric_mean,
@@ -51,7 +51,7 @@ def test_small_sample_intervals_state_the_coverage_they_really_have() -> None:
     """Monte Carlo on lognormal timings: the printed coverage is never more than what is achieved."""
     import random
 
-    from harness.statistics import median_coverage, ratio_interval
+    from harness.core.statistics import median_coverage, ratio_interval
 
     assert median_coverage(3, 1) == 0.75 and median_coverage(4, 1) == 0.875 and median_coverage(5, 1) == 0.9375
     rng = random.Random(7)
@@ -70,7 +70,7 @@ def test_small_sample_intervals_state_the_coverage_they_really_have() -> None:
 
 
 def test_outliers_are_found_when_most_samples_are_equal() -> None:
-    from harness.statistics import outliers
+    from harness.core.statistics import outliers
 
     assert outliers([1.0, 1.0, 1.0, 1.0, 100.0]) == (4,)  # MAD = 0: the mean deviation decides
     assert outliers([1.0, 1.0, 1.0]) == ()

@@ -1,4 +1,4 @@
-"""The exact Mann-Whitney test with ties (harness/statistics.py): the permutation distribution of the
+"""The exact Mann-Whitney test with ties (harness/core/statistics.py): the permutation distribution of the
 mid-rank sum given the tie pattern, checked against enumerating every split, scipy's permutation
 test, the tie-free exact test it replaces, and the moments of the rank sum at 50 v 50."""
 
@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from harness.statistics import (
+from harness.core.statistics import (
     EXACT_MAX_N,
     _exact_u_pvalue,
     mann_whitney_u,
@@ -169,7 +169,7 @@ def test_50_v_50_with_ties_matches_monte_carlo() -> None:
 
 
 def test_normal_approximation_beyond_exact_sizes() -> None:
-    assert EXACT_MAX_N >= 50  # every --rounds allows (harness/rounds.py MAX_ROUNDS) gets the exact test
+    assert EXACT_MAX_N >= 50  # every --rounds allows (harness/execute/rounds.py MAX_ROUNDS) gets the exact test
     rng = random.Random(4)
     n = EXACT_MAX_N + 1
     # Two constant sides: exact would be 2 / C(102, 51) ~ 5e-30; the approximation says ~1e-23.
@@ -186,6 +186,6 @@ def test_normal_approximation_beyond_exact_sizes() -> None:
 
 
 def test_exact_limit_covers_every_round_count() -> None:
-    from harness.rounds import MAX_ROUNDS
+    from harness.execute.rounds import MAX_ROUNDS
 
     assert EXACT_MAX_N >= MAX_ROUNDS

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.schema import load_result
+from harness.core.schema import load_result
 from suites.autograd.common import (
     GRAD_OF_SUM,
     JIT_SCALAR_LOOP,

@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from harness.schema import load_result
+from harness.core.schema import load_result
 from suites.jit.common import SEED_F16, lengths, name, seed_points
 from suites.runtime.errors import JobError
 from tests.conftest import finished, harness, run_folder

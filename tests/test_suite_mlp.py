@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from harness.schema import load_result
+from harness.core.schema import load_result
 from tests.conftest import finished, harness, read, run_folder
 
 pytestmark = pytest.mark.slow

@@ -10,10 +10,10 @@ from typing import Any
 import numpy as np
 import pytest
 
-from harness.data.npz import NpzWriter
-from harness.data.store import write_dataset
-from harness.plan import PlanRequest, make_plan
-from harness.schema import load_result
+from harness.core.schema import load_result
+from harness.store.data.npz import NpzWriter
+from harness.store.data.store import write_dataset
+from harness.store.plan import PlanRequest, make_plan
 from suites.runtime import job_spec
 from tests.conftest import REPO, finished, harness, read, run_folder
 

@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from harness.schema import load_result
+from harness.core.schema import load_result
 from suites.pc import common
 from tests.conftest import finished, harness, run_folder
 

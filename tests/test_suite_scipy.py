@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from harness.schema import load_result
+from harness.core.schema import load_result
 from tests.conftest import finished, harness, run_folder
 
 pytestmark = pytest.mark.slow

@@ -2,9 +2,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from harness.assessment import assess, evaluate
+from harness.judge.assessment import assess, evaluate
 from harness.report.table import render
-from harness.run_folder import load_run
+from harness.store.run_folder import load_run
 from tests.factories import check, metric, result, write_run
 
 

@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from harness import time_to_target as ttt
-from harness.schema import InvalidResult, validate
+from harness.core.schema import InvalidResult, validate
+from harness.judge import time_to_target as ttt
 from tests.factories import metric, result
 
 
@@ -101,9 +101,9 @@ def test_the_schema_refuses_malformed_dataset_and_training_fields(field: str, va
 def test_rounds_pool_a_partly_reached_target_and_the_table_says_so(tmp_path: Any) -> None:
     """The wiring: harness/rounds.pool drops the lucky rounds' metrics and pools the target; the
     table shows the outcome per framework and the dataset in its head."""
-    from harness import rounds
+    from harness.execute import rounds
     from harness.report.table import render
-    from harness.run_folder import load_run
+    from harness.store.run_folder import load_run
     from tests.factories import write_run
 
     flax = [

@@ -14,8 +14,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from harness.assessment import evaluate
-from harness.run_folder import Run
+from harness.judge.assessment import evaluate
+from harness.store.run_folder import Run
 from suites.runtime import training
 from suites.runtime.context import Context
 from suites.runtime.datasets import synthetic_images

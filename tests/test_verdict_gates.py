@@ -13,12 +13,12 @@ from typing import Any
 
 import pytest
 
-from harness import noise_floor
-from harness.assessment import DISTURBED, FAILED, INTERRUPTED, assess, run_exit_code, worst
-from harness.compare import ROUNDS, Change, compare_runs
-from harness.errors import HarnessError
-from harness.run_folder import load_run
-from harness.statistics import ALPHA
+from harness.core.errors import HarnessError
+from harness.core.statistics import ALPHA
+from harness.judge import noise_floor
+from harness.judge.assessment import DISTURBED, FAILED, INTERRUPTED, assess, run_exit_code, worst
+from harness.judge.compare import ROUNDS, Change, compare_runs
+from harness.store.run_folder import load_run
 from suites.runtime import machine
 from suites.runtime.stats import summarize
 from tests.conftest import harness
@@ -29,7 +29,7 @@ SAMPLES_A_ROUND = 4
 
 
 def pooled(name: str, medians: list[float], disturbed_rounds: tuple[int, ...] = ()) -> dict[str, Any]:
-    """A metric pooled from rounds (harness/rounds.py's shape): SAMPLES_A_ROUND samples a round at its
+    """A metric pooled from rounds (harness/execute/rounds.py's shape): SAMPLES_A_ROUND samples a round at its
     median, and the samples of `disturbed_rounds` (0-based) marked contended by the job's runtime."""
     samples = [m for m in medians for _ in range(SAMPLES_A_ROUND)]
     n = len(samples)
@@ -238,8 +238,8 @@ def test_noise_refuses_a_run_without_quiet_rounds(tmp_path: Path) -> None:
 
 
 def test_bisect_leaves_a_disturbed_round_out_as_compare_does(tmp_path: Path) -> None:
-    from harness.bisect.run import Request, _collect
-    from harness.plan import PlanRequest, make_plan
+    from harness.execute.bisect.run import Request, _collect
+    from harness.store.plan import PlanRequest, make_plan
 
     plan = make_plan(PlanRequest(suite="xla", frameworks="numpy", params=("matrix_size=8",)), backend="local")
     request = Request("xla", "matmul", "numpy", "numpy", ["1.0"], tmp_path)

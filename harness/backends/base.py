@@ -8,7 +8,7 @@ its own time limit) travels in `status` and `reason`, and the runner writes the 
 
 `run`, `calibrate`, `reproduce` and `selftest` all call `make_backend`, so a reproduction against a
 remote engine gets the same copy transfer, limits and GPU request as the run it reproduces. Adding
-a backend is one module and one entry in harness/backend_table.py (docs/extending.md); the module
+a backend is one module and one entry in harness/core/backend_table.py (docs/extending.md); the module
 is imported by its path when that backend is made, never before.
 """
 
@@ -23,10 +23,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from harness.backend_table import RUNS
-from harness.errors import HarnessError
-from harness.images import engine_problem
-from harness.plan import Job
+from harness.core.backend_table import RUNS
+from harness.core.errors import HarnessError
+from harness.store.images import engine_problem
+from harness.store.plan import Job
 from harness.text.escape import plain
 from suites.runtime.registry import SUITES_DIR
 
@@ -104,7 +104,7 @@ def job_command(spec_path: str, python: str = "python") -> list[str]:
     return [python, "-m", "suites", "run", "--job", spec_path]
 
 
-# Choosing one: the name -> module table (harness/backend_table.py), and `auto` decided once.
+# Choosing one: the name -> module table (harness/core/backend_table.py), and `auto` decided once.
 __all__ = ["CHOICES", "FACTORIES", "BackendOptions", "check_options", "make_backend", "resolve_backend"]
 
 

@@ -24,7 +24,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
-from harness import owner
 from harness.backends import job_folder
 from harness.backends.base import BackendOptions, JobOutcome, Limits, job_command
 from harness.backends.docker_transfer import (
@@ -43,8 +42,9 @@ from harness.backends.docker_transfer import (
 )
 from harness.backends.job_folder import Tail, pump, stdout_echo
 from harness.backends.reaper import Reaper
-from harness.errors import HarnessError
-from harness.images import (
+from harness.core import owner
+from harness.core.errors import HarnessError
+from harness.store.images import (
     DEFAULT_BASE_IMAGE,
     IMAGE_USER,
     LABEL,
@@ -57,7 +57,7 @@ from harness.images import (
     stack_image,
     variant_for,
 )
-from harness.plan import Job
+from harness.store.plan import Job
 from suites.runtime import job_spec
 from suites.runtime.job_spec import JobSpec
 from suites.runtime.registry import SUITES_DIR

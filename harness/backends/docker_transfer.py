@@ -27,12 +27,12 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from harness import owner
 from harness.backends.job_folder import MAX_ARTIFACT_BYTES, MAX_ARTIFACT_FILES
-from harness.errors import HarnessError
-from harness.images import LABEL
-from harness.safe_files import MissingFile, UnsafeFile, create, failure, read_bytes
-from harness.schema import MAX_RESULT_BYTES
+from harness.core import owner
+from harness.core.errors import HarnessError
+from harness.core.safe_files import MissingFile, UnsafeFile, create, failure, read_bytes
+from harness.core.schema import MAX_RESULT_BYTES
+from harness.store.images import LABEL
 
 OUT_SUBDIR = "out"  # copy mode: the job writes here, a folder its user owns inside the results volume
 RESULTS_MOUNT = "/results"

@@ -25,10 +25,8 @@ from pathlib import Path
 from typing import IO, BinaryIO, TypeVar, cast
 
 from harness.backends.base import JobOutcome
-from harness.plan import Job
-from harness.result_types import Result
-from harness.run_folder import within
-from harness.safe_files import (
+from harness.core.result_types import Result
+from harness.core.safe_files import (
     MissingFile,
     UnsafeFile,
     copy_regular_tree,
@@ -40,7 +38,9 @@ from harness.safe_files import (
     write_bytes_atomic,
     write_json_atomic,
 )
-from harness.schema import MAX_RESULT_BYTES, InvalidResult, load_result
+from harness.core.schema import MAX_RESULT_BYTES, InvalidResult, load_result
+from harness.store.plan import Job
+from harness.store.run_folder import within
 from harness.text.escape import plain
 from suites.runtime import job_spec
 from suites.runtime.result import new_result, utc_now

@@ -26,8 +26,8 @@ from typing import Any
 from harness.backends import job_folder
 from harness.backends.base import BackendOptions, JobOutcome, Limits, job_command
 from harness.backends.job_folder import Tail, pump, read_chunks, stdout_echo
-from harness.plan import Job
-from harness.safe_files import make_folder
+from harness.core.safe_files import make_folder
+from harness.store.plan import Job
 from suites.runtime.registry import SUITES_DIR
 
 PR_SET_PDEATHSIG = 1  # linux/prctl.h

@@ -7,8 +7,6 @@ from typing import Annotated, Optional
 
 import typer
 
-from harness import ab, noise_floor
-from harness.assessment import FAILED, INTERRUPTED, run_exit_code, worst
 from harness.backends.base import resolve_backend
 from harness.cli.options import (
     BackendName,
@@ -30,11 +28,14 @@ from harness.cli.options import (
     require_datasets,
 )
 from harness.cli.results import check_gate_options, conclude, with_floor
-from harness.compare import compare_runs
-from harness.errors import HarnessError
-from harness.plan import PlanRequest, make_plan
+from harness.core.errors import HarnessError
+from harness.execute import ab
+from harness.judge import noise_floor
+from harness.judge.assessment import FAILED, INTERRUPTED, run_exit_code, worst
+from harness.judge.compare import compare_runs
 from harness.report.exports import Format
-from harness.run_folder import load_run
+from harness.store.plan import PlanRequest, make_plan
+from harness.store.run_folder import load_run
 
 
 def ab_command(

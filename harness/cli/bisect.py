@@ -9,10 +9,6 @@ from typing import Annotated, Optional
 
 import typer
 
-from harness.bisect.locks import parse_versions
-from harness.bisect.render import render
-from harness.bisect.run import Request, run_bisect
-from harness.bisect.verdict import MIN_ROUNDS, exit_code
 from harness.cli.options import (
     Precision,
     PrecisionOption,
@@ -22,7 +18,11 @@ from harness.cli.options import (
     default_results_dir,
     default_wheelhouse,
 )
-from harness.errors import HarnessError
+from harness.core.errors import HarnessError
+from harness.execute.bisect.locks import parse_versions
+from harness.execute.bisect.render import render
+from harness.execute.bisect.run import Request, run_bisect
+from harness.execute.bisect.verdict import MIN_ROUNDS, exit_code
 from harness.text.escape import plain
 from suites.runtime.frameworks import STACKS
 

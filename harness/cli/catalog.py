@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from harness.plan import get_suite, visible_suites
+from harness.store.plan import get_suite, visible_suites
 
 
 def list_suites(all_: Annotated[bool, typer.Option("--all", help="include test-only suites")] = False) -> None:

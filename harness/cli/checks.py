@@ -7,10 +7,10 @@ from typing import Annotated, Optional
 
 import typer
 
-from harness.assessment import DISTURBED, FAILED
 from harness.cli.options import Device, DeviceOption, Precision, PrecisionOption, ResultsDir, default_results_dir
-from harness.doctor import Check, run_checks
-from harness.errors import HarnessError
+from harness.core.errors import HarnessError
+from harness.execute.doctor import Check, run_checks
+from harness.judge.assessment import DISTURBED, FAILED
 
 
 def doctor(device: DeviceOption = Device("cpu")) -> None:
@@ -36,8 +36,8 @@ def selftest(
     results_dir: ResultsDir = None,
 ) -> None:
     """Every suite at its smoke size on DEVICE with this interpreter's frameworks; one line per check."""
-    from harness.plan import get_suite, visible_suites
-    from harness.selftest import run_selftest
+    from harness.execute.selftest import run_selftest
+    from harness.store.plan import get_suite, visible_suites
 
     names = [n.strip() for n in suites.split(",")] if suites is not None else None
     if names is not None:

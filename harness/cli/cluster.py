@@ -8,6 +8,7 @@ from typing import Annotated, Optional
 import typer
 
 from harness.backends.base import make_limits
+from harness.backends.k8s import collect, export
 from harness.cli.options import (
     Device,
     DeviceOption,
@@ -18,11 +19,10 @@ from harness.cli.options import (
     VariantOption,
     default_results_dir,
 )
-from harness.errors import HarnessError
-from harness.k8s import collect, export
-from harness.plan import PlanRequest, make_plan
-from harness.run_folder import read_plan_record
-from harness.safe_files import MissingFile, UnsafeFile
+from harness.core.errors import HarnessError
+from harness.core.safe_files import MissingFile, UnsafeFile
+from harness.store.plan import PlanRequest, make_plan
+from harness.store.run_folder import read_plan_record
 
 export_app = typer.Typer(no_args_is_help=True, help="Write the jobs of a run for another scheduler.")
 
@@ -117,8 +117,14 @@ def export_slurm(
     cpus: Annotated[Optional[float], typer.Option("--cpus", help="sbatch --cpus-per-task")] = None,
 ) -> None:
     """One sbatch script per framework job, each on a node of its own; submit with submit.sh."""
-    from harness.slurm.export import export as export_scripts
-    from harness.slurm.settings import SlurmSettings, check_gpus, check_python, check_runtime, parse_sbatch_options
+    from harness.backends.slurm.export import export as export_scripts
+    from harness.backends.slurm.settings import (
+        SlurmSettings,
+        check_gpus,
+        check_python,
+        check_runtime,
+        parse_sbatch_options,
+    )
 
     if gpus is not None and device.value != "gpu":
         raise HarnessError(f"--gpus {gpus} selects GPUs for --device gpu; add --device gpu or drop --gpus")
@@ -178,7 +184,7 @@ def collect_command(
 ) -> None:
     """Turn what exported Kubernetes or Slurm jobs left into a run folder for show, report and compare."""
     if _exported_by_slurm(manifests):
-        from harness.slurm.export import collect as collect_slurm
+        from harness.backends.slurm.export import collect as collect_slurm
 
         if logs is not None:
             raise HarnessError("--logs is for Kubernetes exports; a Slurm export folder holds its own logs/")

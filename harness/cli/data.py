@@ -9,10 +9,10 @@ import typer
 from tabulate import tabulate
 
 from harness.cli.options import DataDir, default_data_dir
-from harness.data import fetch as fetching
-from harness.data import hub, imports, store
-from harness.data.sources import IMPORTED, SOURCES
-from harness.errors import HarnessError
+from harness.core.errors import HarnessError
+from harness.store.data import fetch as fetching
+from harness.store.data import hub, imports, store
+from harness.store.data.sources import IMPORTED, SOURCES
 from harness.text.numbers import fmt_bytes
 from suites.runtime.datasets import fetch_command
 

@@ -11,15 +11,15 @@ from typing import Annotated, Optional
 
 import typer
 
-from harness.assessment import assess
 from harness.cli.options import FormatOption
 from harness.cli.results import check_output_file
-from harness.errors import HarnessError
-from harness.history import find_changes, series_of
+from harness.core.errors import HarnessError
+from harness.core.safe_files import write_bytes_atomic
+from harness.judge.assessment import assess
+from harness.judge.history import find_changes, series_of
 from harness.publish.collect import Progress, collect
 from harness.report.exports import Format
 from harness.report.history_report import history_junit, render_history
-from harness.safe_files import write_bytes_atomic
 from harness.text.escape import plain, utf8
 
 SHOW_FROM = 200  # folders: fewer read in a second or two, with nothing to watch

@@ -13,7 +13,6 @@ import sys
 import typer
 from typer.exceptions import TyperException
 
-from harness.assessment import INTERRUPTED
 from harness.cli.ab import ab_command
 from harness.cli.bisect import bisect
 from harness.cli.catalog import describe, list_suites
@@ -27,8 +26,9 @@ from harness.cli.reproduce import reproduce
 from harness.cli.results import compare, report, show
 from harness.cli.run import calibrate_command, run
 from harness.cli.stacks import build, clean, wheelhouse
-from harness.errors import BAD_INPUT, HarnessError
-from harness.safe_files import FULL
+from harness.core.errors import BAD_INPUT, HarnessError
+from harness.core.safe_files import FULL
+from harness.judge.assessment import INTERRUPTED
 from harness.text.escape import plain
 
 app = typer.Typer(

@@ -8,7 +8,6 @@ from typing import Annotated, Optional
 
 import typer
 
-from harness.assessment import DISTURBED, INTERRUPTED
 from harness.backends.base import make_backend, resolve_backend
 from harness.cli.options import (
     BackendName,
@@ -24,11 +23,12 @@ from harness.cli.options import (
     default_data_dir,
     default_results_dir,
 )
-from harness.errors import HarnessError
-from harness.noise_floor import MIN_ROUNDS, detectable, left_out, store
-from harness.plan import PlanRequest, make_plan, new_run_id
-from harness.rounds import execute_rounds
-from harness.run_folder import Run, load_run, resolve_run
+from harness.core.errors import HarnessError
+from harness.execute.rounds import execute_rounds
+from harness.judge.assessment import DISTURBED, INTERRUPTED
+from harness.judge.noise_floor import MIN_ROUNDS, detectable, left_out, store
+from harness.store.plan import PlanRequest, make_plan, new_run_id
+from harness.store.run_folder import Run, load_run, resolve_run
 from harness.text.escape import plain
 from harness.text.numbers import fmt_share
 

@@ -13,11 +13,11 @@ from typing import Annotated, Optional
 import typer
 
 from harness.backends.base import CHOICES, BackendOptions, make_limits
-from harness.data.store import require as require_dataset
-from harness.errors import HarnessError
-from harness.plan import Plan
+from harness.core.errors import HarnessError
+from harness.core.safe_files import kind
 from harness.report.exports import Format
-from harness.safe_files import kind
+from harness.store.data.store import require as require_dataset
+from harness.store.plan import Plan
 from harness.text.escape import plain
 from suites.runtime.frameworks import STACKS
 from suites.runtime.job_spec import DEVICES
@@ -26,7 +26,7 @@ from suites.runtime.settings import PRECISIONS
 Device = Enum("Device", [(name, name) for name in DEVICES], type=str)  # type: ignore[misc]
 
 
-# --backend for commands that run jobs: `auto` and every backend of the one table (harness/backend_table.py).
+# --backend for commands that run jobs: `auto` and every backend of the one table (harness/core/backend_table.py).
 BackendName = Enum("BackendName", [(name, name) for name in CHOICES], type=str)  # type: ignore[misc]
 
 

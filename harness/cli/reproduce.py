@@ -9,7 +9,6 @@ from typing import Annotated, Optional
 
 import typer
 
-from harness.assessment import assess, run_exit_code
 from harness.backends.base import make_backend
 from harness.cli.options import (
     CpusOption,
@@ -26,12 +25,13 @@ from harness.cli.options import (
     default_data_dir,
     default_results_dir,
 )
-from harness.compare import compare_runs
-from harness.errors import HarnessError
+from harness.core.errors import HarnessError
+from harness.execute.runner import execute
+from harness.judge.assessment import assess, run_exit_code
+from harness.judge.compare import compare_runs
 from harness.report.comparison import render_comparison
 from harness.report.exports import Format, render_run
-from harness.run_folder import load_run
-from harness.runner import execute
+from harness.store.run_folder import load_run
 from harness.text.escape import plain
 
 
@@ -57,7 +57,7 @@ def reproduce(
 ) -> None:
     """Re-run exactly what a result describes and compare the old and new numbers."""
     from harness.backends.base import FACTORIES
-    from harness.reproduce import plan_reproduction
+    from harness.execute.reproduce import plan_reproduction
 
     if backend is not None and backend not in FACTORIES:
         raise HarnessError(f"--backend {plain(backend)!r} is not one of {', '.join(FACTORIES)}")

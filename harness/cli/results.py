@@ -10,18 +10,18 @@ from typing import Annotated, Optional
 
 import typer
 
-from harness.assessment import DISTURBED, FAILED, assess, worst
 from harness.cli.options import FailAboveOption, FormatOption, JunitOption, ResultsDir, RunRef, default_results_dir
-from harness.compare import Comparison, compare_runs
-from harness.errors import HarnessError
-from harness.noise_floor import apply
+from harness.core.errors import HarnessError
+from harness.core.safe_files import kind, write_bytes_atomic
+from harness.judge.assessment import DISTURBED, FAILED, assess, worst
+from harness.judge.compare import Comparison, compare_runs
+from harness.judge.noise_floor import apply
 from harness.report.comparison import render_comparison
 from harness.report.exports import Format, render_run
 from harness.report.folder import write_report
 from harness.report.junit import comparison_junit
 from harness.report.sparklines import render_plots
-from harness.run_folder import Run, load_run, resolve_run
-from harness.safe_files import kind, write_bytes_atomic
+from harness.store.run_folder import Run, load_run, resolve_run
 from harness.text.escape import plain, utf8
 
 

@@ -10,13 +10,8 @@ from typing import Annotated, Optional
 
 import typer
 
-from harness import cache_home, noise_floor
-from harness.assessment import assess, run_exit_code
 from harness.backends.base import check_options as check_backend_options
 from harness.backends.base import make_backend, resolve_backend
-from harness.calibration import attach as attach_calibration
-from harness.calibration import check_mode as check_calibrate_mode
-from harness.calibration import describe as describe_calibration
 from harness.cli.options import (
     BackendName,
     BackendOption,
@@ -40,14 +35,20 @@ from harness.cli.options import (
     parse_pythons,
     require_datasets,
 )
-from harness.errors import HarnessError
-from harness.images import stack_image, variant_for
-from harness.plan import Plan, PlanRequest, check_timeout, frameworks_for, make_plan, parse_frameworks
+from harness.core import cache_home
+from harness.core.errors import HarnessError
+from harness.core.schema import load_summary
+from harness.execute.rounds import MAX_ROUNDS, execute_rounds
+from harness.execute.runner import calibrate, execute
+from harness.judge import noise_floor
+from harness.judge.assessment import assess, run_exit_code
 from harness.report.exports import Format, render_run
-from harness.rounds import MAX_ROUNDS, execute_rounds
-from harness.run_folder import load_run, prepare_results_dir, resolve_run, resume_plan, suites_digest
-from harness.runner import calibrate, execute
-from harness.schema import load_summary
+from harness.store.calibration import attach as attach_calibration
+from harness.store.calibration import check_mode as check_calibrate_mode
+from harness.store.calibration import describe as describe_calibration
+from harness.store.images import stack_image, variant_for
+from harness.store.plan import Plan, PlanRequest, check_timeout, frameworks_for, make_plan, parse_frameworks
+from harness.store.run_folder import load_run, prepare_results_dir, resolve_run, resume_plan, suites_digest
 
 
 def run(

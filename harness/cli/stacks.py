@@ -8,7 +8,7 @@ from typing import Annotated, Optional
 import typer
 
 from harness.cli.options import StacksOption, Variant, VariantOption, WheelhouseOption, default_wheelhouse
-from harness.images import DEFAULT_BASE_IMAGE, build_images, fill_images_wheelhouse, parse_stacks
+from harness.store.images import DEFAULT_BASE_IMAGE, build_images, fill_images_wheelhouse, parse_stacks
 
 
 def build(
@@ -26,7 +26,7 @@ def build(
         parse_stacks(stacks), variant.value, base_image, wheelhouse or default_wheelhouse(), echo=not quiet
     )
     if verify:
-        from harness.image_probe import verify_images
+        from harness.store.image_probe import verify_images
 
         verify_images(done)
 
@@ -49,7 +49,7 @@ def clean(
     ] = None,
 ) -> None:
     """Remove job containers and volumes a killed harness left behind (found by their labels)."""
-    from harness.clean import clean as remove_leftovers
+    from harness.execute.clean import clean as remove_leftovers
 
     cleaned = remove_leftovers(run_id)
     for name in cleaned.containers:

@@ -1,6 +1,6 @@
 """bisect-N.html: one version bisect, as `harness bisect` shows it in the terminal, and its index rows.
 
-The numbers use the terminal's rules (harness/text/numbers.py, as harness/bisect/render.py does)
+The numbers use the terminal's rules (harness/text/numbers.py, as harness/execute/bisect/render.py does)
 and the verdicts are the words the bisect recorded; every string from bisect.json is text placed
 through page.py, never markup.
 """
@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from harness.core.statistics import CONFIDENCE
 from harness.publish.bisects import PublishedBisect
 from harness.publish.names import INDEX, bisect_file
 from harness.publish.page import Content, Markup, join, link, page, table, tag
-from harness.statistics import CONFIDENCE
 from harness.text.numbers import fmt_interval, fmt_p, fmt_ratio, fmt_share, fmt_value
 
 INDEX_HEADERS = ["bisect", "suite", "metric", "stack", "package", "versions", "answer"]

@@ -2,7 +2,7 @@
 
 Everything read is hostile: the record is read with `safe_files.read_bytes` (no link followed, a
 regular file only, at most MAX_BYTES), checked with the bisect's own validator
-(harness/bisect/record.py) and then for the types the pages show, so a folder that fails is
+(harness/execute/bisect/record.py) and then for the types the pages show, so a folder that fails is
 skipped with one line naming it, never a crash. Nothing read here becomes part of a path.
 """
 
@@ -14,9 +14,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness.bisect import record
-from harness.errors import HarnessError
-from harness.safe_files import read_bytes
+from harness.core.errors import HarnessError
+from harness.core.safe_files import read_bytes
+from harness.execute.bisect import record
 from harness.text.escape import plain
 
 PREFIX = "bisect-"  # the folder `harness bisect` writes: never a run folder

@@ -17,11 +17,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness.errors import HarnessError
+from harness.core.errors import HarnessError
+from harness.core.safe_files import kind
+from harness.core.schema import load_summary
 from harness.publish.bisects import PREFIX, PublishedBisect, load_bisect
-from harness.run_folder import Run, load_run
-from harness.safe_files import kind
-from harness.schema import load_summary
+from harness.store.run_folder import Run, load_run
 from harness.text.escape import plain
 
 Progress = Callable[[int], None]  # told once per folder read, with the number of folders

@@ -1,13 +1,13 @@
 """compare-A-B.html: `harness compare` of two runs of one suite, with each metric's flags beside it.
 
-The verdicts are `harness.compare`'s own (`Change.verdict`), the numbers numbers.py's: the page
+The verdicts are `harness.judge.compare`'s own (`Change.verdict`), the numbers numbers.py's: the page
 says exactly what `harness compare A B` prints, plus the flags that excluded a metric.
 """
 
 from __future__ import annotations
 
-from harness.compare import Change, Comparison, compare_runs
-from harness.errors import HarnessError
+from harness.core.errors import HarnessError
+from harness.judge.compare import Change, Comparison, compare_runs
 from harness.publish import labels
 from harness.publish.collect import PublishedRun
 from harness.publish.flags import FlagBook

@@ -8,11 +8,11 @@ draws a flagged number apart from the normal points, never as one of them.
 
 from __future__ import annotations
 
-from harness import assessment
-from harness.assessment import Assessment, assess
-from harness.plausibility import ESCAPED, IMPLAUSIBLE
+from harness.judge import assessment
+from harness.judge.assessment import Assessment, assess
+from harness.judge.plausibility import ESCAPED, IMPLAUSIBLE
 from harness.publish.collect import PublishedRun
-from harness.run_folder import Run
+from harness.store.run_folder import Run
 from harness.text.escape import plain
 from harness.text.numbers import fmt_giga
 

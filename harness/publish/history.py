@@ -12,12 +12,12 @@ from __future__ import annotations
 import statistics
 from dataclasses import dataclass, field
 
-from harness import machine_id, workload
+from harness.core import machine_id, workload
+from harness.core.result_types import Metric, Result
+from harness.core.statistics import median_interval
 from harness.publish import labels
 from harness.publish.collect import PublishedRun
 from harness.publish.flags import FlagBook
-from harness.result_types import Metric, Result
-from harness.statistics import median_interval
 from harness.text.escape import plain
 from harness.text.numbers import fmt_time, fmt_value, time_unit
 
@@ -45,7 +45,7 @@ class MetricHistory:
     better: str
     points: list[Point] = field(default_factory=list)
     workload: str = ""  # shown when the suite's runs measured more than one workload
-    workload_key: str = ""  # harness/workload.py's key
+    workload_key: str = ""  # harness/core/workload.py's key
     series_key: str = ""  # workload.series_key (workload, threads, machine): what this chart's change points match
     machine: str = ""  # shown when the suite's runs come from more than one machine or thread setting
 

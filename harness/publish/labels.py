@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from harness.result_types import Result
-from harness.run_folder import Run
-from harness.stack_facts import FRAMEWORKS
+from harness.core.result_types import Result
+from harness.core.stack_facts import FRAMEWORKS
+from harness.store.run_folder import Run
 from harness.text.escape import plain
 
 

@@ -17,8 +17,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from harness import assessment
-from harness.assessment import Assessment
+from harness.judge import assessment
+from harness.judge.assessment import Assessment
 from harness.publish.page import Markup, join, lines, tag
 from harness.report import palette
 from harness.report.pictures import (
@@ -34,7 +34,7 @@ from harness.report.pictures import (
     timelines,
     wide,
 )
-from harness.run_folder import Run
+from harness.store.run_folder import Run
 from harness.text.escape import plain
 from harness.text.numbers import fmt_percent, fmt_time, time_unit
 

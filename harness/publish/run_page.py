@@ -11,7 +11,7 @@ from harness.publish.page import Markup, join, lines, link, page, table, tag
 from harness.publish.run_charts import chart_data, figures, run_pictures
 from harness.report.environment import environment_rows
 from harness.report.table import render
-from harness.run_folder import code_label, session_label
+from harness.store.run_folder import code_label, session_label
 from harness.text.escape import plain
 
 # Fields that must match for numbers to stand side by side (the table's fairness footer checks

@@ -16,9 +16,11 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from harness import workload
-from harness.errors import HarnessError
-from harness.history import find_changes, series_of
+from harness.core import workload
+from harness.core.errors import HarnessError
+from harness.core.result_types import Metric, Result
+from harness.core.safe_files import MissingFile, UnsafeFile, read_bytes, real_folder, write_bytes_atomic
+from harness.judge.history import find_changes, series_of
 from harness.publish.bisect_page import bisect_label, bisect_page
 from harness.publish.collect import Catalogue, PublishedRun, collect
 from harness.publish.compare_page import compare_page
@@ -28,8 +30,6 @@ from harness.publish.index_page import index_page
 from harness.publish.names import GENERATED, INDEX, MANIFEST, bisect_file, compare_file, run_file, suite_file
 from harness.publish.run_page import run_page
 from harness.publish.suite_page import Changes, suite_page
-from harness.result_types import Metric, Result
-from harness.safe_files import MissingFile, UnsafeFile, read_bytes, real_folder, write_bytes_atomic
 from harness.text.escape import plain, utf8
 
 _HERE = Path(__file__).resolve().parent

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from harness.history import ChangePoint
+from harness.judge.history import ChangePoint
 from harness.publish import labels
 from harness.publish.collect import PublishedRun
 from harness.publish.flags import FlagBook

@@ -7,9 +7,9 @@ import math
 from dataclasses import asdict
 from typing import Any
 
-from harness.compare import CORRECTION, ROUNDS, Change, Comparison
+from harness.core.statistics import CONFIDENCE
+from harness.judge.compare import CORRECTION, ROUNDS, Change, Comparison
 from harness.report.exports import Format, html_page, to_csv
-from harness.statistics import CONFIDENCE
 from harness.text import escape, html
 from harness.text.numbers import fmt_geomean, fmt_interval, fmt_p, fmt_ratio, fmt_share, fmt_value
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from harness.run_folder import Run
+from harness.store.run_folder import Run
 
 
 def _flatten(prefix: str, value: Any, out: dict[str, str]) -> None:

@@ -8,11 +8,11 @@ import json
 from enum import Enum
 from typing import Any
 
-from harness import assessment
-from harness.assessment import Assessment
+from harness.judge import assessment
+from harness.judge.assessment import Assessment
 from harness.report.records import RECORD_FIELDS, metric_records
 from harness.report.table import check_rows, render, timing_rows
-from harness.run_folder import Run
+from harness.store.run_folder import Run
 from harness.text import escape, html
 
 

@@ -7,16 +7,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness import assessment
-from harness.assessment import Assessment
-from harness.errors import HarnessError
-from harness.plan import get_suite
+from harness.core.errors import HarnessError
+from harness.core.result_types import Metric
+from harness.core.safe_files import real_folder, write_bytes_atomic
+from harness.judge import assessment
+from harness.judge.assessment import Assessment
 from harness.report import palette, pictures
 from harness.report import picture_figures as pictured
 from harness.report.pictures import wide
-from harness.result_types import Metric
-from harness.run_folder import Run
-from harness.safe_files import real_folder, write_bytes_atomic
+from harness.store.plan import get_suite
+from harness.store.run_folder import Run
 from harness.text.escape import plain, plot_label
 
 

@@ -6,13 +6,13 @@ from pathlib import Path
 
 from tabulate import tabulate
 
-from harness.assessment import assess
-from harness.errors import HarnessError
+from harness.core.errors import HarnessError
+from harness.core.safe_files import real_folder, write_bytes_atomic
+from harness.judge.assessment import assess
 from harness.report.environment import environment_rows
 from harness.report.exports import Format, render_run
 from harness.report.figures import write_figures
-from harness.run_folder import Run
-from harness.safe_files import real_folder, write_bytes_atomic
+from harness.store.run_folder import Run
 from harness.text import escape
 from harness.text.escape import utf8
 

@@ -6,8 +6,8 @@ import json
 import xml.etree.ElementTree as ET
 from typing import Any
 
-from harness.change_points import MIN_POINTS, PENALTY
-from harness.history import ChangePoint, Series
+from harness.judge.change_points import MIN_POINTS, PENALTY
+from harness.judge.history import ChangePoint, Series
 from harness.report.exports import Format, html_page, to_csv
 from harness.text import escape, html
 from harness.text.escape import plain
@@ -128,7 +128,7 @@ def history_junit(suite: str, series: list[Series], changes: list[ChangePoint]) 
     failures = skipped = 0
     for s in series:
         where = f"; {s.machine}" if s.several_machines else ""
-        case = ET.SubElement(group, "testcase", classname=plain(f"harness.history.{suite}.{s.framework}"),
+        case = ET.SubElement(group, "testcase", classname=plain(f"harness.judge.history.{suite}.{s.framework}"),
                              name=plain(f"{s.metric} ({s.workload}{where})"))  # fmt: skip
         found = by_series.get(id(s), [])
         worse = [c for c in found if c.worse]

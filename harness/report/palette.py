@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import hashlib
 
-from harness.stack_facts import FRAMEWORKS
+from harness.core.stack_facts import FRAMEWORKS
 
 FLAG_COLOUR = "#c00000"  # flagged points and rings: never a framework's colour
 MARK_COLOUR = "#000000"  # samples the job marked (escaped, contended, throttled): drawn apart

@@ -22,11 +22,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from harness import assessment
-from harness.assessment import Assessment
-from harness.plausibility import Peak, achievable_key, bandwidth_for, peak_for
-from harness.result_types import Metric, Result
-from harness.run_folder import Run
+from harness.core.result_types import Metric, Result
+from harness.judge import assessment
+from harness.judge.assessment import Assessment
+from harness.judge.plausibility import Peak, achievable_key, bandwidth_for, peak_for
+from harness.store.run_folder import Run
 from harness.text.numbers import fmt_giga
 from suites.runtime.marks import MARKS
 

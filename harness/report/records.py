@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from harness import assessment
-from harness.assessment import Assessment, framework_ratio
-from harness.plausibility import achievable_note
-from harness.run_folder import Run
-from harness.statistics import describe
+from harness.core.statistics import describe
+from harness.judge import assessment
+from harness.judge.assessment import Assessment, framework_ratio
+from harness.judge.plausibility import achievable_note
+from harness.store.run_folder import Run
 
 RECORD_FIELDS = (
     "run_id", "suite", "framework", "stack", "backend", "device", "status", "metric", "kind", "unit", "better",

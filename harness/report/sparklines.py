@@ -12,10 +12,10 @@ import math
 import statistics
 from collections.abc import Sequence
 
-from harness import assessment
-from harness.assessment import Assessment
+from harness.judge import assessment
+from harness.judge.assessment import Assessment
 from harness.report.pictures import LearningCurves, Timeline, TimelineSeries, learning_curves, timelines, wide
-from harness.run_folder import Run
+from harness.store.run_folder import Run
 from harness.text.escape import plain
 from harness.text.numbers import fmt_time
 

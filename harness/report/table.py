@@ -5,12 +5,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from harness import assessment, time_to_target
-from harness.assessment import CONTENDED, SYNC_ESCAPED, Assessment, framework_ratio
-from harness.plausibility import ESCAPED, IMPLAUSIBLE, Finding, achievable_text, peak_text
-from harness.result_types import Metric, Result
-from harness.run_folder import Run, code_label, session_label
-from harness.statistics import BOOTSTRAP_MIN_N, UNSTABLE_RELATIVE_IQR
+from harness.core.result_types import Metric, Result
+from harness.core.statistics import BOOTSTRAP_MIN_N, UNSTABLE_RELATIVE_IQR
+from harness.judge import assessment, time_to_target
+from harness.judge.assessment import CONTENDED, SYNC_ESCAPED, Assessment, framework_ratio
+from harness.judge.plausibility import ESCAPED, IMPLAUSIBLE, Finding, achievable_text, peak_text
+from harness.store.run_folder import Run, code_label, session_label
 from harness.text import escape
 from harness.text.numbers import (
     fmt_giga,

@@ -33,7 +33,7 @@ ITEMSIZE = {"float32": 4, "float64": 8, "bfloat16": 2}
 def matmul_bytes(n: int, dtype: str) -> float:
     """Compulsory traffic of C = A @ B: read A and B, write C, once each. The roofline needs both
     quantities of every metric; the bandwidth this implies is far below the stream's, so the
-    calibration's best-of (harness/calibration.py) still takes bandwidth from the stream."""
+    calibration's best-of (harness/store/calibration.py) still takes bandwidth from the stream."""
     return 3.0 * n * n * ITEMSIZE[dtype]
 
 

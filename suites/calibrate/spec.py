@@ -1,7 +1,7 @@
 """Test-free machine calibration: achievable matmul FLOP/s per dtype and arithmetic, and streaming bandwidth.
 
 Run by `harness calibrate` (and once per machine fingerprint by `harness run`); the results
-give the "% of achievable" next to the datasheet's "% of peak" (harness/calibration.py).
+give the "% of achievable" next to the datasheet's "% of peak" (harness/store/calibration.py).
 """
 
 from suites.runtime.precision import CLASSES
@@ -15,7 +15,7 @@ SPEC = SuiteSpec(
         Param("matmul_size", "int", 0, "N of the N x N matmuls (0: 1024 on a CPU, 8192 on a GPU)", min=0, max=65536),
         Param("stream_mib", "int", 0, "MiB of the streamed array (0: 256 on a CPU, 2048 on a GPU)", min=0, max=65536),
     ),
-    # The ceiling is the best sample (harness/calibration.py): more samples, more chances that one ran
+    # The ceiling is the best sample (harness/store/calibration.py): more samples, more chances that one ran
     # on a quiet machine. Each is one N x N matmul or one pass over the stream.
     repeat=10,
     warmup=1,

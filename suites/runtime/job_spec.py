@@ -1,6 +1,6 @@
 """One job's whole specification, `job.json`: the fields are declared once, here, for both sides.
 
-The host's plan holds each job as a `harness.plan.Job`, which is `JobOptions` plus what only the
+The host's plan holds each job as a `harness.store.plan.Job`, which is `JobOptions` plus what only the
 host needs (its stack, a skip reason). The backend that starts the job writes `JobSpec` -- the
 options, the run it belongs to, and every location as the job sees it (a container's mount
 points, not the host's folders) -- into the job's own folder, and `python -m suites run --job

@@ -9,7 +9,7 @@ from __future__ import annotations
 import datetime as _dt
 from typing import Any
 
-# 2: `dataset` and `training` are always written, null where they do not apply (harness/schema.py
+# 2: `dataset` and `training` are always written, null where they do not apply (harness/core/schema.py
 # reads version 1 files, which left them out).
 SCHEMA_VERSION = 2
 STATUSES = ("ok", "failed", "timeout", "oom", "invalid-output", "skipped", "interrupted", "cancelled")

@@ -120,7 +120,7 @@ def common_params(
 
 def fairness(ctx: Context) -> dict[str, Any]:
     """The result's `training.fairness`: setting -> value, compared across frameworks by the host
-    (harness/assessment.py); each framework's loop adds what it controls."""
+    (harness/judge/assessment.py); each framework's loop adds what it controls."""
     found: dict[str, Any] = ctx.training.setdefault("fairness", {})
     return found
 

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from harness.images import connect, engine_problem, stack_image
+from harness.store.images import connect, engine_problem, stack_image
 from tests.conftest import harness
 
 STACKS = ("numpy", "jax", "pytorch")

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from harness.run_folder import REPO, load_run, suites_digest
+from harness.store.run_folder import REPO, load_run, suites_digest
 from tests.conftest import harness
 from tests.test_ab import checkout
 

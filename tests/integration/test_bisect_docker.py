@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from harness.assessment import DISTURBED
-from harness.bisect import record
-from harness.images import locked_packages, sha256_file, stack_image
+from harness.execute.bisect import record
+from harness.judge.assessment import DISTURBED
+from harness.store.images import locked_packages, sha256_file, stack_image
 from tests.conftest import finished, harness
 from tests.test_bisect import WORK, build_wheel
 

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from harness.schema import load_result
+from harness.core.schema import load_result
 from tests.conftest import REPO
 from tests.integration.conftest import STACKS, find_links
 

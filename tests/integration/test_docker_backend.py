@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from harness.images import stack_image
-from harness.schema import load_result
+from harness.core.schema import load_result
+from harness.store.images import stack_image
 from tests.conftest import finished, harness, read, run_folder
 from tests.integration.conftest import STACKS
 

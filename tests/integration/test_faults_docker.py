@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from harness.schema import load_result
+from harness.core.schema import load_result
 from tests.conftest import REPO, harness, read, run_folder
 
 pytestmark = pytest.mark.integration

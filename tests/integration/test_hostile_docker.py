@@ -17,10 +17,10 @@ from typing import Any
 import pytest
 
 from harness.backends import docker_backend
-from harness.images import connect
-from harness.plan import Job, PlanRequest, make_plan
-from harness.runner import execute
-from harness.schema import load_result
+from harness.core.schema import load_result
+from harness.execute.runner import execute
+from harness.store.images import connect
+from harness.store.plan import Job, PlanRequest, make_plan
 from tests.conftest import REPO, read, run_folder
 
 pytestmark = pytest.mark.integration

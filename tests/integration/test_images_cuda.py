@@ -18,8 +18,8 @@ from typing import Any
 
 import pytest
 
-from harness.image_probe import probe
-from harness.images import Engine, locked_packages, stack_image
+from harness.store.image_probe import probe
+from harness.store.images import Engine, locked_packages, stack_image
 from suites.runtime.build_info import covers
 from tests.conftest import harness
 

@@ -18,10 +18,10 @@ from typing import Any
 import pytest
 
 from harness.backends import docker_backend, docker_transfer
-from harness.images import connect
-from harness.plan import Job, PlanRequest, make_plan
-from harness.runner import execute
-from harness.schema import load_result
+from harness.core.schema import load_result
+from harness.execute.runner import execute
+from harness.store.images import connect
+from harness.store.plan import Job, PlanRequest, make_plan
 from tests.conftest import read
 
 pytestmark = pytest.mark.integration

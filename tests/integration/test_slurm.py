@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 
-from harness.schema import load_result
-from harness.slurm.script import Stack
+from harness.backends.slurm.script import Stack
+from harness.core.schema import load_result
 from tests.conftest import REPO, finished, harness, read, run_folder
 
 pytestmark = pytest.mark.integration

@@ -1,0 +1,372 @@
+"""`harness export k8s` / `harness collect`: the same jobs as Kubernetes Jobs on an existing cluster.
+
+No scheduler of our own: one Job per (suite, framework) job, the stack image by its
+lock-hash tag, the suites delivered in a ConfigMap (a tarball unpacked by an init
+container into a read-only volume) with each job's job.json beside them (mounted into its own
+pod only), and each pod printing its result between two
+marker lines so `harness collect` can rebuild a normal run folder from the pod logs.
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+import re
+import shlex
+import shutil
+import subprocess
+import tarfile
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from harness.backends.base import Limits, job_command
+from harness.backends.job_folder import placeholder_result
+from harness.core.errors import HarnessError
+from harness.core.safe_files import MissingFile, UnsafeFile, read_tail, write_bytes_atomic
+from harness.core.schema import MAX_RESULT_BYTES, InvalidResult, parse_json, validate
+from harness.store.images import IMAGE_USER, stack_image
+from harness.store.plan import K8S_NAME, Job, Plan, plan_from_record
+from harness.store.run_folder import (
+    PLAN_FILE,
+    RunWriter,
+    mismatch,
+    new_run_folder,
+    prepare_results_dir,
+    read_plan_record,
+    run_lock,
+    within,
+)
+from harness.text.escape import plain
+from suites.runtime import job_spec
+from suites.runtime.job_spec import JOB_FILE, JobSpec
+from suites.runtime.registry import SUITES_DIR
+
+BEGIN, END = "==HARNESS-RESULT-BEGIN==", "==HARNESS-RESULT-END=="
+SUITES_MOUNT, RESULTS_MOUNT, DATA_MOUNT, SPEC_MOUNT = "/harness", "/results", "/data", "/job"
+# ConfigMaps are capped at 1 MiB; the suites tarball is far below that, but say so if it grows.
+CONFIGMAP_LIMIT = 1_000_000
+ARCHIVE = "suites.tar.gz"  # its key in the ConfigMap, beside each job's job-<framework>.json
+LABEL = "fw-harness"
+# Without --memory/--cpus a pod still requests and is limited to this much (requests = limits:
+# the Guaranteed QoS class, so the kubelet neither throttles nor evicts it below its request).
+DEFAULT_MEMORY = 8 * 2**30
+DEFAULT_CPUS = 2.0
+# emptyDir caps: the unpacked suites, the job's result and artefacts, and /tmp (torch.compile's
+# C++ builds). A job filling its disk is evicted instead of filling the node's.
+SIZE_LIMITS = {"suites": "64Mi", "results": "512Mi", "tmp": "2Gi"}
+MAX_POD_LOG_BYTES = MAX_RESULT_BYTES * 2
+
+
+def _k8s_name(text: str) -> str:
+    """DNS-1123 label: lower-case alphanumerics and '-', at most 63 characters."""
+    name = re.sub(r"[^a-z0-9-]+", "-", text.lower()).strip("-")
+    return name[:63].rstrip("-")
+
+
+class _PlainDumper(yaml.SafeDumper):
+    """No YAML anchors: manifests are read by people and by tools that dislike aliases."""
+
+    def ignore_aliases(self, data: Any) -> bool:
+        return True
+
+
+def dump(document: dict[str, Any]) -> str:
+    return yaml.dump(document, Dumper=_PlainDumper, sort_keys=False)
+
+
+def job_name(plan: Plan, job: Job) -> str:
+    return _k8s_name(f"h-{plan.run_id}-{job.framework}")
+
+
+def suites_tarball() -> bytes:
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w:gz") as tar:
+        tar.add(
+            SUITES_DIR,
+            arcname="suites",
+            filter=lambda info: None if "__pycache__" in info.name or info.name.endswith(".pyc") else info,
+        )
+    data = buffer.getvalue()
+    if len(data) > CONFIGMAP_LIMIT:
+        raise HarnessError(f"suites/ packs to {len(data)} bytes, over a ConfigMap's 1 MiB; bake it into an image")
+    return data
+
+
+def job_spec_for(plan: Plan, job: Job) -> JobSpec:
+    """The job's job.json, locations as the pod sees them (caches stay cold: a pod keeps nothing)."""
+    return job.spec(
+        run_id=plan.run_id,
+        backend="kubernetes",
+        result_path=f"{RESULTS_MOUNT}/{job.result_file()}",
+        data_dir=DATA_MOUNT if job.data_dir else None,
+        cache_dir=None,
+    )
+
+
+def spec_key(job: Job) -> str:
+    """The job's spec in the suites ConfigMap, mounted into its pod as SPEC_MOUNT/job.json."""
+    return f"job-{job.framework}.json"
+
+
+def pod_script(plan: Plan, job: Job) -> str:
+    out = f"{RESULTS_MOUNT}/{job.result_file()}"
+    cmd = shlex.join(job_command(f"{SPEC_MOUNT}/{JOB_FILE}", python="python3"))
+    # The result goes to the pod log between markers: no shared volume or object store needed.
+    return f"{cmd}; code=$?; echo '{BEGIN}'; cat {out} 2>/dev/null; echo; echo '{END}'; exit $code"
+
+
+def _labels(plan: Plan, job: Job | None = None) -> dict[str, str]:
+    labels = {f"{LABEL}/run-id": _k8s_name(plan.run_id), f"{LABEL}/suite": plan.suite}
+    if job is not None:
+        labels[f"{LABEL}/framework"] = job.framework
+    return labels
+
+
+def check_name(value: str | None, option: str) -> None:
+    """Namespaces and claims are DNS-1123 names; anything else would be refused by the cluster."""
+    if value is not None and (len(value) > 63 or not K8S_NAME.fullmatch(value) or "." in value):
+        raise HarnessError(
+            f"{option} {plain(value)!r} is not a Kubernetes name (lower-case letters, digits and '-', at most 63)"
+        )
+
+
+def resources_for(job: Job, limits: Limits) -> dict[str, Any]:
+    memory = limits.memory_bytes or DEFAULT_MEMORY
+    cpus = limits.cpus or DEFAULT_CPUS
+    amount: dict[str, Any] = {"cpu": f"{round(cpus * 1000)}m", "memory": str(memory)}
+    if job.device == "gpu":
+        amount["nvidia.com/gpu"] = 1
+    return {"requests": dict(amount), "limits": dict(amount)}
+
+
+def job_manifest(
+    plan: Plan,
+    job: Job,
+    image: str,
+    namespace: str,
+    configmap: str,
+    data_claim: str | None,
+    limits: Limits | None = None,
+) -> dict[str, Any]:
+    uid, gid = IMAGE_USER
+    security = {
+        "runAsNonRoot": True,
+        "runAsUser": uid,
+        "runAsGroup": gid,
+        "allowPrivilegeEscalation": False,
+        "readOnlyRootFilesystem": True,
+        "capabilities": {"drop": ["ALL"]},
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }
+    resources = resources_for(job, limits or Limits())
+    mounts = [
+        {"name": "suites", "mountPath": SUITES_MOUNT, "readOnly": True},
+        {"name": "job-spec", "mountPath": SPEC_MOUNT, "readOnly": True},
+        {"name": "results", "mountPath": RESULTS_MOUNT},
+        {"name": "tmp", "mountPath": "/tmp"},
+    ]
+    spec_item = {"key": spec_key(job), "path": JOB_FILE}
+    volumes: list[dict[str, Any]] = [
+        {"name": "suites-archive", "configMap": {"name": configmap, "items": [{"key": ARCHIVE, "path": ARCHIVE}]}},
+        {"name": "job-spec", "configMap": {"name": configmap, "items": [spec_item]}},
+        {"name": "suites", "emptyDir": {"sizeLimit": SIZE_LIMITS["suites"]}},
+        {"name": "results", "emptyDir": {"sizeLimit": SIZE_LIMITS["results"]}},
+        {"name": "tmp", "emptyDir": {"sizeLimit": SIZE_LIMITS["tmp"]}},
+    ]
+    if data_claim:
+        mounts.append({"name": "data", "mountPath": DATA_MOUNT, "readOnly": True})
+        volumes.append({"name": "data", "persistentVolumeClaim": {"claimName": data_claim, "readOnly": True}})
+    # Our own archive from the ConfigMap, so no extraction filter (Debian's 3.11 may predate it).
+    unpack = f"import tarfile; tarfile.open('/archive/{ARCHIVE}').extractall('{SUITES_MOUNT}')"
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": job_name(plan, job), "namespace": namespace, "labels": _labels(plan, job)},
+        "spec": {
+            "backoffLimit": 0,  # a failed benchmark is a result, not something to retry silently
+            "activeDeadlineSeconds": int(job.timeout_s),
+            "ttlSecondsAfterFinished": 86400,
+            "template": {
+                "metadata": {"labels": _labels(plan, job)},
+                "spec": {
+                    "restartPolicy": "Never",
+                    "automountServiceAccountToken": False,
+                    "securityContext": {
+                        "runAsNonRoot": True,
+                        "seccompProfile": {"type": "RuntimeDefault"},
+                    },
+                    "initContainers": [
+                        {
+                            "name": "unpack-suites",
+                            "image": image,
+                            "command": ["python3", "-c", unpack],
+                            "securityContext": security,
+                            "resources": {
+                                "requests": {"cpu": "100m", "memory": "128Mi"},
+                                "limits": {"cpu": "1", "memory": "256Mi"},
+                            },
+                            "volumeMounts": [
+                                {"name": "suites-archive", "mountPath": "/archive", "readOnly": True},
+                                {"name": "suites", "mountPath": SUITES_MOUNT},
+                            ],
+                        }
+                    ],
+                    "containers": [
+                        {
+                            "name": "job",
+                            "image": image,
+                            "command": ["sh", "-c", pod_script(plan, job)],
+                            "workingDir": SUITES_MOUNT,
+                            "env": [
+                                {"name": "PYTHONPATH", "value": SUITES_MOUNT},
+                                {"name": "HOME", "value": "/tmp"},
+                                {"name": "PYTHONDONTWRITEBYTECODE", "value": "1"},
+                            ],
+                            "securityContext": security,
+                            "resources": resources,
+                            "volumeMounts": mounts,
+                        }
+                    ],
+                    "volumes": volumes,
+                },
+            },
+        },
+    }
+
+
+def export(
+    plan: Plan,
+    out: Path,
+    *,
+    variant: str,
+    registry: str | None,
+    namespace: str,
+    data_claim: str | None,
+    limits: Limits | None = None,
+) -> list[Path]:
+    """Write the manifests; everything is built (and so validated) before the first file is written."""
+    check_name(namespace, "--namespace")
+    check_name(data_claim, "--data-claim")
+    if out.exists() and not out.is_dir():
+        raise HarnessError(f"--out {out} is a file; give a folder for the manifests")
+    configmap = _k8s_name(f"h-{plan.run_id}-suites")
+    specs = {spec_key(job): job_spec.dumps(job_spec_for(plan, job)) for job in plan.jobs if job.skip_reason is None}
+    cm = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": configmap, "namespace": namespace, "labels": _labels(plan)},
+        "data": specs,
+        "binaryData": {ARCHIVE: base64.b64encode(suites_tarball()).decode()},
+    }
+    documents = {"00-suites-configmap.yaml": dump(cm)}
+    for job in plan.jobs:
+        if job.skip_reason is not None:
+            continue
+        tag = stack_image(job.stack, variant).tag
+        image = f"{registry.rstrip('/')}/{tag}" if registry else tag
+        manifest = job_manifest(plan, job, image, namespace, configmap, data_claim, limits)
+        documents[f"job-{job.framework}.yaml"] = dump(manifest)
+    plan_text = json.dumps(dict(plan.as_record(), namespace=namespace), indent=2, allow_nan=False) + "\n"
+    try:
+        written = []
+        for name, text in documents.items():
+            write_bytes_atomic(out / name, text.encode("utf-8"), out)
+            written.append(out / name)
+        write_bytes_atomic(out / PLAN_FILE, plan_text.encode("utf-8"), out)
+    except UnsafeFile as error:
+        raise HarnessError(f"--out {out}: cannot write the manifests ({error.reason}); choose another folder") from None
+    except OSError as error:
+        raise HarnessError(
+            f"--out {out}: cannot write the manifests ({error.strerror}); choose another folder"
+        ) from None
+    return written
+
+
+def extract_result(log: str) -> dict[str, Any] | None:
+    """The JSON between the markers of a pod log, or None if the pod never printed it."""
+    if BEGIN not in log:
+        return None
+    body = log.split(BEGIN, 1)[1].split(END, 1)[0].strip()
+    if not body:
+        return None
+    try:
+        doc = parse_json(body.encode("utf-8", "replace"), "the pod log")
+    except HarnessError:
+        return {"_unparseable": body[:200]}
+    return doc if isinstance(doc, dict) else {"_unparseable": body[:200]}
+
+
+def _kubectl_log(name: str, namespace: str) -> str:
+    if shutil.which("kubectl") is None:
+        raise HarnessError("kubectl is not on PATH; save the pod logs and pass --logs DIR (see README)")
+    proc = subprocess.run(
+        ["kubectl", "logs", f"job/{name}", "-n", namespace, "-c", "job"], capture_output=True, text=True
+    )
+    return proc.stdout if proc.returncode == 0 else ""
+
+
+def _saved_log(logs: Path, name: str) -> str:
+    """A pod log saved by the user: a regular file (no link followed), its last part if huge."""
+    try:
+        return read_tail(logs / f"{name}.log", MAX_POD_LOG_BYTES).decode("utf-8", "replace")
+    except UnsafeFile as error:
+        return f"harness: the saved log was not read: {error}"
+
+
+def collect(manifests: Path, results_dir: Path, logs: Path | None) -> Path:
+    """Turn the pods' logs into a normal run folder that show, report and compare understand."""
+    try:
+        record = read_plan_record(manifests)
+    except (MissingFile, UnsafeFile) as error:
+        raise HarnessError(str(error)) from None
+    plan = plan_from_record(record, str(manifests / PLAN_FILE))
+    namespace = record.get("namespace", "default") if isinstance(record, dict) else "default"
+    check_name(namespace if isinstance(namespace, str) else plain(namespace), "namespace in plan.json")
+    # Every pod's log first: an export never applied (or not yet started) leaves none, and is no run.
+    texts = {
+        job.framework: _saved_log(logs, job_name(plan, job)) if logs else _kubectl_log(job_name(plan, job), namespace)
+        for job in plan.jobs
+        if job.skip_reason is None
+    }
+    if texts and not any(text.strip() for text in texts.values()):  # (every job skipped: a run of skips)
+        where = f"no saved log in {logs}" if logs else f"kubectl logs has none in namespace {namespace}"
+        raise HarnessError(
+            f"{manifests}: no job of run {plan.run_id} has run ({where}): nothing to collect; "
+            f"apply it first (kubectl apply -f {manifests}) and collect when its jobs are complete"
+        )
+    prepare_results_dir(results_dir)
+    run_dir = new_run_folder(results_dir, plan.run_id, "collect")
+    with run_lock(run_dir):
+        return _collect(plan, manifests, run_dir, texts)
+
+
+def _collect(plan: Plan, manifests: Path, run_dir: Path, texts: dict[str, str]) -> Path:
+    writer = RunWriter(run_dir, plan, "kubernetes", ["harness", "collect", str(manifests)])
+    writer.start()
+    for job in plan.jobs:
+        name = job_name(plan, job)
+        if job.skip_reason is not None:
+            result = placeholder_result(plan.run_id, job, "kubernetes", "skipped", job.skip_reason)
+        else:
+            text = texts[job.framework]
+            write_bytes_atomic(run_dir / "logs" / f"{job.framework}.pod.log", text.encode("utf-8"), within(run_dir))
+            doc = extract_result(text)
+            if doc is None:
+                result = placeholder_result(
+                    plan.run_id, job, "kubernetes", "invalid-output", f"no result in the log of job/{name}"
+                )
+                result["stderr_tail"] = "\n".join(text.splitlines()[-30:])[-4000:] or None
+            else:
+                try:
+                    result = validate(doc, f"job/{name}")
+                    wrong = mismatch(result, job.framework, plan.suite, plan.run_id)
+                    if wrong:
+                        raise InvalidResult(f"job/{name}: the printed result {wrong}")
+                except InvalidResult as error:
+                    result = placeholder_result(plan.run_id, job, "kubernetes", "invalid-output", str(error))
+        writer.add(job, result)
+    writer.finish()
+    return run_dir

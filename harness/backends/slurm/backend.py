@@ -1,0 +1,301 @@
+"""Slurm backend: each job is one sbatch job with a node of its own, in its pinned stack.
+
+The harness runs on a login node (or anywhere sbatch works) and the run folder must be on a
+file system the compute nodes share, as Slurm's own output files are. Per job: a fresh job
+folder (backends/job_folder.py) is the only place the job may write; the batch script
+(harness/backends/slurm/script.py, kept as logs/<framework>.sbatch.sh) runs it there through the chosen
+runtime; the harness polls the job's state, enforces --timeout from the moment the job starts
+running (queue time is not the job's), scancels it on timeout or Ctrl-C, then takes back only
+the job's own result file and artefacts, and the tails of Slurm's output files, read without
+following links.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from harness.backends import job_folder
+from harness.backends.base import BackendOptions, JobOutcome, Limits
+from harness.backends.job_folder import tail_text
+from harness.backends.slurm import control
+from harness.backends.slurm.script import (
+    Layout,
+    Stack,
+    batch_script,
+    job_name,
+    job_spec_for,
+    literal,
+    prepare_script,
+    run_comment,
+)
+from harness.backends.slurm.settings import SlurmSettings, from_environment
+from harness.core.errors import HarnessError
+from harness.core.safe_files import UnsafeFile, make_folder, read_tail
+from harness.store.images import variant_for
+from harness.store.plan import Job
+from harness.text.escape import plain
+from suites.runtime.registry import SUITES_DIR
+
+POLL_FIRST_S, POLL_MAX_S = 0.5, 5.0  # quick for short jobs, gentle on slurmctld for long ones
+MAX_LOG_BYTES = 16 * 2**20  # the tail of Slurm's output files that is kept in logs/
+PREPARE_TIMEOUT_S = 3600.0
+QUERY_PATIENCE_S = 300.0  # how long slurmctld may leave the state polls unanswered
+ENVS_DIR = ".slurm-envs"  # default home of the venvs: beside the run folders, so on the same shared file system
+
+
+def _slurm_path(path: Path) -> str:
+    """A path for sbatch --output/--error: '%' would be a Slurm filename pattern."""
+    return str(path).replace("%", "%%")
+
+
+class SlurmBackend:
+    name = "slurm"
+
+    def __init__(self, settings: SlurmSettings, limits: Limits | None = None, echo: bool = True) -> None:
+        control.require_slurm()
+        self.settings = settings
+        self.limits = limits or Limits()
+        self.echo = echo
+        self._prepared: dict[str, str | None] = {}  # stack env name -> why it could not be prepared
+
+    def say(self, text: str) -> None:
+        if self.echo:
+            with contextlib.suppress(OSError, ValueError):
+                print(text, flush=True)
+
+    def envs_dir(self, run_dir: Path) -> Path:
+        return (Path(self.settings.envs) if self.settings.envs else run_dir.parent / ENVS_DIR).resolve()
+
+    # -- the stack environment -------------------------------------------------------------------
+
+    def prepare(self, stack: Stack, envs: Path, logs: Path) -> str | None:
+        """Build the stack's venv here, once, before the first job needs it (None: ready).
+
+        The batch script checks it again on the node and builds it there if it is missing, but
+        doing it here keeps pip's time out of the job's time limit and its output on this terminal.
+        """
+        if stack.name in self._prepared:
+            return self._prepared[stack.name]
+        layout = Layout(code="''", out="''", lock=literal(stack.lock_file), envs=literal(envs))
+        log = logs / f"{stack.stack}-{stack.variant}.env.log"
+        self.say(f"   {stack.stack} venv: {envs / stack.name} (built from its lock on first use)")
+        with job_folder.open_log(logs, log.name) as sink:
+            try:
+                proc = subprocess.run(
+                    ["bash", "-c", prepare_script(stack, layout, self.settings)],
+                    stdout=sink,
+                    stderr=subprocess.STDOUT,
+                    stdin=subprocess.DEVNULL,
+                    timeout=PREPARE_TIMEOUT_S,
+                )
+                problem = None if proc.returncode == 0 else f"exit code {proc.returncode}"
+            except (OSError, subprocess.TimeoutExpired) as error:
+                problem = str(error)
+        if problem is not None:
+            last = tail_text(read_tail(log, 4096), lines=1)
+            problem = f"the {stack.stack} venv could not be prepared ({problem}): {last}; see logs/{log.name}"
+        self._prepared[stack.name] = problem
+        return problem
+
+    # -- one job ------------------------------------------------------------------------------------
+
+    def run_job(self, job: Job, run_id: str, run_dir: Path) -> JobOutcome:
+        outcome, found = job_folder.run_in_folder(run_dir, job, lambda work: self._run(job, run_id, run_dir, work))
+        return job_folder.note_harvest(outcome, found)
+
+    def _run(self, job: Job, run_id: str, run_dir: Path, work: Path) -> JobOutcome:
+        logs = run_dir / "logs"
+        stdout_log, stderr_log = logs / f"{job.framework}.stdout.log", logs / f"{job.framework}.stderr.log"
+        started = time.perf_counter()
+        stack = Stack.of(job.stack, variant_for(job.device))
+        envs = self.envs_dir(run_dir)
+        runtime = self.settings.runtime
+        annotations: dict[str, Any] = {
+            "image": stack.record(runtime, self.settings, str(envs / stack.name)),
+            "slurm": {"runtime": runtime},
+        }
+
+        def not_started(message: str) -> JobOutcome:
+            job_folder.open_log(logs, stdout_log.name).close()
+            with job_folder.open_log(logs, stderr_log.name) as sink:
+                sink.write(message.rstrip().encode() + b"\n")
+            wall = time.perf_counter() - started
+            return JobOutcome(None, False, stdout_log, stderr_log, wall, annotations, stderr_tail=message)
+
+        # A script left by an earlier attempt of this job (a resumed run): its Slurm job may still be
+        # queued or running if that harness died without cancelling it. Never a second copy beside it.
+        if os.path.lexists(logs / f"{job.framework}.sbatch.sh"):
+            problem = self._cancel_earlier(job, run_id)
+            if problem is not None:
+                return not_started(problem)
+        problem = self.prepare(stack, envs, logs) if runtime == "venv" else None
+        if problem is not None:
+            return not_started(problem)
+        cache = None
+        if runtime == "venv" and job.cache == "warm" and job.cache_dir is not None:
+            cache = str(make_folder(Path(job.cache_dir) / job.stack, Path(job.cache_dir)))  # one per stack
+        layout = Layout(
+            code=literal(SUITES_DIR.parent.resolve()),
+            out=literal(work.resolve()),
+            lock=literal(stack.lock_file),
+            envs=literal(envs),
+            data=job.data_dir,
+            cache=cache,
+        )
+        try:
+            text = batch_script(job, run_id, stack, layout, self.settings, self.limits)
+            spec = job_spec_for(job, run_id, self.settings.runtime, layout)
+        except HarnessError as error:
+            return not_started(str(error))
+        job_folder.write_spec(work, spec)
+        script = logs / f"{job.framework}.sbatch.sh"
+        with job_folder.open_log(logs, script.name) as sink:
+            sink.write(text.encode())
+        slurm_out, slurm_err = work / "slurm.stdout", work / "slurm.stderr"
+        try:
+            job_id = control.submit(
+                str(script),
+                [f"--output={_slurm_path(slurm_out.resolve())}", f"--error={_slurm_path(slurm_err.resolve())}"],
+            )
+        except HarnessError as error:
+            return not_started(str(error))
+        annotations["slurm"]["job_id"] = job_id
+        self.say(f"   Slurm job {job_id} submitted")
+        state: control.JobState | None = None
+        stopped = False
+        try:
+            state, stopped = self._wait(job, job_id)
+        except BaseException:
+            # Ctrl-C, SIGTERM or a failing poll: the job must not run on without us.
+            control.cancel(job_id)
+            raise
+        finally:
+            stderr_tail = self._keep_logs(slurm_out, slurm_err, logs, stdout_log, stderr_log)
+        if state is None:
+            ending = control.Ending(None, status="failed", reason=f"Slurm no longer knows job {job_id}")
+        else:
+            ending = control.ending(job_id, state, stopped_for_timeout=stopped)
+            annotations["slurm"].update(state=state.state, node=state.node or None)
+        return JobOutcome(
+            exit_code=ending.exit_code,
+            timed_out=ending.timed_out,
+            stdout_log=stdout_log,
+            stderr_log=stderr_log,
+            wall_s=time.perf_counter() - started,
+            annotations=annotations,
+            oom=ending.oom,
+            stderr_tail=stderr_tail,
+            # A status the runner cannot infer from exit codes (cancelled, a node failure): the
+            # runner replaces the job's own file, if any, by one that says what happened to it.
+            status=ending.status,
+            reason=ending.reason or ending.status,
+        )
+
+    def _cancel_earlier(self, job: Job, run_id: str) -> str | None:
+        """scancel this job's Slurm jobs of an earlier attempt at the run that have not ended (a harness
+        killed while one was queued or running left it behind); why the job cannot be submitted, if so.
+
+        The run lock (run_folder.run_lock) says no other harness is working on this run, so such a job
+        is an orphan: its output goes to a job folder nothing will read, and it holds a node."""
+        try:
+            left = [
+                (job_id, state)
+                for job_id, name, state in control.jobs_with_comment(run_comment(run_id))
+                if name == job_name(job.framework) and state not in control.TERMINAL
+            ]
+        except HarnessError as error:
+            return (
+                f"not submitted: an earlier attempt of this job may still be in Slurm, and asking failed ({error}); "
+                f"check `squeue --me` for {job_name(job.framework)} and resume again"
+            )
+        for job_id, state in left:
+            control.cancel(job_id)
+            print(
+                f"note: Slurm job {job_id} ({job.framework}) from an earlier attempt of run {run_id} was still "
+                f"{plain(state)}: cancelled it (scancel) before submitting again",
+                file=sys.stderr,
+                flush=True,
+            )
+        return None
+
+    def _wait(self, job: Job, job_id: str) -> tuple[control.JobState | None, bool]:
+        """Poll until the job ends: (its last state, whether the harness stopped it for its --timeout)."""
+        delay, running_since, stopped, said = POLL_FIRST_S, None, False, ""
+        unanswered_since: float | None = None
+        while True:
+            now = time.monotonic()
+            try:
+                state = control.query(job_id)
+            except HarnessError as error:
+                # slurmctld busy or restarting: keep asking for a while before giving up on the job.
+                unanswered_since = unanswered_since or now
+                if now - unanswered_since > QUERY_PATIENCE_S:
+                    raise HarnessError(f"{error} (for {QUERY_PATIENCE_S:g} s); the job was cancelled") from None
+                time.sleep(POLL_MAX_S)
+                continue
+            unanswered_since = None
+            if state is None or state.finished:
+                return state, stopped
+            if state.state == "RUNNING" and running_since is None:
+                running_since = now
+                said = "running"
+                self.say(f"   Slurm job {job_id} running")
+            elif state.state == "PENDING" and state.reason and said != state.reason:
+                said = state.reason
+                self.say(f"   Slurm job {job_id} pending ({plain(state.reason)})")
+            pause = delay
+            if running_since is not None and not stopped:
+                left = running_since + job.timeout_s - now
+                if left <= 0:
+                    control.cancel(job_id)  # our own deadline: Slurm's --time is only the backstop
+                    stopped = True
+                else:
+                    pause = min(delay, left + 0.05)
+            time.sleep(pause)
+            delay = min(delay * 1.5, POLL_MAX_S)
+
+    def _keep_logs(self, slurm_out: Path, slurm_err: Path, logs: Path, stdout_log: Path, stderr_log: Path) -> str:
+        """Copy the tails of Slurm's output files into logs/ (never through a link the job planted)."""
+        tail = ""
+        for source, target in ((slurm_out, stdout_log), (slurm_err, stderr_log)):
+            try:
+                data = read_tail(source, MAX_LOG_BYTES)
+            except UnsafeFile as error:
+                data = f"harness: Slurm's output file was not read: {error}\n".encode()
+            with job_folder.open_log(logs, target.name) as sink:
+                sink.write(data)
+            if source is slurm_out and self.echo:
+                for line in tail_text(data, lines=40, max_chars=8000).splitlines():
+                    self.say("  " + plain(line))
+            if source is slurm_err:
+                tail = tail_text(data)
+        return tail
+
+
+def check_options(options: BackendOptions) -> SlurmSettings:
+    """The settings a slurm run would use, every one checked, without asking Slurm anything
+    (`run --dry-run` calls it too, through backends/base.check_options)."""
+    if options.pythons:
+        raise HarnessError(
+            "--python picks local interpreters; the slurm backend uses the stacks' locks (drop --python)"
+        )
+    wheelhouse = str(options.wheelhouse) if options.wheelhouse else None
+    settings = from_environment(wheelhouse=wheelhouse, gpus=options.gpus)
+    if settings.runtime == "apptainer" and settings.images is None:
+        raise HarnessError(
+            "HARNESS_SLURM_RUNTIME=apptainer needs HARNESS_SLURM_IMAGES (a folder of .sif files or docker://REGISTRY)"
+        )
+    return settings
+
+
+def from_options(options: BackendOptions) -> SlurmBackend:
+    settings = check_options(options)
+    backend = SlurmBackend(settings, options.limits, options.echo)
+    print(f"note: slurm backend: jobs run in their stack through {settings.runtime}", file=sys.stderr)
+    return backend

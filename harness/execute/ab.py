@@ -1,0 +1,180 @@
+"""`harness ab`: two versions of the suites' code measured in one session, round by round.
+
+Two separate runs on a shared machine differ by more than their code: a run lands in a faster or
+slower state of the machine (frequency, caches, neighbours) and keeps it, so two runs started
+minutes apart sit several % apart with nothing changed (`harness noise` measures it). No number of
+rounds inside each run removes that, so a compare of separate runs cannot see a change smaller than
+the drift. `ab` removes it by construction: the baseline's and the candidate's jobs alternate round
+by round (A B, B A, A B ...: a drift linear in time hits both alike), each side pooled into a normal
+run folder, the two marked as one session (run_folder.partners), and compared with the same
+test as `harness compare` on their round medians, without the run-to-run allowance.
+
+A side is a checkout of this project (a folder holding `suites/`, e.g. from `git worktree add`) or a
+git revision of this checkout, exported into the side's run folder (`code/suites`), so the code that
+ran stays beside its numbers. The host side (planning, validation, the report) is this checkout's.
+"""
+
+from __future__ import annotations
+
+import io
+import subprocess
+import tarfile
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from harness.backends.base import BackendOptions, make_backend
+from harness.core.errors import HarnessError
+from harness.core.safe_files import new_folder
+from harness.core.schema import AB_SIDES, GIT_COMMIT
+from harness.core.statistics import observations_needed
+from harness.execute.rounds import MAX_ROUNDS, Side, execute_interleaved
+from harness.store import suites_tree
+from harness.store.plan import Plan, new_run_id
+from harness.store.run_folder import (
+    REPO,
+    SUITES,
+    describe_code,
+    interleaved_record,
+    new_run_folder,
+    prepare_results_dir,
+    suites_digest,
+    within,
+)
+from harness.text.escape import plain
+
+BACKENDS = ("local", "docker")  # the backends that run a given suites folder (Slurm, Kubernetes: not yet)
+DEFAULT_ROUNDS = observations_needed(23)  # 6: a verdict for families of up to 23 rows (see docs/method.md)
+CODE_DIR = "code"
+
+
+@dataclass(frozen=True)
+class Tree:
+    """The code one side runs: its suites folder, and its `code` record (None: this checkout's)."""
+
+    given: str
+    suites: Path
+    code: dict[str, Any] | None
+
+
+def check_rounds(rounds: int) -> int:
+    least = observations_needed(1)
+    if not least <= rounds <= MAX_ROUNDS:
+        raise HarnessError(
+            f"--rounds {rounds} must be between {least} (fewer round medians a side can never reach p < 0.05) "
+            f"and {MAX_ROUNDS}"
+        )
+    return rounds
+
+
+def check_backend(name: str) -> None:
+    if name not in BACKENDS:
+        raise HarnessError(f"harness ab runs with --backend local or docker, not {plain(name)}")
+
+
+def git_revision(text: str) -> str | None:
+    """The full commit `text` names in this checkout's repository, or None."""
+    if text.startswith("-") or not (REPO / ".git").exists():  # never an option to git
+        return None
+    try:
+        proc = subprocess.run(
+            ["git", "-C", str(REPO), "rev-parse", "--verify", "--quiet", f"{text}^{{commit}}"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    sha = proc.stdout.strip()
+    return sha if proc.returncode == 0 and GIT_COMMIT.fullmatch(sha) else None
+
+
+def check_tree(text: str) -> None:
+    """Refuse, before anything runs, a side that is neither a checkout nor a revision."""
+    folder = Path(text).expanduser()
+    if folder.is_dir():
+        suites_tree.check_folder(folder / "suites", text)
+        return
+    sha = git_revision(text)
+    if sha is None:
+        raise HarnessError(
+            f"{plain(text)!r} is neither a folder holding suites/ nor a git revision of {plain(REPO)}; "
+            "give a checkout (`git worktree add DIR REV`) or a commit, branch or tag"
+        )
+    problem = suites_tree.revision_problem(REPO, sha)
+    if problem:
+        raise HarnessError(f"revision {plain(text)} ({sha[:12]}): suites/ {problem}; give another revision")
+
+
+def resolve_tree(text: str | None, run_dir: Path) -> Tree:
+    """The side's code: this checkout (None), another checkout, or a revision exported into run_dir."""
+    if text is None:
+        return Tree("this checkout", SUITES, None)
+    folder = Path(text).expanduser()
+    if folder.is_dir():
+        suites = (folder / "suites").resolve()
+        return Tree(text, suites, None if suites == SUITES.resolve() else describe_code(suites))
+    sha = git_revision(text)
+    if sha is None:  # it was a revision or a folder when the CLI checked it: gone since
+        check_tree(text)
+        raise HarnessError(f"{plain(text)!r} changed while the run was starting; run again")
+    target = run_dir / CODE_DIR
+    export_suites(sha, target, within(run_dir))
+    suites = target / "suites"
+    return Tree(text, suites, {"suites_sha256": suites_digest(suites), "git_commit": sha, "git_dirty": False})
+
+
+def export_suites(sha: str, target: Path, anchor: Path) -> None:
+    """`suites/` as committed at `sha`, written under `target` (regular files and folders only)."""
+    try:
+        proc = subprocess.run(
+            ["git", "-C", str(REPO), "archive", "--format=tar", sha, "suites"], capture_output=True, timeout=120
+        )
+    except (OSError, subprocess.TimeoutExpired) as error:
+        raise HarnessError(f"git archive {sha[:12]} failed ({error}); give a checkout folder instead") from None
+    if proc.returncode != 0:
+        detail = plain(proc.stderr.decode(errors="replace").strip().splitlines()[-1:] or [""])
+        raise HarnessError(f"commit {sha[:12]} has no suites/ folder to run ({detail})")
+    new_folder(target, anchor)  # fresh, in a run folder made a moment ago: nothing planted below it
+    try:
+        with tarfile.open(fileobj=io.BytesIO(proc.stdout)) as archive:
+            odd = [m.name for m in archive.getmembers() if not (m.isfile() or m.isdir())]
+            if odd:  # check_tree refused these before anything ran; a second guard, never a partial tree
+                raise HarnessError(f"commit {sha[:12]}: suites/ holds {plain(odd[0])}, not a file or folder")
+            archive.extractall(target, filter="data")  # no links out, no absolute paths, no devices
+    except tarfile.TarError as error:
+        raise HarnessError(f"commit {sha[:12]}: its suites/ cannot be exported ({plain(error)})") from None
+
+
+@dataclass(frozen=True)
+class Request:
+    plan: Plan
+    baseline: str | None  # None: this checkout
+    candidate: str | None
+    rounds: int
+    results_dir: Path
+    backend: str
+    options: BackendOptions
+
+
+def run_ab(request: Request, argv: list[str] | None = None) -> tuple[Path, Path]:
+    """Both sides' run folders, measured round by round, baseline first."""
+    check_backend(request.backend)
+    check_rounds(request.rounds)  # the sides were checked by the CLI, before anything (check_tree)
+    results_dir = request.results_dir
+    prepare_results_dir(results_dir)
+    plans = [request.plan, replace(request.plan, run_id=new_run_id(request.plan.suite))]
+    while plans[1].run_id == plans[0].run_id:
+        plans[1] = replace(request.plan, run_id=new_run_id(request.plan.suite))
+    sides = []
+    for side, plan, given, partner in zip(
+        AB_SIDES, plans, (request.baseline, request.candidate), plans[::-1], strict=True
+    ):
+        run_dir = new_run_folder(results_dir, plan.run_id, "run")
+        tree = resolve_tree(given, run_dir)
+        backend = make_backend(request.backend, replace(request.options, suites_dir=tree.suites))
+        label = f"{side}: {plain(tree.given)}, suites {(tree.code or describe_code())['suites_sha256'][:12]}"
+        sides.append(Side(plan, backend, run_dir, tree.code, interleaved_record(side, partner.run_id), label))
+        print(label, flush=True)
+    execute_interleaved(sides, request.rounds, argv)
+    return sides[0].run_dir, sides[1].run_dir

@@ -1,0 +1,273 @@
+"""Interleaved rounds: run the frameworks round-robin K times (A B C A B C ...) and pool samples.
+
+Drift on a shared machine (thermal, a neighbour's job) then hits every framework alike
+instead of whichever happened to run last.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import statistics
+import sys
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, cast
+
+from harness.backends.base import Backend
+from harness.core.errors import HarnessError
+from harness.core.result_types import Check, Metric, Result, Stats
+from harness.core.safe_files import NoSpace
+from harness.core.schema import MISSING_ROUNDS, PER_SAMPLE, InvalidResult, load_result, load_summary
+from harness.execute.runner import execute, sigterm_as_interrupt, warn
+from harness.judge import time_to_target
+from harness.store.plan import Plan
+from harness.store.run_folder import SUMMARY_FILE, RunWriter, mismatch, new_run_folder, prepare_results_dir, run_lock
+from suites.runtime.stats import summarize
+
+MAX_ROUNDS = 50  # more processes than this tell nothing new about the noise, and a typo must not queue 10^6 jobs
+
+
+def pool(docs: list[Result], run_id: str) -> Result:
+    """One result from the same job's rounds: samples concatenated, first calls kept per round."""
+    docs = time_to_target.drop_partial_metrics(docs)
+    failed = next((d for d in docs if d["status"] != "ok"), None)
+    if failed is not None:
+        merged = copy.deepcopy(failed)
+        round_no = docs.index(failed) + 1
+        merged["reason"] = f"round {round_no}: {failed['reason']}"
+    else:
+        merged = copy.deepcopy(docs[0])
+        by_round = [{m["name"]: m for m in d["metrics"]} for d in docs]
+        partial = [m["name"] for m in merged["metrics"] if not all(m["name"] in names for names in by_round)]
+        merged["metrics"] = [m for m in merged["metrics"] if m["name"] not in partial]
+        if partial:
+            merged["notes"] = list(merged.get("notes", [])) + [f"not in every round, dropped: {', '.join(partial)}"]
+        for metric in merged["metrics"]:
+            same = [names[metric["name"]] for names in by_round]
+            metric["samples"] = [s for m in same for s in m["samples"]]
+            metric["stats"] = cast(Stats, summarize(metric["samples"]))
+            # Where each process's samples begin and end: a timeline draws the round boundaries
+            # from it, and the marks below are re-based onto the concatenation with it.
+            metric["round_sizes"] = [len(m["samples"]) for m in same]
+            if any("marks" in m for m in same):
+                metric["marks"] = _pooled_marks(same, metric["round_sizes"])
+            pooled_contention = _pooled_contention(same)
+            if pooled_contention is None:
+                metric.pop("contention", None)
+            else:
+                metric["contention"] = pooled_contention
+            # One observation per round: what `compare` tests significance on (samples of one
+            # process share its warm caches and its neighbours, so they are not independent).
+            metric["round_medians"] = [m["stats"]["median"] for m in same]
+            firsts = [first for m in same if (first := m.get("first_call")) is not None]
+            metric["first_call"] = statistics.median(firsts) if firsts else None
+            metric["first_calls"] = firsts
+            states = [(m.get("sync") or {}).get("state") for m in same]
+            if "escaped" in states:  # one escaped round taints the pooled samples
+                metric["sync"] = next(m["sync"] for m in same if (m.get("sync") or {}).get("state") == "escaped")
+        merged["checks"] = _pooled_checks(docs)
+        merged["notes"] = list(merged.get("notes", [])) + [f"samples pooled from {len(docs)} interleaved rounds"]
+        target = time_to_target.pool(docs)
+        if target is not None:
+            merged["training"] = dict(merged.get("training") or {}, target=target)
+        # One learning curve per process, in round order (round 1's alone would hide the seeds' spread).
+        curves = [c for d in docs for c in ((d.get("training") or {}).get("curves") or [])]
+        if curves:
+            merged["training"] = dict(merged.get("training") or {}, curves=curves)
+        training = merged.get("training")
+        if training is not None:
+            merged["training"] = dict(training, **_pooled_training_flags(docs))
+    merged["run_id"] = run_id
+    merged["settings"] = dict(merged["settings"], rounds=len(docs))
+    merged["duration_s"] = sum(d["duration_s"] or 0.0 for d in docs)
+    return merged
+
+
+def _pooled_checks(docs: list[Result]) -> list[Check]:
+    """Every round's value of each check, in round order: the gate compares them all, so a round
+    that disagrees fails even when round 1 agrees. A check some round left out names those rounds
+    (`missing_rounds`), and the gate fails it: round 1's value never stands in for another round's."""
+    first: dict[str, Check] = {}  # check name -> its record in the first round that reported it
+    for doc in docs:
+        for check in doc["checks"]:
+            first.setdefault(check["name"], check)
+    pooled = []
+    for name, record in first.items():
+        per_round = [next((c["value"] for c in d["checks"] if c["name"] == name), None) for d in docs]
+        check = cast(Check, dict(copy.deepcopy(record), value=[v for v in per_round if v is not None]))
+        missing = [number for number, value in enumerate(per_round, 1) if value is None]
+        if missing:
+            cast(dict[str, Any], check)[MISSING_ROUNDS] = missing
+        pooled.append(check)
+    return pooled
+
+
+# What a round could not observe (suites/runtime/training.py): its metric is missing from that round
+# and so dropped from the pool above; the pooled result must then say why, not round 1's "observed".
+def _unobservable(entry: Any) -> bool:
+    return isinstance(entry, dict) and (entry.get("peak") == "not observable" or entry.get("observable") is False)
+
+
+def _pooled_training_flags(docs: list[Result]) -> dict[str, Any]:
+    """training.memory and .compilations (the first round that could not observe one wins) and
+    .fairness (a setting whose value changed between rounds is "mixed"), where round 1 has them."""
+    found = [d.get("training") or {} for d in docs]
+    pooled: dict[str, Any] = {}
+    for key in ("memory", "compilations"):
+        if key in found[0]:
+            pooled[key] = next((t[key] for t in found if _unobservable(t.get(key))), found[0][key])
+    if "fairness" in found[0]:
+        pooled["fairness"] = _pooled_fairness([t.get("fairness") for t in found])
+    return pooled
+
+
+def _pooled_fairness(per_round: list[Any]) -> Any:
+    """One `training.fairness` for the rounds; the assessment validates it (a round's unreadable
+    field is kept, so the assessment names it instead of round 1's readable one hiding it)."""
+    if all(f == per_round[0] for f in per_round):
+        return per_round[0]
+    unreadable = next((f for f in per_round if f is not None and not isinstance(f, dict)), None)
+    if unreadable is not None:
+        return unreadable
+    rounds = [f or {} for f in per_round]
+    names = dict.fromkeys(name for f in rounds for name in f)
+    return {n: rounds[0].get(n) if all(f.get(n) == rounds[0].get(n) for f in rounds) else "mixed" for n in names}
+
+
+def _pooled_marks(same: list[Metric], sizes: list[int]) -> dict[str, list[int]]:
+    """Every round's marks as indices into the concatenated samples (reasons merged, sorted)."""
+    pooled: dict[str, list[int]] = {}
+    offset = 0
+    for metric, size in zip(same, sizes, strict=True):
+        for reason, indices in (metric.get("marks") or {}).items():
+            pooled.setdefault(reason, []).extend(offset + i for i in indices)
+        offset += size
+    return {reason: sorted(indices) for reason, indices in pooled.items() if indices}
+
+
+def _pooled_contention(same: list[Metric]) -> dict[str, Any] | None:
+    """Every round's per-sample contention concatenated like the samples (None unless every round has it)."""
+    found = [m.get("contention") for m in same]
+    if not all(found):
+        return None
+    parts = [cast(dict[str, Any], c) for c in found]
+    pooled: dict[str, Any] = {"cores": parts[0]["cores"], "window_s": parts[0]["window_s"]}
+    # The CPUs counted (suites/runtime/contention.py): kept when every round counted the same ones.
+    cpus = [p.get("cpus") for p in parts]
+    if all(c == cpus[0] for c in cpus) and all(p["cores"] == parts[0]["cores"] for p in parts):
+        pooled["cpus"] = cpus[0]
+    for key in PER_SAMPLE:
+        lists = [p.get(key) for p in parts]
+        if all(v is not None for v in lists):
+            pooled[key] = [x for v in lists for x in (v or [])]
+    for key in ("contended", "throttled"):
+        offset, indices = 0, list[int]()
+        for part, metric in zip(parts, same, strict=True):
+            indices.extend(offset + i for i in part.get(key) or [])
+            offset += len(metric["samples"])
+        pooled[key] = indices
+    return pooled
+
+
+@dataclass
+class Side:
+    """One run folder of an interleaved execution: its plan, the backend (and so the code) it runs
+    with, and what its summary and plan record beyond a plain run (e.g. its A/B partner)."""
+
+    plan: Plan
+    backend: Backend
+    run_dir: Path
+    code: dict[str, Any] | None = None  # None: this checkout's suites
+    extra: dict[str, Any] = field(default_factory=dict)
+    label: str = ""  # printed before its jobs when several sides alternate
+    round_dirs: list[Path] = field(default_factory=list)
+
+
+def execute_rounds(plan: Plan, backend: Backend, results_dir: Path, rounds: int, argv: list[str] | None = None) -> Path:
+    prepare_results_dir(results_dir)
+    run_dir = new_run_folder(results_dir, plan.run_id, "run")
+    execute_interleaved([Side(plan, backend, run_dir)], rounds, argv)
+    return run_dir
+
+
+def execute_interleaved(sides: list[Side], rounds: int, argv: list[str] | None = None) -> None:
+    """K rounds of every side's jobs, the sides alternating A B, B A, A B ... (so a drift that is
+    linear in time hits them alike), each side pooled into its own run folder (already made)."""
+    with contextlib.ExitStack() as stack:
+        for side in sides:
+            stack.enter_context(run_lock(side.run_dir))
+        writers = []
+        for side in sides:
+            writer = RunWriter(side.run_dir, side.plan, side.backend.name, argv, side.code)
+            writer.summary.update(side.extra)
+            writer.start(plan_extra={"rounds": rounds, **side.extra})
+            writers.append(writer)
+        full: NoSpace | None = None
+        try:
+            with sigterm_as_interrupt():
+                interrupted = _run_rounds(sides, rounds, argv)
+        except KeyboardInterrupt:
+            # Between two jobs (a round's own interrupt is handled inside it): the rounds that
+            # finished are pooled all the same.
+            warn("\ninterrupted: stopping; finished rounds are kept")
+            interrupted = True
+        except NoSpace as error:  # the round that met it has marked its jobs; pool the others
+            full, interrupted = error, True
+            for writer in writers:
+                writer.release_reserve()
+        for side, writer in zip(sides, writers, strict=True):
+            _pool_side(side, writer, interrupted)
+        if full is not None:
+            kept = ", ".join(side.run_dir.name for side in sides)
+            raise NoSpace(full.path, full.strerror, f"the finished rounds are pooled in {kept}; free some space")
+
+
+def _run_rounds(sides: list[Side], rounds: int, argv: list[str] | None) -> bool:
+    """Every round of every side, alternating; True when one was interrupted."""
+    for number in range(1, rounds + 1):
+        print(f"== round {number}/{rounds}", flush=True)
+        for side in sides if number % 2 else sides[::-1]:
+            if len(sides) > 1:
+                print(f"-- {side.label or side.plan.run_id}", flush=True)
+            if _run_round(side, number, argv):
+                return True
+    return False
+
+
+def _run_round(side: Side, number: int, argv: list[str] | None) -> bool:
+    """Round `number` of one side; True when it was interrupted (or its summary is unreadable)."""
+    # A time-to-target round trains from its own seed (the variation that figure really has).
+    jobs = tuple(replace(job, params=time_to_target.round_params(job.params, number)) for job in side.plan.jobs)
+    round_plan = replace(side.plan, run_id=f"round-{number}", jobs=jobs)
+    round_dir = execute(round_plan, side.backend, side.run_dir / "rounds", argv, code=side.code)
+    side.round_dirs.append(round_dir)
+    try:
+        return bool(load_summary(round_dir / SUMMARY_FILE).get("interrupted"))
+    except HarnessError as error:
+        print(f"warning: {error}", file=sys.stderr)
+        return True
+
+
+def _pool_side(side: Side, writer: RunWriter, interrupted: bool) -> None:
+    plan = side.plan
+    for job in plan.jobs:
+        docs = []
+        for folder in side.round_dirs:
+            try:
+                doc = load_result(folder / job.result_file())
+            except InvalidResult as error:
+                print(f"warning: {error}", file=sys.stderr)
+                continue
+            wrong = mismatch(doc, job.framework, plan.suite, folder.name)
+            if wrong:
+                print(f"warning: {folder / job.result_file()}: {wrong}; ignored", file=sys.stderr)
+                continue
+            docs.append(doc)
+        # A round cut short by an interrupt measured nothing: the finished rounds are the result
+        # (the summary says the run was interrupted), unless no round of this job finished.
+        finished = [d for d in docs if d["status"] != "interrupted"]
+        docs = finished or docs
+        if docs:
+            writer.add(job, pool(docs, plan.run_id))
+    writer.finish(rounds=len(side.round_dirs), interrupted=interrupted)

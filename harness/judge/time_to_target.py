@@ -1,0 +1,135 @@
+"""Time-to-accuracy on the host: seeds per round, pooling the rounds, and the words a report shows.
+
+A job with `--param target_accuracy=P` records `training.target` (runtime/training.py): status
+`reached` with seconds (training time), wall seconds and epochs, or `not reached`, which is a
+status and never a number. Over `--rounds K` each round trains from another seed (the
+variation time-to-target really has: initialisation, order, dropout), and the pooled figure is
+the median over the rounds with a bootstrap interval -- only when every round reached the
+target: a round that did not is a censored observation, so the pool is `not reached` and says
+in how many rounds it was.
+
+Wiring (harness/execute/rounds.py, harness/report/table.py): `round_params(job.params, number)` for each
+round's jobs; before pooling metrics, `drop_partial_metrics(docs)`; after, `merged["training"]
+["target"] = pool(docs)`; the table's head adds `dataset_label(result)` and a `time to target`
+row from `cell(result)` per framework.
+"""
+
+from __future__ import annotations
+
+import copy
+import statistics
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from harness.core.result_types import Result
+from harness.core.statistics import bootstrap_median_ci
+from harness.text.numbers import fmt_percent, fmt_time
+
+# The metrics a job records only when its target was reached (runtime/training.record_target).
+TARGET_METRICS = ("time to target", "wall time to target", "epochs to target")
+
+
+def targeted(params: dict[str, Any]) -> bool:
+    value = params.get("target_accuracy")
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0
+
+
+def round_params(params: dict[str, Any], number: int) -> dict[str, Any]:
+    """Round `number` (1-based) of a time-to-target run trains from seed + number - 1."""
+    if not targeted(params) or not isinstance(params.get("seed"), int):
+        return dict(params)
+    return dict(params, seed=int(params["seed"]) + number - 1)
+
+
+def drop_partial_metrics(docs: Sequence[Result]) -> list[Result]:
+    """Copies of the rounds' results without the target metrics unless every round has them.
+
+    Samples of a round that reached the target pooled with nothing from one that did not would
+    be a median of the lucky rounds only.
+    """
+    out = [copy.deepcopy(d) for d in docs]
+    ok = [d for d in out if d.get("status") == "ok"]
+    for name in TARGET_METRICS:
+        if not all(any(m["name"] == name for m in d["metrics"]) for d in ok):
+            for d in ok:
+                d["metrics"] = [m for m in d["metrics"] if m["name"] != name]
+    return out
+
+
+def _target(doc: Mapping[str, Any]) -> dict[str, Any] | None:
+    training = doc.get("training")
+    target = training.get("target") if isinstance(training, dict) else None
+    return target if isinstance(target, dict) else None
+
+
+def pool(docs: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
+    """One `training.target` for K rounds: per-round outcomes and seeds, the median when all reached."""
+    rounds = [(d, t) for d in docs if d.get("status") == "ok" and (t := _target(d)) is not None]
+    if not rounds:
+        return None
+    per_round = [
+        {
+            "seed": d.get("params", {}).get("seed"),
+            "status": t["status"],
+            "seconds": t.get("seconds"),
+            "wall_seconds": t.get("wall_seconds"),
+            "epochs": t.get("epochs"),
+            "best_accuracy": t.get("best_accuracy"),
+        }
+        for d, t in rounds
+    ]
+    reached = [r for r in per_round if r["status"] == "reached"]
+    pooled: dict[str, Any] = {
+        "accuracy": rounds[0][1]["accuracy"],
+        "rounds": per_round,
+        "reached_rounds": len(reached),
+        "status": "not reached",
+        "seconds": None,
+        "wall_seconds": None,
+        "epochs": None,
+    }
+    if len(reached) == len(per_round):
+        seconds = [float(r["seconds"]) for r in reached]
+        pooled.update(
+            status="reached",
+            seconds=statistics.median(seconds),
+            seconds_interval=list(bootstrap_median_ci(seconds)),
+            wall_seconds=statistics.median(float(r["wall_seconds"]) for r in reached),
+            epochs=statistics.median(float(r["epochs"]) for r in reached),
+        )
+    return pooled
+
+
+def cell(result: Mapping[str, Any]) -> str | None:
+    """The report's time-to-target cell: a number only for a reached target; None without a target."""
+    target = _target(result)
+    if target is None:
+        return None
+    rounds = target.get("rounds")
+    if target["status"] != "reached":
+        if isinstance(rounds, list) and len(rounds) > 1:
+            return f"not reached (in {len(rounds) - int(target.get('reached_rounds', 0))} of {len(rounds)} rounds)"
+        best = target.get("best_accuracy")
+        return "not reached" + (f" (best {fmt_percent(best)})" if isinstance(best, (int, float)) else "")
+    text = f"{fmt_time(target['seconds'])} ({target['epochs']:g} epochs)"
+    interval = target.get("seconds_interval")
+    if isinstance(interval, list) and len(interval) == 2:
+        text += f" [{fmt_time(interval[0])}-{fmt_time(interval[1])}] over {len(rounds or [])} seeds"
+    return text
+
+
+def dataset_label(result: Mapping[str, Any]) -> str | None:
+    """`data mnist (ylecun/mnist@77f3279092a1, fingerprint 1a0cf8dd697864f8)` for a report's head."""
+    dataset = result.get("dataset")
+    if not isinstance(dataset, dict) or not isinstance(dataset.get("name"), str):
+        return None
+    parts = []
+    repo, revision = dataset.get("repo"), dataset.get("revision")
+    if isinstance(repo, str):
+        parts.append(repo + (f"@{revision[:12]}" if isinstance(revision, str) else ""))
+    elif isinstance(revision, str):
+        parts.append(revision[:40])
+    fp = dataset.get("fingerprint")
+    if isinstance(fp, str):
+        parts.append(f"fingerprint {fp[:16]}")
+    return f"data {dataset['name']}" + (f" ({', '.join(parts)})" if parts else "")
