@@ -43,6 +43,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from harness.judge.assessment import assess
+
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from harness.core.statistics import ALPHA, mann_whitney_u, observations_needed, ratio_interval  # noqa: E402
@@ -101,7 +103,7 @@ def old_rule(a: Run, b: Run) -> int:
 
 def judged(a: Run, b: Run) -> Comparison:
     """What `harness compare A B` decides: compare_runs, then the measuring machine's noise floor (if measured)."""
-    return apply(compare_runs(a, b))
+    return apply(compare_runs(assess(a), assess(b)))
 
 
 def alarms(pairs: list[tuple[Path, Path]]) -> dict[str, Any]:
@@ -109,7 +111,7 @@ def alarms(pairs: list[tuple[Path, Path]]) -> dict[str, Any]:
     now = processes_only = before = rows = 0
     for a_dir, b_dir in pairs:
         a, b = load_run(a_dir), load_run(b_dir)
-        plain = compare_runs(a, b)
+        plain = compare_runs(assess(a), assess(b))
         rows = len(plain.changes)
         processes_only += any(c.significant for c in plain.changes)
         now += any(c.significant for c in judged(a, b).changes)

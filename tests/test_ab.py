@@ -17,6 +17,7 @@ from harness.core.schema import load_summary
 from harness.execute import ab
 from harness.execute.rounds import Side, execute_interleaved
 from harness.judge import noise_floor
+from harness.judge.assessment import assess
 from harness.store.plan import Job, PlanRequest, make_plan
 from harness.store.run_folder import REPO, interleaved_record, load_run, partners, suites_digest
 from tests.conftest import finished, harness, interrupt_at, run_folder
@@ -69,12 +70,12 @@ def test_the_drift_gate_holds_separate_runs_but_not_the_two_sides_of_one_session
     b = partner(rounds_run(tmp_path / "b", 0.005, 11, scale=1.04), "rb", "candidate", None)
     from harness.judge.compare import compare_runs
 
-    separate = noise_floor.apply(compare_runs(load_run(a), load_run(b)))
+    separate = noise_floor.apply(compare_runs(assess(load_run(a)), assess(load_run(b))))
     assert not any(c.significant for c in separate.changes)
     assert all(c.within_sessions is not None for c in separate.changes)
     partner(a, "ra", "baseline", "rb")
     partner(b, "rb", "candidate", "ra")
-    session = noise_floor.apply(compare_runs(load_run(a), load_run(b)))
+    session = noise_floor.apply(compare_runs(assess(load_run(a)), assess(load_run(b))))
     assert all(c.significant and c.within_sessions is None for c in session.changes)
     assert any("one interleaved session" in line for line in session.floor)
     assert not any("run to run" in line for line in session.floor)

@@ -64,7 +64,7 @@ def test_a_tampered_calibration_is_ignored_and_named(tmp_path: Path) -> None:
     }
     (run_dir / "calibration.json").write_text(json.dumps(doc))
     run = load_run(run_dir)
-    text = render(run)
+    text = render(assess(run))
     assert "of achievable" not in text and "calibration.json: ignored" in text
     (run_dir / "calibration.json").unlink()
     (run_dir / "calibration.json").symlink_to("/dev/zero")
@@ -83,5 +83,5 @@ def test_achievable_share_uses_the_best_framework(tmp_path: Path) -> None:
     for m in (r := read(run_dir / "numpy.json"))["metrics"]:
         m["dtype"] = "float64"
     (run_dir / "numpy.json").write_text(json.dumps(r))
-    rate = next(line for line in render(load_run(run_dir)).splitlines() if line.startswith("matmul GFLOP/s"))
+    rate = next(line for line in render(assess(load_run(run_dir))).splitlines() if line.startswith("matmul GFLOP/s"))
     assert "50% of achievable" in rate  # 20 GFLOP/s against the best framework's 40

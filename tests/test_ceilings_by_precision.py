@@ -18,7 +18,7 @@ import pytest
 from harness.core import cache_home
 from harness.execute.selftest import check_result
 from harness.judge.assessment import assess, run_exit_code
-from harness.judge.plausibility import ABOVE_ACHIEVABLE, achievable_note, achievable_text, lint, peak_for
+from harness.judge.plausibility import ABOVE_ACHIEVABLE, lint
 from harness.report.exports import Format, render_run
 from harness.report.records import metric_records
 from harness.store.calibration import (
@@ -33,6 +33,7 @@ from harness.store.calibration import (
     parse,
     rates_from_result,
 )
+from harness.store.peaks import peak_for
 from harness.store.run_folder import Run, load_run
 from suites.calibrate import common
 from suites.runtime import precision
@@ -98,7 +99,7 @@ def test_a_tf32_run_is_held_to_the_tf32_ceiling_never_the_float32_one(tmp_path: 
     found = {f.framework: f for f in lint(run, parse(json.loads((run.path / RUN_FILE).read_text())))}
     assert found["numpy"].achievable_fraction == pytest.approx(0.8)
     assert found["jax"].achievable_fraction == pytest.approx(0.5)
-    line = rate_line(render_run(run, Format.table))
+    line = rate_line(render_run(assess(run), Format.table))
     assert "80% of achievable" in line and "50% of achievable" in line
 
 
@@ -108,9 +109,9 @@ def test_no_ceiling_for_the_key_is_said_not_filled_from_another(tmp_path: Path) 
     judged = assess(run)
     jax = judged.finding("jax", "matmul", "flops")
     assert jax is not None and jax.achievable is None and jax.achievable_missing == "no ceiling for float32/tf32"
-    line = rate_line(render_run(run, Format.table, judged))
+    line = rate_line(render_run(judged, Format.table))
     assert "80% of achievable" in line and "no ceiling for float32/tf32" in line and "160%" not in line
-    records = {r["framework"]: r for r in metric_records(run, judged)}
+    records = {r["framework"]: r for r in metric_records(judged)}
     assert records["jax"]["achievable_fraction"] is None
     assert records["jax"]["achievable_note"] == "no ceiling for float32/tf32"
 
@@ -128,8 +129,8 @@ def test_unmeasured_arithmetic_and_float64_keys(tmp_path: Path) -> None:
 def test_an_uncalibrated_run_shows_no_achievable_at_all(tmp_path: Path) -> None:
     run = load_run(write_run(tmp_path / "run", [job("numpy", 0.01, "float32", "fp32")]))
     finding = assess(run).finding("numpy", "matmul", "flops")
-    assert finding is not None and achievable_text(finding) is None and achievable_note(finding) is None
-    assert "achievable" not in render_run(run, Format.table)
+    assert finding is not None and finding.achievable_text is None and finding.achievable_note is None
+    assert "achievable" not in render_run(assess(run), Format.table)
 
 
 def cpu_job(dtype: str | None, arithmetic: str) -> dict[str, Any]:
@@ -163,25 +164,31 @@ def test_above_the_ceiling_is_flagged_in_every_rendering_and_changes_no_exit_cod
     above = calibrated_run(tmp_path / "above", docs, {"float32/fp32": 80 * GIGA})
     flagged = f"125% of achievable ({ABOVE_ACHIEVABLE})"
     for fmt in (Format.table, Format.markdown, Format.html):
-        text = render_run(above, fmt)
+        text = render_run(assess(above), fmt)
         assert flagged in text, fmt
         assert "125% of achievable," not in text and not text.count("125% of achievable") > text.count(flagged)
-        assert "80% of achievable" in render_run(plain, fmt) and ABOVE_ACHIEVABLE not in render_run(plain, fmt)
-    (record,) = metric_records(above)
+        assert "80% of achievable" in render_run(assess(plain), fmt) and ABOVE_ACHIEVABLE not in render_run(
+            assess(plain), fmt
+        )
+    (record,) = metric_records(assess(above))
     assert record["achievable_fraction"] == pytest.approx(1.25) and record["achievable_note"] == ABOVE_ACHIEVABLE
-    assert json.loads(render_run(above, Format.json))["metrics"][0]["achievable_note"] == ABOVE_ACHIEVABLE
-    assert "above the measured ceiling" in render_run(above, Format.csv)
+    assert json.loads(render_run(assess(above), Format.json))["metrics"][0]["achievable_note"] == ABOVE_ACHIEVABLE
+    assert "above the measured ceiling" in render_run(assess(above), Format.csv)
     # Not an implausibility: the datasheet peak is the hard limit, the ceiling only a measurement.
-    assert run_exit_code(above) == run_exit_code(plain) == 0
+    assert run_exit_code(assess(above)) == run_exit_code(assess(plain)) == 0
 
 
 def test_the_selftest_line_flags_it_and_still_passes(tmp_path: Path) -> None:
     docs = [job("numpy", 0.01, "float32", "fp32")]
     above = calibrated_run(tmp_path, docs, {"float32/fp32": 80 * GIGA})
-    (check,) = [c for c in check_result("xla", "numpy", above.results["numpy"], above) if c.name == "achievable"]
+    (check,) = [
+        c for c in check_result("xla", "numpy", above.results["numpy"], assess(above)) if c.name == "achievable"
+    ]
     assert check.passed is True and check.detail == f"matmul 125% of achievable ({ABOVE_ACHIEVABLE})"
     missing = calibrated_run(tmp_path / "m", [job("numpy", 0.01, "float32", "tf32")], {"float32/fp32": 80 * GIGA})
-    (check,) = [c for c in check_result("xla", "numpy", missing.results["numpy"], missing) if c.name == "achievable"]
+    (check,) = [
+        c for c in check_result("xla", "numpy", missing.results["numpy"], assess(missing)) if c.name == "achievable"
+    ]
     assert check.passed is False and check.detail == "matmul: no ceiling for float32/tf32"
 
 
@@ -245,7 +252,7 @@ def test_a_version_1_cache_is_measured_again() -> None:
 def test_a_version_1_copy_in_a_run_folder_gives_no_achievable(tmp_path: Path) -> None:
     run_dir = write_run(tmp_path / "run", [job("numpy", 0.01, "float32", "fp32")])
     (run_dir / RUN_FILE).write_text(json.dumps(version_1("abc")))
-    text = render_run(load_run(run_dir), Format.table)
+    text = render_run(assess(load_run(run_dir)), Format.table)
     assert "of achievable" not in text and "calibration.json: ignored (version 1 is not read" in text
 
 

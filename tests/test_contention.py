@@ -129,12 +129,12 @@ def test_a_metric_mostly_contended_leaves_the_ratios_and_a_run_mostly_contended_
     assert judged.contention == {("numpy", "matmul"): (1, 10), ("jax", "matmul"): (8, 10)}
     assert judged.crowded is None and judged.excluded("jax", "matmul") == "contended (8/10 samples)"
     # Most of jax's matmul samples: that metric leaves the ratios; 9 of 20 samples: the run stands.
-    assert judged.passed and run_exit_code(run, judged) == 0
-    text = render(run, judged=judged)
+    assert judged.passed and run_exit_code(judged) == 0
+    text = render(judged)
     assert "[contended 1/10]" in text and "CONTENDED" in text and "jax matmul: 8 of 10 samples" in text
     crowded = load_run(write_run(tmp_path / "c", [result("numpy", [_timed("matmul", list(range(9)))])]))
-    assert assess(crowded).crowded is not None and "RUN FLAGGED: 9 of 10 samples" in render(crowded)
-    assert run_exit_code(crowded) == DISTURBED  # measured, but the machine disturbed it (exit 3)
+    assert assess(crowded).crowded is not None and "RUN FLAGGED: 9 of 10 samples" in render(assess(crowded))
+    assert run_exit_code(assess(crowded)) == DISTURBED  # measured, but the machine disturbed it (exit 3)
 
 
 def result_problem(doc: dict[str, Any]) -> str | None:
@@ -203,7 +203,9 @@ def test_compare_leaves_out_a_round_whose_samples_were_mostly_contended(tmp_path
         d["settings"]["rounds"] = 6
         return write_run(tmp_path / name, [d])
 
-    comparison = compare_runs(load_run(rounds_run("a", 1.0, set())), load_run(rounds_run("b", 1.0, {2})))
+    comparison = compare_runs(
+        assess(load_run(rounds_run("a", 1.0, set()))), assess(load_run(rounds_run("b", 1.0, {2})))
+    )
     assert comparison.changes[0].processes == (6, 5)  # round 3 of B measured its neighbour
 
 

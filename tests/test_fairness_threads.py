@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from harness.core.schema import load_result
+from harness.judge.assessment import assess
 from harness.report.table import render
 from harness.store.run_folder import load_run
 from tests.conftest import finished, harness, run_folder
@@ -19,7 +20,7 @@ def test_footer_lists_settings_that_differ(tmp_path: Path) -> None:
     jax = result("jax", [metric("m", [1.0])])
     numpy["environment"] = {"precision": {"compute_threads": 1, "float32_matmul": "float32"}}
     jax["environment"] = {"precision": {"compute_threads": 2, "float32_matmul": "float32"}}
-    text = render(load_run(write_run(tmp_path / "run", [numpy, jax])))
+    text = render(assess(load_run(write_run(tmp_path / "run", [numpy, jax]))))
     footer = text.split("settings that differ between frameworks", 1)[1]
     assert "compute threads: numpy=1, jax=2" in footer
     assert "float32 matmul" not in footer  # the same everywhere: not listed

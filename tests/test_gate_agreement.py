@@ -35,7 +35,7 @@ def test_a_skipped_baseline_hands_the_comparison_to_the_first_framework_that_ran
     row = next(r for r in evaluate(run) if r.name == "product_sum")
     assert row.reference == "jax" and row.passed == {"jax": True, "pytorch": False}
     assert "differs from jax" in row.why["pytorch"]
-    text = render(run)
+    text = render(assess(run))
     assert "vs jax" in text and "pytorch †" in text
     assert not assess(run).gate_passed
 
@@ -49,7 +49,7 @@ def test_a_framework_that_omits_a_declared_check_fails(tmp_path: Path) -> None:
     rows = {row.name: row for row in evaluate(run)}
     assert rows["product_sum"].passed == {"numpy": True, "jax": False}
     assert rows["residual"].passed == {"numpy": True, "jax": True}
-    assert "- (FAIL: declared check not reported)" in render(run)
+    assert "- (FAIL: declared check not reported)" in render(assess(run))
     assert not assess(run).gate_passed
 
 
@@ -71,7 +71,7 @@ def test_with_three_frameworks_a_wrong_baseline_is_the_one_marked(tmp_path: Path
     row = next(r for r in evaluate(run) if r.name == "product_sum")
     assert row.reference == "jax" and row.passed == {"numpy": False, "jax": True, "pytorch": True}
     assert "jax (majority)" in row.tolerance
-    text = render(run)
+    text = render(assess(run))
     assert "numpy (baseline) †" in text and "jax †" not in text and "pytorch †" not in text
 
 
@@ -144,7 +144,7 @@ def test_compare_gives_no_verdict_for_a_framework_that_failed_the_gate(tmp_path:
 
     a = load_run(run_with(1.0, 1.0, "a"))
     wrong_and_fast = load_run(run_with(7.0, 0.5, "b"))  # "50 % faster" by computing something else
-    comparison = compare_runs(a, wrong_and_fast)
+    comparison = compare_runs(assess(a), assess(wrong_and_fast))
     jax_change = next(c for c in comparison.changes if c.framework == "jax")
     assert jax_change.excluded is not None and "not comparable in run B" in jax_change.excluded
     assert jax_change.verdict.startswith("excluded") and not jax_change.significant

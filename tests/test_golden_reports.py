@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from harness.judge.assessment import assess
 from harness.judge.compare import compare_runs
 from harness.report.comparison import render_comparison
 from harness.report.exports import Format, render_run
@@ -56,13 +57,13 @@ def _golden(name: str, text: str, folder: Path = GOLDEN) -> None:
     [(Format.table, "run.txt"), (Format.markdown, "run.md"), (Format.csv, "run.csv"), (Format.html, "run.html")],
 )
 def test_a_run_renders_exactly_as_recorded(tmp_path: Path, fmt: Format, name: str) -> None:
-    _golden(name, render_run(load_run(_run(tmp_path / "run")), fmt))
+    _golden(name, render_run(assess(load_run(_run(tmp_path / "run"))), fmt))
 
 
 def test_a_comparison_renders_exactly_as_recorded(tmp_path: Path) -> None:
     a = load_run(_run(tmp_path / "a"))
     b = load_run(_run(tmp_path / "b", scale=1.1))
-    _golden("compare.txt", render_comparison(compare_runs(a, b), Format.table))
+    _golden("compare.txt", render_comparison(compare_runs(assess(a), assess(b)), Format.table))
 
 
 def test_the_golden_check_can_fail(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

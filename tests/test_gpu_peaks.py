@@ -1,4 +1,4 @@
-"""The datasheet peaks of each GPU board variant (harness/judge/plausibility.py, GPU_PEAKS).
+"""The datasheet peaks of each GPU board variant (harness/store/peaks.py, GPU_PEAKS).
 
 A chip comes in several boards with different clocks, power and memory: an H100 PCIe reaches 3/4
 of an SXM5's FLOP/s, an H100 NVL and a GH200 have more and faster memory. Each variant has its
@@ -15,9 +15,10 @@ from typing import Any
 
 import pytest
 
-from harness.judge import plausibility
-from harness.judge.plausibility import NO_PEAK, GpuMatch, bandwidth_for, machine_limits, match_gpu, peak_for
+from harness.judge.assessment import assess
 from harness.report.table import render
+from harness.store import peaks
+from harness.store.peaks import NO_PEAK, GpuMatch, bandwidth_for, machine_limits, match_gpu, peak_for
 from harness.store.run_folder import load_run
 from tests.factories import metric, result, write_run
 
@@ -170,7 +171,7 @@ def test_no_peak_is_said_in_the_table(tmp_path: Path) -> None:
     doc = result("pytorch", [dict(metric("matmul", [0.01] * 3, flops=2e12), dtype="float32", bytes=1e9)])
     doc["device"] = "gpu"
     doc["environment"] = gpu_result("NVIDIA H100", _mib(81559), 300.0)["environment"]
-    text = render(load_run(write_run(tmp_path / "run", [doc])))
+    text = render(assess(load_run(write_run(tmp_path / "run", [doc]))))
     assert "no datasheet peak: NVIDIA H100 could be H100 SXM5 80GB or H100 PCIe 80GB" in text
     assert "of peak" not in text
 
@@ -182,5 +183,5 @@ def test_the_calibration_limit_of_a_name_is_its_fastest_variant() -> None:
     assert limits["float32/fp32"][0] == 494.5 / 3 * TERA and "H100 SXM5 80GB" in limits["float32/fp32"][1]
     assert "3xTF32" in limits["float32/fp32"][1]
     assert limits["float32/tf32"][0] == 494.5 * TERA and limits["bfloat16/bf16"][0] == 989.5 * TERA
-    assert limits["bandwidth"][0] == 3.9 * TERA * plausibility.GPU_CACHE_HEADROOM  # the NVL's memory
+    assert limits["bandwidth"][0] == 3.9 * TERA * peaks.GPU_CACHE_HEADROOM  # the NVL's memory
     assert machine_limits("gpu", {}, ["NVIDIA H800"]) == {}

@@ -22,6 +22,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from harness.judge.assessment import assess
 from harness.store.plan import PlanRequest, make_plan
 from suites.runtime.stats import summarize
 from tests.conftest import harness
@@ -530,10 +531,10 @@ def test_no_corruption_crashes_a_renderer(tmp_path: Path, data: st.DataObject) -
     try:
         loaded = load_run(run)
         for fmt in Format:
-            render_run(loaded, fmt)
+            render_run(assess(loaded), fmt)
         for fmt in Format:
-            render_comparison(compare_runs(load_run(run), loaded), fmt)
-        write_report(loaded, folder / "report", figures=False)
+            render_comparison(compare_runs(assess(load_run(run)), assess(loaded)), fmt)
+        write_report(assess(loaded), folder / "report", figures=False)
     except HarnessError:
         pass
 
@@ -567,6 +568,6 @@ def test_no_corrupted_summary_or_plan_crashes_the_reader(tmp_path: Path, data: s
             assert Path(plan.run_id).name == plan.run_id and plan.run_id not in (".", "..")
         else:
             for fmt in Format:
-                render_run(load_run(run), fmt)
+                render_run(assess(load_run(run)), fmt)
     except HarnessError:
         pass

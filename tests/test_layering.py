@@ -140,3 +140,85 @@ def test_a_planted_upward_import_is_caught(planted: str, tmp_path: Path) -> None
     deps = imports_of(planted, source, set(harness_modules()))
     assert "harness.report.table" in deps
     assert layer_of("harness.report.table") > layer_of(planted)
+
+
+# The renderers format what the judging layer decided; they never decide. From harness.judge they
+# may import its result types (classes) and its words (UPPER_CASE constants), never a function or
+# a whole module through which a function could be called.
+RENDERERS = ("harness.report", "harness.publish")
+
+
+def _types_and_words(module: str) -> set[str]:
+    tree = ast.parse(harness_modules()[module].read_text(encoding="utf-8"))
+    names: set[str] = set()
+    for node in tree.body:
+        if isinstance(node, ast.ClassDef):
+            names.add(node.name)
+        targets = (
+            node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AnnAssign) else []
+        )
+        names.update(t.id for t in targets if isinstance(t, ast.Name) and t.id.isupper())
+    return names
+
+
+def judging_calls(path: Path) -> list[str]:
+    """What a renderer imports from the judging layer beyond its types and words."""
+    known = set(harness_modules())
+    bad = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            bad += [a.name for a in node.names if a.name.startswith("harness.judge")]
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("harness.judge"):
+            module = node.module or ""
+            allowed = _types_and_words(module) if module in known and module != "harness.judge" else set()
+            bad += [f"{module}.{a.name}" for a in node.names if a.name not in allowed]
+    return bad
+
+
+def test_renderers_import_only_the_judging_layers_types_and_words() -> None:
+    for module, path in harness_modules().items():
+        if module.startswith(RENDERERS):
+            assert not judging_calls(path), f"{module} judges: {judging_calls(path)}; ask the Assessment instead"
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "from harness.judge.assessment import assess\n",
+        "from harness.judge import assessment\n",
+        "import harness.judge.compare\n",
+        "from harness.judge.compare import compare_runs, Comparison\n",
+    ],
+)
+def test_a_renderer_that_judges_is_caught(line: str, tmp_path: Path) -> None:
+    source = tmp_path / "page.py"
+    source.write_text(line, encoding="utf-8")
+    assert judging_calls(source) and all("Comparison" not in name for name in judging_calls(source))
+
+
+DOC = ROOT / "docs" / "extending.md"
+
+
+def documented_layers() -> list[str]:
+    """The numbered entries of docs/extending.md's "The layers", one string each."""
+    section = DOC.read_text(encoding="utf-8").split("## The layers\n", 1)[1].split("\n## ", 1)[0]
+    entries: list[str] = []
+    for line in section.splitlines():
+        if line[:1].isdigit():
+            entries.append(line)
+        elif line.startswith("   ") and entries:
+            entries[-1] += " " + line.strip()
+    return entries
+
+
+def test_the_documented_layers_are_the_folders_and_name_every_module() -> None:
+    entries = documented_layers()
+    assert len(entries) == len(FOLDERS), "docs/extending.md lists another number of layers than FOLDERS"
+    for entry, names in zip(entries, FOLDERS, strict=True):
+        for name in names:
+            assert f"`harness/{name}/`" in entry, f"layer {names} is not where docs/extending.md puts it"
+            for item in sorted((HARNESS / name).iterdir()):
+                if item.name in ("__init__.py", "__pycache__"):
+                    continue
+                shown = item.name if item.is_file() else item.name + "/"
+                assert f"`{shown}`" in entry, f"docs/extending.md does not name harness/{name}/{shown} in its layer"

@@ -41,18 +41,18 @@ def test_the_same_settings_are_comparable(tmp_path: Path) -> None:
     run = _run(tmp_path, SEARCHED, dict(SEARCHED))
     judged = assess(run)
     assert judged.not_comparable == {} and judged.fairness_mismatches == {}
-    assert run_exit_code(run, judged) == 0 and not run.problems
+    assert run_exit_code(judged) == 0 and not run.problems
 
 
 def test_a_differing_setting_makes_the_framework_not_comparable_and_every_medium_says_why(tmp_path: Path) -> None:
     run = _run(tmp_path, SEARCHED, NOT_SEARCHED)
     judged = assess(run)
     assert judged.not_comparable == {"flax": UNFAIR}  # the baseline is what the others are held to
-    assert judged.gate_failed == frozenset() and run_exit_code(run, judged) == 1
-    assert f"flax: {UNFAIR}; timings kept in the JSON" in render_run(run, Format.table, judged)
-    assert UNFAIR in render_run(run, Format.markdown, judged)
-    assert json.loads(render_run(run, Format.json, judged))["not_comparable"] == {"flax": UNFAIR}
-    assert UNFAIR in render_run(run, Format.csv, judged)
+    assert judged.gate_failed == frozenset() and run_exit_code(judged) == 1
+    assert f"flax: {UNFAIR}; timings kept in the JSON" in render_run(judged, Format.table)
+    assert UNFAIR in render_run(judged, Format.markdown)
+    assert json.loads(render_run(judged, Format.json))["not_comparable"] == {"flax": UNFAIR}
+    assert UNFAIR in render_run(judged, Format.csv)
 
 
 def test_every_differing_setting_is_named_beside_a_gate_failure(tmp_path: Path) -> None:
@@ -80,7 +80,7 @@ def test_every_differing_setting_is_named_beside_a_gate_failure(tmp_path: Path) 
 def test_a_setting_null_or_missing_on_one_side_compares_with_anything(tmp_path: Path, flax: Any, pytorch: Any) -> None:
     run = _run(tmp_path, flax, pytorch)
     judged = assess(run)
-    assert judged.not_comparable == {} and run_exit_code(run, judged) == 0
+    assert judged.not_comparable == {} and run_exit_code(judged) == 0
 
 
 @pytest.mark.parametrize(
@@ -108,9 +108,9 @@ def test_a_hostile_field_is_ignored_named_and_fails_the_run(tmp_path: Path, host
     judged = assess(run)
     assert "flax" not in judged.not_comparable  # nothing read from it
     assert [p for p in run.problems if p.startswith("flax: training.fairness ignored (")], run.problems
-    assert run_exit_code(run, judged) == 1  # an unreadable claim of fairness is not a clean run
+    assert run_exit_code(judged) == 1  # an unreadable claim of fairness is not a clean run
     for fmt in Format:
-        text = render_run(run, fmt, judged)
+        text = render_run(judged, fmt)
         assert "\x1b" not in text and "<script>" not in text
     assess(run)
     assert len(run.problems) == 1  # assessing twice says it once

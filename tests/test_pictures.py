@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from harness.judge.assessment import assess
 from harness.report import palette, pictures
 from harness.report import picture_figures as pictured
 from harness.report.exports import Format, render_run
@@ -64,7 +65,7 @@ def xla(tmp_path: Path) -> Run:
 
 
 def test_a_roofline_point_sits_at_its_declared_intensity_and_measured_rate(xla: Run) -> None:
-    roof = pictures.roofline(xla)
+    roof = pictures.roofline(assess(xla))
     assert roof is not None
     by_key = {(p.framework, p.metric): p for p in roof.points}
     assert set(by_key) == {(fw, m) for fw in ("numpy", "jax") for m in ("matmul", "mean_sum")}
@@ -83,7 +84,7 @@ def test_a_roofline_point_sits_at_its_declared_intensity_and_measured_rate(xla: 
 
 def test_the_roofline_figure_draws_each_point_and_roof_where_the_data_says(xla: Run) -> None:
     plt = _pyplot()
-    roof = pictures.roofline(xla)
+    roof = pictures.roofline(assess(xla))
     assert roof is not None
     fig = pictured.roofline_figure(plt, roof)
     ax = fig.axes[0]
@@ -101,7 +102,7 @@ def test_the_roofline_figure_draws_each_point_and_roof_where_the_data_says(xla: 
 def test_a_flagged_point_is_drawn_as_a_red_ring_never_a_plain_point(tmp_path: Path) -> None:
     fast = _xla_doc("jax", [1e-7] * 3)  # 268 MFLOP in 100 ns: far above this CPU's peak
     run = load_run(write_run(tmp_path / "f", [_xla_doc("numpy", [0.05] * 3), fast]))
-    roof = pictures.roofline(run)
+    roof = pictures.roofline(assess(run))
     assert roof is not None
     flagged = next(p for p in roof.points if p.framework == "jax" and p.metric == "matmul")
     assert any("implausible" in f for f in flagged.flags)
@@ -115,7 +116,7 @@ def test_a_flagged_point_is_drawn_as_a_red_ring_never_a_plain_point(tmp_path: Pa
 
 
 def test_the_timeline_has_one_point_per_sample_with_marked_ones_apart_and_rounds_split(xla: Run) -> None:
-    found = {t.metric: t for t in pictures.timelines(xla)}
+    found = {t.metric: t for t in pictures.timelines(assess(xla))}
     assert list(found) == ["matmul", "mean_sum", "generate"]
     matmul = found["matmul"]
     assert matmul.reasons == {"escaped": pictures.MARKS["escaped"]}
@@ -146,7 +147,7 @@ def test_learning_curves_are_cumulative_training_time_with_a_median_band_over_ro
             _curve([2.2, 1.2], [0.8, 0.4], [82.0, 92.0])]  # fmt: skip
     torch = [_curve([1.5, 1.0, 1.0], [1.0, 0.6, 0.35], [78.0, 86.0, 90.5])]
     run = load_run(write_run(tmp_path / "t", [_training_doc("flax", flax), _training_doc("pytorch", torch)]))
-    curves = pictures.learning_curves(run)
+    curves = pictures.learning_curves(assess(run))
     assert curves is not None and curves.target == 90.0 and curves.frameworks == ["flax", "pytorch"]
     first = curves.curves[0]
     assert [p.seconds for p in first.points] == [2.0, 3.0, 4.0]
@@ -172,7 +173,7 @@ def test_learning_curves_are_cumulative_training_time_with_a_median_band_over_ro
 
 
 def test_report_writes_every_picture_with_alt_text(xla: Run, tmp_path: Path) -> None:
-    figures = write_figures(xla, tmp_path / "figures")
+    figures = write_figures(assess(xla), tmp_path / "figures")
     names = [f.path.name for f in figures]
     assert names == ["xla-steady.png", "xla-first-vs-steady.png", "xla-roofline.png", "xla-timeline-1.png",
                      "xla-timeline-2.png", "xla-timeline-3.png"]  # fmt: skip
@@ -186,14 +187,14 @@ def test_a_hostile_metric_name_never_becomes_a_file_name_or_markup(tmp_path: Pat
     doc = _xla_doc("numpy", [0.05] * 3)
     doc["metrics"][0]["name"] = "../../x $\\frac{1}{0}$ \x1b[31m"
     run = load_run(write_run(tmp_path / "h", [doc]))
-    figures = write_figures(run, tmp_path / "figures")
+    figures = write_figures(assess(run), tmp_path / "figures")
     assert all(f.path.parent == tmp_path / "figures" for f in figures)
     assert any("\\x1b[31m" in f.alt for f in figures) and not any("\x1b" in f.alt for f in figures)
-    assert "\x1b" not in render_plots(run)
+    assert "\x1b" not in render_plots(assess(run))
 
 
 def test_sparklines_show_every_sample_rounds_and_marks(xla: Run) -> None:
-    text = render_plots(xla)
+    text = render_plots(assess(xla))
     line = next(ln for ln in text.splitlines() if ln.strip().startswith("jax") and "first call" in ln and "|" in ln)
     spark = line.split()[1]
     left, right = spark.split("|")
@@ -226,14 +227,14 @@ def _calibrate(run: Run, flops: float = 4e10, bandwidth: float = 2e10) -> Run:
 
 
 def test_measured_ceilings_make_the_solid_roof_and_pick_each_metrics_rate_row(xla: Run) -> None:
-    before = render_run(xla, Format.table)
+    before = render_run(assess(xla), Format.table)
     assert "matmul GB/s" in before and "mean_sum GFLOP/s" in before  # no ceilings measured: both rates
     run = _calibrate(xla)
-    roof = pictures.roofline(run)
+    roof = pictures.roofline(assess(run))
     assert roof is not None
     measured = next(r for r in roof.roofs if r.kind == "measured")
     assert (measured.flops, measured.bandwidth, measured.ridge) == (4e10, 2e10, 2.0)
-    text = render_run(run, Format.table)
+    text = render_run(assess(run), Format.table)
     # matmul (intensity 42.7) sits under the compute roof, mean_sum (0.25) under the memory roof.
     assert "matmul GFLOP/s" in text and "matmul GB/s" not in text
     assert "mean_sum GB/s" in text and "mean_sum GFLOP/s" not in text
@@ -243,7 +244,7 @@ def test_counts_that_overflow_a_float_are_left_off_the_roofline_not_a_crash(tmp_
     doc = _xla_doc("numpy", [1e-300] * 3)  # every field within its own limits; the quotients are not
     doc["metrics"][0].update(flops=1e150, bytes=1e-300)
     run = load_run(write_run(tmp_path / "o", [doc, _xla_doc("jax", [0.05] * 3)]))
-    roof = pictures.roofline(run)
+    roof = pictures.roofline(assess(run))
     assert roof is not None and ("numpy", "matmul") not in {(p.framework, p.metric) for p in roof.points}
     assert any(t.startswith("numpy matmul: intensity or rate beyond") for t in roof.left_out)
-    assert "xla-roofline.png" in [f.path.name for f in write_figures(run, tmp_path / "figures")]
+    assert "xla-roofline.png" in [f.path.name for f in write_figures(assess(run), tmp_path / "figures")]

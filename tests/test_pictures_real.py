@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from harness.judge.assessment import assess
 from harness.report import picture_figures as pictured
 from harness.report import pictures
 from harness.report.figures import _pyplot, write_figures
@@ -19,7 +20,7 @@ pytestmark = pytest.mark.slow
 
 
 def test_learning_curves_are_the_results_accuracies_against_cumulative_epoch_times(training_run: Run) -> None:  # noqa: F811
-    curves = pictures.learning_curves(training_run)
+    curves = pictures.learning_curves(assess(training_run))
     assert curves is not None and curves.target == TRAINING_TARGET
     assert curves.frameworks == ["flax", "pytorch"] and {b.framework for b in curves.bands} == {"flax", "pytorch"}
     for fw in ("flax", "pytorch"):
@@ -47,7 +48,7 @@ def test_learning_curves_are_the_results_accuracies_against_cumulative_epoch_tim
 
 
 def test_the_roofline_puts_xla_at_its_declared_intensity_under_the_calibrated_ceilings(xla_run: Run) -> None:  # noqa: F811
-    roof = pictures.roofline(xla_run)
+    roof = pictures.roofline(assess(xla_run))
     assert roof is not None
     drawn = {(p.framework, p.metric): p for p in roof.points}
     assert {m for _, m in drawn} == {"matmul", "inverse", "mean_sum"}
@@ -65,7 +66,7 @@ def test_the_roofline_puts_xla_at_its_declared_intensity_under_the_calibrated_ce
 
 
 def test_the_timeline_has_one_point_per_sample_and_a_boundary_between_rounds(xla_run: Run) -> None:  # noqa: F811
-    found = {t.metric: t for t in pictures.timelines(xla_run)}
+    found = {t.metric: t for t in pictures.timelines(assess(xla_run))}
     matmul = found["matmul"]
     for series in matmul.series:
         metric = next(m for m in xla_run.results[series.framework]["metrics"] if m["name"] == "matmul")
@@ -85,7 +86,7 @@ def test_samples_that_escaped_their_clock_are_marked_and_drawn_apart(escaped_run
     metric = next(m for m in escaped_run.results["jax"]["metrics"] if m["name"] == "matmul")
     marked = metric.get("marks", {}).get("escaped", [])
     assert len(marked) >= len(metric["samples"]) // 2  # an unsynchronised 768^2 matmul outlives most clocks
-    timeline = next(t for t in pictures.timelines(escaped_run) if t.metric == "matmul")
+    timeline = next(t for t in pictures.timelines(assess(escaped_run)) if t.metric == "matmul")
     assert "escaped" in timeline.reasons
     plt = _pyplot()
     fig = pictured.timeline_figure(plt, timeline, "xla")
@@ -94,7 +95,7 @@ def test_samples_that_escaped_their_clock_are_marked_and_drawn_apart(escaped_run
     plt.close(fig)
     proc = harness("show", str(escaped_run.path), "--plot")
     assert proc.returncode == 0 and "E = escaped: work still running" in proc.stdout
-    assert any(f.path.name == "xla-timeline-1.png" for f in write_figures(escaped_run, tmp_path / "figures"))
+    assert any(f.path.name == "xla-timeline-1.png" for f in write_figures(assess(escaped_run), tmp_path / "figures"))
 
 
 def test_report_writes_the_pictures_of_a_training_run(training_run: Run, tmp_path: Path) -> None:  # noqa: F811

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from harness.core.errors import HarnessError
+from harness.judge.assessment import assess
 from harness.store.plan import PlanRequest, make_plan, plan_from_record
 from suites.runtime import job_spec
 from tests.conftest import REPO
@@ -112,7 +113,7 @@ def test_the_table_says_what_was_requested_and_what_the_probe_measured(tmp_path:
         doc["settings"]["precision"] = "tf32"
         doc["environment"]["precision"] = {"measured": {"matmul": {"class": measured, "bits": 10}}}
         docs.append(doc)
-    text = render(load_run(write_run(tmp_path / "run", docs)))
+    text = render(assess(load_run(write_run(tmp_path / "run", docs))))
     assert "| precision tf32 (requested)" in text.splitlines()[0]
     assert "pytorch: tf32 requested, the precision probe measured matmul fp32" in text
     assert "flax: tf32 requested" not in text  # it got what it asked for

@@ -135,7 +135,7 @@ def test_frameworks_with_different_measured_arithmetic_are_not_put_side_by_side(
     ]
     run = load_run(write_run(tmp_path, docs))
     assert assess(run).precision_mismatches == {"jax": "measured precision differs from pytorch: matmul tf32 vs fp32"}
-    text = render(run)
+    text = render(assess(run))
     header = text.splitlines()[2]
     assert "jax †" in header
     row = next(line for line in text.splitlines() if line.startswith("matmul "))

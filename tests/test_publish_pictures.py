@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from harness.judge.assessment import assess
 from harness.publish import publish_site
 from harness.publish.flags import run_flags
 from harness.report import palette, pictures
@@ -124,7 +125,7 @@ def _load(results: Path, suite: str) -> Run:
 
 def test_the_learning_curves_embedded_are_the_pictures_points(published: tuple[Path, dict[str, str]]) -> None:
     results, pages = published
-    expected = pictures.learning_curves(_load(results, "mlp"))
+    expected = pictures.learning_curves(assess(_load(results, "mlp")))
     assert expected is not None and expected.flags == {"pytorch": ("not comparable: failed the agreement gate",)}
     learning = site_data(pages["mlp"])["pictures"]["learning"]
     assert learning["target"] == TARGET and learning["target_label"] == "target 75 %"
@@ -164,7 +165,7 @@ def test_the_learning_curves_embedded_are_the_pictures_points(published: tuple[P
 def test_the_roofline_embedded_is_the_pictures_roofline(published: tuple[Path, dict[str, str]]) -> None:
     results, pages = published
     run = _load(results, "xla")
-    expected = pictures.roofline(run, run_flags(run))
+    expected = pictures.roofline(assess(run), run_flags(assess(run)))
     assert expected is not None
     roofline = site_data(pages["xla"])["pictures"]["roofline"]
     assert [(p["framework"], p["metric"], p["dtype"], p["flops"], p["bytes"], p["intensity"], p["rate"], p["flags"])
@@ -191,7 +192,7 @@ def test_the_timelines_embedded_are_the_pictures_timelines(published: tuple[Path
     results, pages = published
     for suite in ("xla", "mlp"):
         run = _load(results, suite)
-        expected = pictures.timelines(run, run_flags(run))
+        expected = pictures.timelines(assess(run), run_flags(assess(run)))
         embedded = site_data(pages[suite])["pictures"]["timelines"]
         assert [t["metric"] for t in embedded] == [t.metric for t in expected]
         for got, want in zip(embedded, expected, strict=True):
@@ -309,6 +310,6 @@ def test_the_terminal_prints_eight_rounds_a_framework_and_counts_the_rest(tmp_pa
     doc["metrics"][0].update(round_sizes=[1] * 12, first_calls=[2.0] * 12, samples=[0.5] * 12)
     doc["metrics"][0]["stats"] = summarize([0.5] * 12)
     write(results, "20240501-100000-mlp-0001", "20240501-100000-mlp-0001", [doc])
-    text = render_plots(_load(results, "mlp"))
+    text = render_plots(assess(_load(results, "mlp")))
     assert sum(1 for line in text.splitlines() if line.strip().startswith("flax #")) == MAX_CURVE_LINES
     assert f"flax: {12 - MAX_CURVE_LINES} more rounds not printed" in text

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from harness.judge.assessment import assess
 from harness.publish import publish_site
 from harness.publish.flags import run_flags
 from harness.publish.run_charts import first_calls_line
@@ -43,11 +44,11 @@ def test_the_run_pages_draw_learning_curves_a_roofline_and_timelines(
 
     training: Run = request.getfixturevalue("training_run")
     xla: Run = request.getfixturevalue("xla_run")
-    curves = pictures.learning_curves(training)
+    curves = pictures.learning_curves(assess(training))
     assert curves is not None, "the training run recorded no learning curve (training.curves)"
-    roof = pictures.roofline(xla, run_flags(xla))
+    roof = pictures.roofline(assess(xla), run_flags(assess(xla)))
     assert roof is not None, "no xla time metric declares both a FLOP and a byte count"
-    timeline = pictures.timelines(xla, run_flags(xla))[0]
+    timeline = pictures.timelines(assess(xla), run_flags(assess(xla)))[0]
     training_page = _publish(training, tmp_path / "training-site")
     xla_page = _publish(xla, tmp_path / "xla-site")
     problems: list[str] = []

@@ -49,10 +49,10 @@ def make(
 
 def test_compare_finds_a_known_2x_and_calls_no_difference_not_significant(tmp_path: Path) -> None:
     a = load_run(make(tmp_path, "a", 1.0, 0))
-    same = compare_runs(a, load_run(make(tmp_path, "same", 1.0, 10)))
+    same = compare_runs(assess(a), assess(load_run(make(tmp_path, "same", 1.0, 10))))
     assert all(not c.significant and c.verdict == "not significant" for c in same.changes)
     assert all(c.processes == (6, 6) and c.basis == "round medians" for c in same.changes)
-    slower = compare_runs(a, load_run(make(tmp_path, "slow", 2.0, 20)))
+    slower = compare_runs(assess(a), assess(load_run(make(tmp_path, "slow", 2.0, 20))))
     for change in slower.changes:
         assert change.significant and 1.9 < change.ratio < 2.1 and change.ci_low > 1.8
         assert change.verdict.endswith("slower")
@@ -62,14 +62,14 @@ def test_compare_finds_a_known_2x_and_calls_no_difference_not_significant(tmp_pa
 def test_compare_warns_about_differing_stacks(tmp_path: Path) -> None:
     a = load_run(make(tmp_path, "a", 1.0, 0))
     b = load_run(make(tmp_path, "b", 1.0, 1, versions={"numpy": "2.0"}))
-    assert compare_runs(a, b).warnings == ["numpy: runs differ in versions"]
+    assert compare_runs(assess(a), assess(b)).warnings == ["numpy: runs differ in versions"]
 
 
 def test_one_process_a_side_gives_the_ratio_and_no_verdict_however_large_the_change(tmp_path: Path) -> None:
     """Samples of one process are not independent evidence about the code: 2x slower from one
     process a side is a ratio, not a verdict, and --fail-above says it cannot judge it."""
     a, slow = make(tmp_path, "a", 1.0, 0, rounds=0), make(tmp_path, "slow", 2.0, 20, rounds=0)
-    comparison = compare_runs(load_run(a), load_run(slow))
+    comparison = compare_runs(assess(load_run(a)), assess(load_run(slow)))
     for change in comparison.changes:
         assert change.processes == (1, 1) and 1.9 < change.ratio < 2.1 and change.p_value < 1e-4
         assert not change.significant and change.verdict == "no verdict: 1 process a side; `--rounds 5` gives one"
@@ -78,7 +78,7 @@ def test_one_process_a_side_gives_the_ratio_and_no_verdict_however_large_the_cha
     assert "--fail-above cannot judge 2 row(s) without a verdict" in proc.stderr
     assert "no verdict on 2 of 2 rows" in proc.stdout
     # Rounds on one side only: still one process on the other.
-    one_sided = compare_runs(load_run(a), load_run(make(tmp_path, "r", 2.0, 3)))
+    one_sided = compare_runs(assess(load_run(a)), assess(load_run(make(tmp_path, "r", 2.0, 3))))
     assert all(min(c.processes) == 1 and c.no_verdict for c in one_sided.changes)
 
 
@@ -100,7 +100,7 @@ def test_the_rows_of_a_compare_are_one_family_holm_corrected(tmp_path: Path) -> 
         d["settings"]["rounds"] = 5
         return write_run(tmp_path / name, [d])
 
-    comparison = compare_runs(load_run(run("a", False)), load_run(run("b", True)))
+    comparison = compare_runs(assess(load_run(run("a", False))), assess(load_run(run("b", True))))
     first = comparison.changes[0]
     assert first.p_value < 0.05 and first.p_adjusted == pytest.approx(min(1.0, 6 * first.p_value))
     assert not first.significant and first.verdict == "not significant"
@@ -145,21 +145,21 @@ def test_compare_cli_fail_above_and_formats(tmp_path: Path) -> None:
 
 def test_every_export_format_parses_back(tmp_path: Path) -> None:
     run = load_run(make(tmp_path, "a", 1.0, 0))
-    rows = list(csv.DictReader(io.StringIO(render_run(run, Format.csv))))
+    rows = list(csv.DictReader(io.StringIO(render_run(assess(run), Format.csv))))
     assert tuple(rows[0].keys()) == RECORD_FIELDS and len(rows) == 2
     jax_row = next(r for r in rows if r["framework"] == "jax")
     assert 0.45 < float(jax_row["ratio_to_baseline"]) < 0.55 and float(jax_row["ratio_ci_high"]) < 1
-    document = json.loads(render_run(run, Format.json))
+    document = json.loads(render_run(assess(run), Format.json))
     assert document["format"] == "harness-run-report" and document["baseline"] == "numpy"
     assert {m["framework"] for m in document["metrics"]} == {"numpy", "jax"}
-    page = render_run(run, Format.html)
+    page = render_run(assess(run), Format.html)
     assert page.startswith("<!DOCTYPE html>") and "<table>" in page and "matmul" in page
-    markdown = render_run(run, Format.markdown)
+    markdown = render_run(assess(run), Format.markdown)
     assert "| matmul" in markdown and "### checks" in markdown
 
 
 def test_report_folder_with_png_figures(tmp_path: Path) -> None:
-    path = write_report(load_run(make(tmp_path, "a", 1.0, 0)), tmp_path / "report")
+    path = write_report(assess(load_run(make(tmp_path, "a", 1.0, 0))), tmp_path / "report")
     text = path.read_text()
     assert "## Fairness settings" in text and "## Environment" in text and "](figures/xla-steady.png)" in text
     for png in (tmp_path / "report" / "figures").iterdir():
@@ -174,9 +174,11 @@ def test_lint_flags_a_fabricated_too_fast_metric_and_leaves_an_honest_one(tmp_pa
     findings = {f.framework: f for f in assess(run).findings}
     assert findings["numpy"].plausible and 0 < (findings["numpy"].fraction or 0) < 1
     assert not findings["jax"].plausible
-    text = render_run(run, Format.table)
+    text = render_run(assess(run), Format.table)
     assert "IMPLAUSIBLE" in text and "likely a missing device synchronisation" in text
-    jax_row = next(r for r in csv.DictReader(io.StringIO(render_run(run, Format.csv))) if r["framework"] == "jax")
+    jax_row = next(
+        r for r in csv.DictReader(io.StringIO(render_run(assess(run), Format.csv))) if r["framework"] == "jax"
+    )
     assert jax_row["plausible"] == "False" and jax_row["ratio_to_baseline"] == ""
 
 
@@ -188,7 +190,7 @@ def test_compare_tests_significance_on_round_medians_when_both_runs_have_rounds(
                 m["round_medians"] = [m["stats"]["median"] * f for f in (0.98, 1.0, 1.02)]
         return write_run(tmp_path / name, docs)
 
-    comparison = compare_runs(load_run(rounds_run("a", 1.0)), load_run(rounds_run("b", 1.3)))
+    comparison = compare_runs(assess(load_run(rounds_run("a", 1.0))), assess(load_run(rounds_run("b", 1.3))))
     for change in comparison.changes:
         assert change.basis == "round medians"
         # Three independent observations a side cannot reach p < 0.05 (the exact minimum is 0.1),
@@ -216,8 +218,8 @@ def test_a_run_names_the_code_that_measured_it_and_compare_notices_a_change(tmp_
         summary["code"] = dict(code, suites_sha256=digest)
         (folder / "summary.json").write_text(json.dumps(summary))
         folders.append(load_run(folder))
-    assert f"code: suites {code['suites_sha256'][:12]}" in render(folders[0])
-    assert any("suites' code differs" in w for w in compare_runs(folders[0], folders[1]).warnings)
+    assert f"code: suites {code['suites_sha256'][:12]}" in render(assess(folders[0]))
+    assert any("suites' code differs" in w for w in compare_runs(assess(folders[0]), assess(folders[1])).warnings)
     for hostile in ({"suites_sha256": "../x"}, {"suites_sha256": "0" * 64, "git_commit": "HEAD; rm"}, "x"):
         assert summary_problem(dict(summary, code=hostile)) is not None
 
@@ -233,8 +235,8 @@ def test_a_comparison_with_every_time_metric_excluded_has_no_geomean_not_nan(tmp
         escaped["sync"] = {"state": "escaped"}
         return result("numpy", [escaped])
 
-    comparison = compare_runs(load_run(write_run(tmp_path / "a", [impossible(0)])),
-                              load_run(write_run(tmp_path / "b", [impossible(1)])))  # fmt: skip
+    a, b = (load_run(write_run(tmp_path / name, [impossible(i)])) for i, name in enumerate("ab"))
+    comparison = compare_runs(assess(a), assess(b))
     assert [c.excluded for c in comparison.changes] != [None]
     assert comparison.geomean() is None
     doc = json.loads(render_comparison(comparison, Format.json), parse_constant=lambda c: pytest.fail(c))

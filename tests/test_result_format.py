@@ -14,6 +14,7 @@ from typing_extensions import get_type_hints
 
 from harness.core import result_types
 from harness.core.schema import InvalidResult, load_result, migrate, validate
+from harness.judge.assessment import assess
 from harness.store.images import wheel_fits
 from suites.runtime.result import RESULT_KEYS, SCHEMA_VERSION, STATUSES, new_result
 from suites.runtime.syncguard import SYNC_STATES
@@ -73,8 +74,8 @@ def test_version_1_and_2_render_identically(tmp_path: Path) -> None:
         doc["schema_version"] = 1
         del doc["dataset"], doc["training"]
     for fmt in Format:
-        assert render_run(load_run(write_run(tmp_path / "v1", old)), fmt) == render_run(
-            load_run(write_run(tmp_path / "v2", docs)), fmt
+        assert render_run(assess(load_run(write_run(tmp_path / "v1", old))), fmt) == render_run(
+            assess(load_run(write_run(tmp_path / "v2", docs))), fmt
         )
 
 

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from harness.execute.selftest import Check, check_result
+from harness.judge.assessment import assess
 from harness.store.run_folder import Run
 from tests.conftest import REPO, finished
 from tests.factories import metric, result
@@ -38,7 +39,7 @@ def _training(fw: str, **changes: Any) -> dict[str, Any]:
 
 def _checks(doc: dict[str, Any]) -> list[Check]:
     run = Run(Path("."), {"baseline": doc["framework"], "suite": "mnist"}, {doc["framework"]: doc})
-    return list(check_result("mnist", doc["framework"], doc, run))
+    return list(check_result("mnist", doc["framework"], doc, assess(run)))
 
 
 def _verdicts(doc: dict[str, Any]) -> dict[str, bool | None]:

@@ -17,7 +17,7 @@ def two_framework_run(tmp_path: Path, jax_sum: float) -> Path:
 
 
 def test_table_shows_medians_ratios_first_calls_and_rates(tmp_path: Path) -> None:
-    text = render(load_run(two_framework_run(tmp_path, 100.0)))
+    text = render(assess(load_run(two_framework_run(tmp_path, 100.0))))
     assert "numpy (baseline)" in text
     matmul = next(line for line in text.splitlines() if line.startswith("matmul "))
     assert "2 s" in matmul and "(1.00x)" in matmul and "1 s" in matmul and "(0.500x [0.500-0.500 56%])" in matmul
@@ -33,7 +33,7 @@ def test_gate_flags_a_disagreeing_framework(tmp_path: Path) -> None:
     rows = {row.name: row for row in evaluate(run)}
     assert rows["product_sum"].passed == {"numpy": True, "jax": False}
     assert rows["residual"].passed == {"numpy": True, "jax": True}
-    text = render(run)
+    text = render(assess(run))
     assert "FAIL: differs from numpy" in text and "jax †" in text
     assert not assess(run).gate_passed
 
@@ -41,7 +41,7 @@ def test_gate_flags_a_disagreeing_framework(tmp_path: Path) -> None:
 def test_limit_check_fails_above_limit(tmp_path: Path) -> None:
     doc = result("numpy", [metric("m", [1.0])], [check("residual", 1e-3, limit=1e-6)])
     run = load_run(write_run(tmp_path / "r", [doc]))
-    assert "FAIL: exceeds limit 1e-06" in render(run)
+    assert "FAIL: exceeds limit 1e-06" in render(assess(run))
 
 
 def test_rejected_file_is_reported_and_the_rest_renders(tmp_path: Path) -> None:
@@ -49,5 +49,5 @@ def test_rejected_file_is_reported_and_the_rest_renders(tmp_path: Path) -> None:
     (path / "jax.json").write_text('{"schema_version": 1, "trunc')
     run = load_run(path)
     assert list(run.results) == ["numpy"]
-    text = render(run)
+    text = render(assess(run))
     assert "rejected files" in text and "jax.json: not valid JSON" in text

@@ -9,6 +9,8 @@ import pytest
 
 from harness.core.schema import InvalidResult, validate
 from harness.judge import time_to_target as ttt
+from harness.judge.assessment import assess
+from harness.report import training_text
 from tests.factories import metric, result
 
 
@@ -44,7 +46,7 @@ def test_pooled_rounds_give_the_median_and_interval_over_seeds() -> None:
     low, high = pooled["seconds_interval"]
     assert 10.0 <= low <= 12.0 <= high <= 14.0
     assert [r["seed"] for r in pooled["rounds"]] == [42, 43, 44]
-    cell = ttt.cell({"training": {"target": pooled}})
+    cell = training_text.target_cell({"training": {"target": pooled}})
     assert cell is not None and cell.startswith("12 s (3 epochs) [") and "over 3 seeds" in cell
     validate(dict(_doc(42, None), training={"target": pooled}), "pooled")  # the schema accepts it
 
@@ -58,7 +60,7 @@ def test_a_round_that_did_not_reach_makes_the_pool_not_reached_never_a_median() 
     pooled = ttt.pool(docs)
     assert pooled is not None and pooled["status"] == "not reached" and pooled["reached_rounds"] == 2
     assert pooled["seconds"] is None and "seconds_interval" not in pooled
-    assert ttt.cell({"training": {"target": pooled}}) == "not reached (in 1 of 3 rounds)"
+    assert training_text.target_cell({"training": {"target": pooled}}) == "not reached (in 1 of 3 rounds)"
     # The metric of the lucky rounds is dropped before pooling samples; the others stay.
     kept = ttt.drop_partial_metrics(docs)
     assert all([m["name"] for m in d["metrics"]] == ["epoch"] for d in kept)
@@ -66,17 +68,20 @@ def test_a_round_that_did_not_reach_makes_the_pool_not_reached_never_a_median() 
 
 
 def test_cells_and_labels() -> None:
-    assert ttt.cell(_doc(1, NOT_REACHED)) == "not reached (best 93.1 %)"
-    assert ttt.cell(_doc(1, _reached(3.25, 2))) == "3.25 s (2 epochs)"
-    assert ttt.cell(_doc(1, None)) is None
+    assert training_text.target_cell(_doc(1, NOT_REACHED)) == "not reached (best 93.1 %)"
+    assert training_text.target_cell(_doc(1, _reached(3.25, 2))) == "3.25 s (2 epochs)"
+    assert training_text.target_cell(_doc(1, None)) is None
     dataset = {"name": "mnist", "origin": "hub", "repo": "ylecun/mnist", "revision": "77f3279092a1c1579b2250db8eafed0ad422088c",
                "fingerprint": "ab" * 32}  # fmt: skip
     assert (
-        ttt.dataset_label({"dataset": dataset})
+        training_text.dataset_label({"dataset": dataset})
         == "data mnist (ylecun/mnist@77f3279092a1, fingerprint abababababababab)"
     )
-    assert ttt.dataset_label({"dataset": {"name": "synthetic", "revision": "seed 3"}}) == "data synthetic (seed 3)"
-    assert ttt.dataset_label({}) is None
+    assert (
+        training_text.dataset_label({"dataset": {"name": "synthetic", "revision": "seed 3"}})
+        == "data synthetic (seed 3)"
+    )
+    assert training_text.dataset_label({}) is None
 
 
 @pytest.mark.parametrize(
@@ -124,7 +129,7 @@ def test_rounds_pool_a_partly_reached_target_and_the_table_says_so(tmp_path: Any
     for doc in merged:
         doc["dataset"] = {"name": "mnist", "repo": "ylecun/mnist", "revision": "77f3279092a1ab", "fingerprint": "1a0c"}
         validate(doc, "merged")
-    text = render(load_run(write_run(tmp_path / "run", merged)))
+    text = render(assess(load_run(write_run(tmp_path / "run", merged))))
     assert "data mnist (ylecun/mnist@77f3279092a1, fingerprint 1a0c)" in text
     assert "not reached (in 1 of 2 rounds)" in text and "10 s (3 epochs) [" in text
 

@@ -92,7 +92,7 @@ def test_the_ratio_the_gate_tests_is_the_one_the_verdict_reports(tmp_path: Path)
     slow = levels(0.1, 0.01, 5)
     slow[2] *= 10
     b = run_of(tmp_path / "b", rounds_doc("numpy", slow, disturbed=(2,)))
-    [row] = compare_runs(load_run(a), load_run(b)).changes
+    [row] = compare_runs(assess(load_run(a)), assess(load_run(b))).changes
     assert row.basis == ROUNDS and row.processes == (6, 5) and row.left_out == (0, 1)
     assert 0.95 < row.ratio < 1.05 and row.ci_low <= row.ratio <= row.ci_high
     assert not row.significant
@@ -169,14 +169,15 @@ def test_a_failed_or_missing_side_is_a_failed_row_the_gate_and_junit_see(tmp_pat
     failure = case.find("failure")
     assert failure is not None and failure.get("type") == "failed" and "round 3: boom" in failure.get("message", "")
     gone = run_of(tmp_path / "c", rounds_doc("numpy", levels(0.1, 0.01, 5)))
-    missing = compare_runs(load_run(a), load_run(gone))
+    missing = compare_runs(assess(load_run(a)), assess(load_run(gone)))
     [row] = [c for c in missing.changes if c.framework == "jax"]
     assert row.failed == "missing in B (no jax job)" and not row.tested and missing.family_size == 1
     # Skipped on both sides: nothing was asked of it, so no row.
     skipped = rounds_doc("jax", [0.05] * 6)
     skipped.update(status="skipped", reason="no gpu", metrics=[])
-    both = compare_runs(load_run(run_of(tmp_path / "d", rounds_doc("numpy", levels(0.1, 0.01, 6)), skipped)),
-                        load_run(run_of(tmp_path / "e", rounds_doc("numpy", levels(0.1, 0.01, 7)), skipped)))  # fmt: skip
+    d = load_run(run_of(tmp_path / "d", rounds_doc("numpy", levels(0.1, 0.01, 6)), skipped))
+    e = load_run(run_of(tmp_path / "e", rounds_doc("numpy", levels(0.1, 0.01, 7)), skipped))
+    both = compare_runs(assess(d), assess(e))
     assert [c.framework for c in both.changes] == ["numpy"]
 
 
@@ -184,10 +185,10 @@ def test_a_busy_machine_has_its_own_exit_status_everywhere(tmp_path: Path) -> No
     """Point 4: a run disturbed and otherwise fine exits 3 (rerun later); one that also failed its
     gate exits 1 (the code is wrong); compare's gate and JUnit say the same."""
     crowded = run_of(tmp_path / "busy", rounds_doc("numpy", levels(0.1, 0.01, 1), disturbed=(0, 1, 2, 3, 4)))
-    assert assess(load_run(crowded)).crowded is not None and run_exit_code(load_run(crowded)) == DISTURBED
+    assert assess(load_run(crowded)).crowded is not None and run_exit_code(assess(load_run(crowded))) == DISTURBED
     wrong = rounds_doc("numpy", levels(0.1, 0.01, 1), disturbed=(0, 1, 2, 3, 4))
     wrong["checks"][0]["value"] = 1.0  # the residual above its limit: the agreement gate fails
-    assert run_exit_code(load_run(run_of(tmp_path / "wrong", wrong))) == FAILED
+    assert run_exit_code(assess(load_run(run_of(tmp_path / "wrong", wrong)))) == FAILED
     assert worst(0, DISTURBED, FAILED) == FAILED and worst(DISTURBED, INTERRUPTED) == INTERRUPTED
     assert worst(0, DISTURBED) == DISTURBED and worst(0, 0) == 0
     a = run_of(tmp_path / "a", rounds_doc("numpy", levels(0.1, 0.01, 2)))
@@ -208,7 +209,7 @@ def test_a_different_workload_is_excluded_not_called_a_regression(tmp_path: Path
     """Point 8: removing compare's "not the same workload" exclusion would call this 20x a slowdown."""
     a = run_of(tmp_path / "a", rounds_doc("numpy", levels(0.1, 0.01, 1)))
     b = run_of(tmp_path / "b", rounds_doc("numpy", levels(2.0, 0.01, 2), size=2000))
-    [row] = compare_runs(load_run(a), load_run(b)).changes
+    [row] = compare_runs(assess(load_run(a)), assess(load_run(b))).changes
     assert row.excluded is not None and row.excluded.startswith("not the same workload (params")
     assert not row.significant
     assert harness("compare", str(a), str(b), "--fail-above", "10").returncode == 0

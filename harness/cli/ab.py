@@ -31,7 +31,7 @@ from harness.cli.results import check_gate_options, conclude, with_floor
 from harness.core.errors import HarnessError
 from harness.execute import ab
 from harness.judge import noise_floor
-from harness.judge.assessment import FAILED, INTERRUPTED, run_exit_code, worst
+from harness.judge.assessment import FAILED, INTERRUPTED, assess, run_exit_code, worst
 from harness.judge.compare import compare_runs
 from harness.report.exports import Format
 from harness.store.plan import PlanRequest, make_plan
@@ -135,9 +135,9 @@ def ab_command(
     typer.echo("")
     typer.echo(f"baseline run: {before}\ncandidate run: {after}", err=fmt is not Format.table)
     runs = [load_run(before), load_run(after)]
-    sides = [run_exit_code(run) for run in runs]
+    sides = [run_exit_code(assess(run)) for run in runs]
     try:
-        comparison = compare_runs(runs[0], runs[1])
+        comparison = compare_runs(assess(runs[0]), assess(runs[1]))
     except HarnessError as error:  # e.g. a side whose jobs all failed: the runs are kept, the session failed
         typer.echo(f"error: {error}; see the two run folders", err=True)
         raise typer.Exit(worst(*sides, FAILED)) from None

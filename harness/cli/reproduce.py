@@ -75,10 +75,10 @@ def reproduce(
     run_dir = execute(repro.plan, chosen, target, argv=["harness"] + sys.argv[1:])
     new = load_run(run_dir)
     judged = assess(new)
-    typer.echo(render_run(new, fmt, judged))
+    typer.echo(render_run(judged, fmt))
     try:
-        typer.echo("\n" + render_comparison(compare_runs(repro.old, new, judged_b=judged), fmt))
+        typer.echo("\n" + render_comparison(compare_runs(assess(repro.old), judged), fmt))
     except HarnessError as error:  # e.g. the new jobs all failed: the table above says why
         typer.echo(f"\nno comparison: {error}", err=True)
     typer.echo(f"\nrun folder: {run_dir}", err=fmt is not Format.table)
-    raise typer.Exit(run_exit_code(new, judged))
+    raise typer.Exit(run_exit_code(judged))

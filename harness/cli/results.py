@@ -38,9 +38,9 @@ def show(
         raise HarnessError(f"--plot draws text for a terminal and goes with --format table, not {fmt.value}")
     loaded = readable(load_run(resolve_run(run_ref, results_dir or default_results_dir())))
     judged = assess(loaded)
-    typer.echo(render_run(loaded, fmt, judged))
+    typer.echo(render_run(judged, fmt))
     if plot:
-        typer.echo("\n" + render_plots(loaded, judged))
+        typer.echo("\n" + render_plots(judged))
 
 
 def compare(
@@ -54,9 +54,8 @@ def compare(
     """Two runs of one suite: per-metric ratio with its interval, significance, geometric mean."""
     check_gate_options(fail_above, junit)
     base = results_dir or default_results_dir()
-    comparison = compare_runs(
-        readable(load_run(resolve_run(run_a, base))), readable(load_run(resolve_run(run_b, base)))
-    )
+    runs = (readable(load_run(resolve_run(run, base))) for run in (run_a, run_b))
+    comparison = compare_runs(*(assess(run) for run in runs))
     raise typer.Exit(conclude(with_floor(comparison), fmt, fail_above, junit))
 
 
@@ -152,5 +151,5 @@ def report(
 ) -> None:
     """Write a self-contained report folder: report.md (tables, checks, environment) and figures."""
     run_dir = resolve_run(run_ref, results_dir or default_results_dir())
-    path = write_report(readable(load_run(run_dir)), out or run_dir / "report", figures=figures)
+    path = write_report(assess(readable(load_run(run_dir))), out or run_dir / "report", figures=figures)
     typer.echo(f"report: {path}")

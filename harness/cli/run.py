@@ -195,11 +195,11 @@ def run(
     loaded = load_run(run_dir)
     judged = assess(loaded)
     typer.echo("")
-    typer.echo(render_run(loaded, fmt, judged))
+    typer.echo(render_run(judged, fmt))
     typer.echo(f"\nrun folder: {run_dir}", err=fmt is not Format.table)
     if judged.crowded:
         typer.echo(f"run flagged: {judged.crowded}", err=True)
-    raise typer.Exit(run_exit_code(loaded, judged))
+    raise typer.Exit(run_exit_code(judged))
 
 
 def check_same_code(run_dir: Path) -> None:

@@ -71,6 +71,7 @@ class Summary:
     outliers: tuple[int, ...]  # indices into the samples
     unstable: bool
     ci_coverage: float = CONFIDENCE  # what [ci_low, ci_high] really covers (below 95 % for small n)
+    ci_claimed: str = ""  # that coverage as printed next to the interval; '' at the nominal 95 %
 
     @property
     def relative_iqr(self) -> float:
@@ -225,6 +226,7 @@ def describe(samples: Sequence[float]) -> Summary:
         outliers=outliers(samples),
         unstable=rel_iqr > UNSTABLE_RELATIVE_IQR,
         ci_coverage=interval.coverage,
+        ci_claimed=interval.claimed,
     )
 
 

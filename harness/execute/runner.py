@@ -27,7 +27,6 @@ from harness.core import cache_home
 from harness.core.result_types import Result
 from harness.core.safe_files import NoSpace, is_regular, remove_tree
 from harness.core.schema import InvalidResult, load_result
-from harness.judge.plausibility import machine_limits
 from harness.store.calibration import (
     Limits,
     cache_lock,
@@ -39,6 +38,7 @@ from harness.store.calibration import (
     stack_representatives,
     store,
 )
+from harness.store.peaks import machine_limits
 from harness.store.plan import Plan, PlanRequest, make_plan
 from harness.store.run_folder import SUMMARY_FILE, RunWriter, mismatch, new_run_folder, prepare_results_dir, run_lock
 from harness.text.escape import plain

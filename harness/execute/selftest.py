@@ -29,12 +29,10 @@ from typing import Any
 from harness.backends.base import BackendOptions, make_backend
 from harness.core.result_types import Metric, Result
 from harness.execute.runner import calibrate, execute
-from harness.judge import assessment
 from harness.judge.assessment import Assessment, assess
-from harness.judge.plausibility import achievable_text
 from harness.store.calibration import attach
 from harness.store.plan import PlanRequest, frameworks_for, get_suite, make_plan, visible_suites
-from harness.store.run_folder import Run, load_run, prepare_results_dir
+from harness.store.run_folder import load_run, prepare_results_dir
 from harness.text.escape import plain
 from suites.runtime.frameworks import FRAMEWORKS
 
@@ -67,9 +65,8 @@ def _metrics(result: Result) -> dict[str, Metric]:
     return {m["name"]: m for m in result["metrics"]}
 
 
-def check_result(suite: str, fw: str, result: Result, run: Run, judged: Assessment | None = None) -> Iterator[Check]:
-    """The checks of one job's result (run: its run, for the lints that need the whole run;
-    judged: the run's assessment, when the caller has made it)."""
+def check_result(suite: str, fw: str, result: Result, judged: Assessment) -> Iterator[Check]:
+    """The checks of one job's result; `judged`: its run's assessment (the lints need the whole run)."""
 
     def check(name: str, passed: bool | None, detail: str) -> Check:
         return Check(suite, fw, name, passed, detail)
@@ -79,7 +76,6 @@ def check_result(suite: str, fw: str, result: Result, run: Run, judged: Assessme
         yield check("finished", None if skipped else False, f"{result['status']}: {result.get('reason') or ''}")
         return
     yield check("finished", True, f"{len(result['metrics'])} metrics")
-    judged = assessment.of(run, judged)
     if judged.crowded:
         # Not a failure of the code: the run's numbers measured the neighbours (exit 3, as `run`).
         yield Check(suite, fw, "quiet", None, judged.crowded, disturbed=True)
@@ -111,8 +107,8 @@ def check_result(suite: str, fw: str, result: Result, run: Run, judged: Assessme
     shares = [f for f in findings if f.quantity == "flops" and f.plausible]
     if shares:
         # Above 100 % passes (the datasheet peak is the hard limit) but is flagged, never plain.
-        missing = [f"{f.metric}: {achievable_text(f) or 'no calibration'}" for f in shares if f.achievable is None]
-        shown = "; ".join(f"{f.metric} {achievable_text(f)}" for f in shares if f.achievable is not None)
+        missing = [f"{f.metric}: {f.achievable_text or 'no calibration'}" for f in shares if f.achievable is None]
+        shown = "; ".join(f"{f.metric} {f.achievable_text}" for f in shares if f.achievable is not None)
         yield check("achievable", not missing, "; ".join(missing) if missing else shown)
     if suite in TRAINING_SUITES:
         yield from _training_checks(result, check)
@@ -199,7 +195,7 @@ def run_selftest(
             if result is None:
                 checks.append(Check(suite, fw, "finished", False, "no valid result file"))
                 continue
-            checks.extend(check_result(suite, fw, result, run, judged))
+            checks.extend(check_result(suite, fw, result, judged))
     for c in checks:
         echo(c.line())
     return checks

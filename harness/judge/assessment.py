@@ -29,7 +29,7 @@ from typing import Any
 from harness.core.result_types import Check, Metric
 from harness.core.schema import missing_rounds
 from harness.core.stack_facts import STACKS
-from harness.core.statistics import Interval, ratio_interval
+from harness.core.statistics import Interval, Summary, describe, ratio_interval
 from harness.judge.plausibility import Finding, lint, sync_state
 from harness.store.calibration import Ceilings, ceilings_for_run
 from harness.store.run_folder import Run
@@ -43,6 +43,16 @@ Key = tuple[str, str]  # (framework, metric)
 GATE = "failed the agreement gate"
 SYNC_ESCAPED = "sync escaped"  # the exclusion reason of an escaped metric, in footers and exports
 CONTENDED = "contended"  # the start of the exclusion reason of a metric whose samples were mostly contended
+
+
+@dataclass(frozen=True)
+class Ratio:
+    """A metric's median over the baseline's, with the interval of that ratio when both sides have 3+
+    samples (`framework_ratio`); the baseline's own ratio (1) has none."""
+
+    value: float
+    interval: Interval | None = None
+    between_processes: bool = False  # the interval rests on round medians, not one process's samples
 
 
 @dataclass(frozen=True)
@@ -144,6 +154,54 @@ class Assessment:
     @cached_property  # written once into the instance's __dict__, which a frozen dataclass allows
     def _by_key(self) -> dict[tuple[str, str, str], Finding]:
         return {(f.framework, f.metric, f.quantity): f for f in self.findings}
+
+    def summary(self, framework: str, metric: str) -> Summary:
+        """The metric's statistics (median, IQR, its interval, unstable), worked out once from its samples."""
+        key = (framework, metric)
+        if key not in self._summaries:
+            self._summaries[key] = describe(self._metrics[key]["samples"])
+        return self._summaries[key]
+
+    def ratio(self, framework: str, metric: str) -> Ratio | None:
+        """The metric against the baseline's, or None where no ratio may be printed: either side is
+        excluded or not comparable, the baseline did not run it, or its median is 0."""
+        key = (framework, metric)
+        if key not in self._ratios:
+            self._ratios[key] = self._work_out_ratio(framework, metric)
+        return self._ratios[key]
+
+    def _work_out_ratio(self, framework: str, metric: str) -> Ratio | None:
+        baseline = self.run.baseline
+        if (framework, metric) in self.exclusions or (baseline, metric) in self.exclusions:
+            return None
+        if not (self.comparable(framework) and self.comparable(baseline)):
+            return None
+        ours, base = self._metrics.get((framework, metric)), self._metrics.get((baseline, metric))
+        if ours is None or base is None or not base["stats"]["median"]:
+            return None
+        value = ours["stats"]["median"] / base["stats"]["median"]
+        if framework == baseline or min(len(ours["samples"]), len(base["samples"])) < 3:
+            return Ratio(value)
+        interval, between = framework_ratio(base, ours)
+        return Ratio(value, interval, between)
+
+    @cached_property
+    def _metrics(self) -> dict[Key, Metric]:
+        """Every metric of an ok job (a failed job's partial metrics are not numbers to judge)."""
+        return {
+            (fw, m["name"]): m
+            for fw, result in self.run.results.items()
+            if result["status"] == "ok"
+            for m in result["metrics"]
+        }
+
+    @cached_property  # filled on first use: a run's bootstrap intervals are not free
+    def _summaries(self) -> dict[Key, Summary]:
+        return {}
+
+    @cached_property
+    def _ratios(self) -> dict[Key, Ratio | None]:
+        return {}
 
 
 def assess(run: Run) -> Assessment:
@@ -298,26 +356,16 @@ def worst(*codes: int) -> int:
     return max(codes, default=0)  # another non-zero status (2) passes through; else 0
 
 
-def run_exit_code(loaded: Run, judged: Assessment | None = None) -> int:
+def run_exit_code(judged: Assessment) -> int:
     """What a finished run means for the shell (`run`, `reproduce`, `selftest`, `ab`'s sides): 0 when
     every job was ok or skipped, every check passed, every number is plausible and most samples were
     not disturbed (`Assessment.passed`); 130 when the run was interrupted; DISTURBED (3) when the machine's
-    disturbance is all that is wrong; else 1. `judged`: the assessment the command rendered from."""
-    judged = of(loaded, judged)
+    disturbance is all that is wrong; else 1."""
     if judged.interrupted:
         return INTERRUPTED
     if judged.passed:
         return 0
     return DISTURBED if judged.disturbed_only else FAILED
-
-
-def of(run: Run, judged: Assessment | None) -> Assessment:
-    """`judged` when the caller already assessed this run (a command does, once), else a fresh one."""
-    if judged is None:
-        return assess(run)
-    if judged.run is not run:
-        raise ValueError("the assessment given is of another run")
-    return judged
 
 
 def measured_precision(result: Mapping[str, Any]) -> dict[str, str]:

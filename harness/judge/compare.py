@@ -275,12 +275,12 @@ def _absent(framework: str, metric: Metric | None, why: str) -> Change:
     )  # fmt: skip
 
 
-def compare_runs(a: Run, b: Run, judged_a: Assessment | None = None, judged_b: Assessment | None = None) -> Comparison:
-    """`judged_a`, `judged_b`: the runs' assessments when the caller has them (else made here)."""
+def compare_runs(judged_a: Assessment, judged_b: Assessment) -> Comparison:
+    """Run A against run B, each read through its own assessment."""
+    a, b = judged_a.run, judged_b.run
     suite_a, suite_b = a.summary.get("suite"), b.summary.get("suite")
     if suite_a != suite_b:
         raise HarnessError(f"cannot compare suite {suite_a} with suite {suite_b}; compare two runs of one suite")
-    judged_a, judged_b = assessment.of(a, judged_a), assessment.of(b, judged_b)
     bad_a, bad_b = judged_a.exclusions, judged_b.exclusions
     # A framework whose checks disagree (or whose arithmetic differs) in either run computed
     # something else: its speed is not a comparison (issue: "50 % faster" from a wrong answer).

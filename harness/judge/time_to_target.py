@@ -1,4 +1,5 @@
-"""Time-to-accuracy on the host: seeds per round, pooling the rounds, and the words a report shows.
+"""Time-to-accuracy on the host: seeds per round, and pooling the rounds (the words a report shows
+are harness/report/training_text.py's).
 
 A job with `--param target_accuracy=P` records `training.target` (runtime/training.py): status
 `reached` with seconds (training time), wall seconds and epochs, or `not reached`, which is a
@@ -10,8 +11,7 @@ in how many rounds it was.
 
 Wiring (harness/execute/rounds.py, harness/report/table.py): `round_params(job.params, number)` for each
 round's jobs; before pooling metrics, `drop_partial_metrics(docs)`; after, `merged["training"]
-["target"] = pool(docs)`; the table's head adds `dataset_label(result)` and a `time to target`
-row from `cell(result)` per framework.
+["target"] = pool(docs)`.
 """
 
 from __future__ import annotations
@@ -23,7 +23,6 @@ from typing import Any
 
 from harness.core.result_types import Result
 from harness.core.statistics import bootstrap_median_ci
-from harness.text.numbers import fmt_percent, fmt_time
 
 # The metrics a job records only when its target was reached (runtime/training.record_target).
 TARGET_METRICS = ("time to target", "wall time to target", "epochs to target")
@@ -98,38 +97,3 @@ def pool(docs: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
             epochs=statistics.median(float(r["epochs"]) for r in reached),
         )
     return pooled
-
-
-def cell(result: Mapping[str, Any]) -> str | None:
-    """The report's time-to-target cell: a number only for a reached target; None without a target."""
-    target = _target(result)
-    if target is None:
-        return None
-    rounds = target.get("rounds")
-    if target["status"] != "reached":
-        if isinstance(rounds, list) and len(rounds) > 1:
-            return f"not reached (in {len(rounds) - int(target.get('reached_rounds', 0))} of {len(rounds)} rounds)"
-        best = target.get("best_accuracy")
-        return "not reached" + (f" (best {fmt_percent(best)})" if isinstance(best, (int, float)) else "")
-    text = f"{fmt_time(target['seconds'])} ({target['epochs']:g} epochs)"
-    interval = target.get("seconds_interval")
-    if isinstance(interval, list) and len(interval) == 2:
-        text += f" [{fmt_time(interval[0])}-{fmt_time(interval[1])}] over {len(rounds or [])} seeds"
-    return text
-
-
-def dataset_label(result: Mapping[str, Any]) -> str | None:
-    """`data mnist (ylecun/mnist@77f3279092a1, fingerprint 1a0cf8dd697864f8)` for a report's head."""
-    dataset = result.get("dataset")
-    if not isinstance(dataset, dict) or not isinstance(dataset.get("name"), str):
-        return None
-    parts = []
-    repo, revision = dataset.get("repo"), dataset.get("revision")
-    if isinstance(repo, str):
-        parts.append(repo + (f"@{revision[:12]}" if isinstance(revision, str) else ""))
-    elif isinstance(revision, str):
-        parts.append(revision[:40])
-    fp = dataset.get("fingerprint")
-    if isinstance(fp, str):
-        parts.append(f"fingerprint {fp[:16]}")
-    return f"data {dataset['name']}" + (f" ({', '.join(parts)})" if parts else "")

@@ -7,7 +7,7 @@ says exactly what `harness compare A B` prints, plus the flags that excluded a m
 from __future__ import annotations
 
 from harness.core.errors import HarnessError
-from harness.judge.compare import Change, Comparison, compare_runs
+from harness.judge.compare import Change, Comparison
 from harness.publish import labels
 from harness.publish.collect import PublishedRun
 from harness.publish.flags import FlagBook
@@ -84,7 +84,7 @@ def compare_page(a: PublishedRun, b: PublishedRun, book: FlagBook, suite_href: s
         _side("B", b),
     ]
     try:
-        comparison = compare_runs(a.run, b.run, book.assessment(a), book.assessment(b))
+        comparison = book.verdicts.comparison(a.run, b.run)
     except HarnessError as error:
         body.append(tag("p", f"Nothing to compare: {plain(error)}", class_="message"))
         return page(f"compare {a.run_id} {b.run_id}", join(body))

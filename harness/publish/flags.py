@@ -8,11 +8,10 @@ draws a flagged number apart from the normal points, never as one of them.
 
 from __future__ import annotations
 
-from harness.judge import assessment
-from harness.judge.assessment import Assessment, assess
+from harness.judge.assessment import Assessment
 from harness.judge.plausibility import ESCAPED, IMPLAUSIBLE
+from harness.judge.verdicts import Verdicts
 from harness.publish.collect import PublishedRun
-from harness.store.run_folder import Run
 from harness.text.escape import plain
 from harness.text.numbers import fmt_giga
 
@@ -23,9 +22,9 @@ IMPLAUSIBLE_WORD = "IMPLAUSIBLE"
 NOT_COMPARABLE_WORD = "NOT COMPARABLE"
 
 
-def run_flags(run: Run, judged: Assessment | None = None) -> dict[Key, list[str]]:
+def run_flags(judged: Assessment) -> dict[Key, list[str]]:
     """(framework, metric) -> its flags, each one line starting with its word in capitals."""
-    judged = assessment.of(run, judged)
+    run = judged.run
     flags: dict[Key, list[str]] = {}
     for key in sorted(judged.escaped):
         flags.setdefault(key, []).append(f"{ESCAPED_WORD}: {ESCAPED}")
@@ -41,9 +40,9 @@ def run_flags(run: Run, judged: Assessment | None = None) -> dict[Key, list[str]
     return {key: [plain(f) for f in found] for key, found in flags.items()}
 
 
-def run_notes(run: Run, judged: Assessment | None = None) -> dict[Key, list[str]]:
+def run_notes(judged: Assessment) -> dict[Key, list[str]]:
     """Caveats that leave a number usable but worth a word: a time whose sync was not checked."""
-    judged = assessment.of(run, judged)
+    run = judged.run
     notes: dict[Key, list[str]] = {}
     for fw, result in run.results.items():
         for metric in result["metrics"] if result["status"] == "ok" else []:
@@ -57,24 +56,22 @@ class FlagBook:
     """Each run's assessment, flags and notes, worked out once (the gate and the lint are not free)
     and reused by every page that shows the run: its own page, its suite's history and each comparison."""
 
-    def __init__(self) -> None:
-        self._judged: dict[int, Assessment] = {}
+    def __init__(self, verdicts: Verdicts) -> None:
+        self.verdicts = verdicts
         self._flags: dict[int, dict[Key, list[str]]] = {}
         self._notes: dict[int, dict[Key, list[str]]] = {}
 
     def assessment(self, entry: PublishedRun) -> Assessment:
-        if entry.key not in self._judged:
-            self._judged[entry.key] = assess(entry.run)
-        return self._judged[entry.key]
+        return self.verdicts.of(entry.run)
 
     def flags(self, entry: PublishedRun) -> dict[Key, list[str]]:
         if entry.key not in self._flags:
-            self._flags[entry.key] = run_flags(entry.run, self.assessment(entry))
+            self._flags[entry.key] = run_flags(self.assessment(entry))
         return self._flags[entry.key]
 
     def notes(self, entry: PublishedRun) -> dict[Key, list[str]]:
         if entry.key not in self._notes:
-            self._notes[entry.key] = run_notes(entry.run, self.assessment(entry))
+            self._notes[entry.key] = run_notes(self.assessment(entry))
         return self._notes[entry.key]
 
     def count(self, entry: PublishedRun) -> int:

@@ -14,7 +14,6 @@ from dataclasses import dataclass, field
 
 from harness.core import machine_id, workload
 from harness.core.result_types import Metric, Result
-from harness.core.statistics import median_interval
 from harness.publish import labels
 from harness.publish.collect import PublishedRun
 from harness.publish.flags import FlagBook
@@ -75,9 +74,10 @@ class MetricHistory:
         return f"{self.value_text(point.median, point.median)} [{low} - {high}{coverage}]"
 
 
-def _point(position: int, entry: PublishedRun, fw: str, metric: Metric, flags: list[str], notes: list[str]) -> Point:
+def _point(position: int, entry: PublishedRun, fw: str, metric: Metric, book: FlagBook) -> Point:
     result = entry.run.results[fw]
-    interval = median_interval(metric["samples"])
+    summary = book.assessment(entry).summary(fw, metric["name"])  # the interval every medium shows
+    found = (fw, metric["name"])
     return Point(
         position=position,
         run=entry,
@@ -85,12 +85,12 @@ def _point(position: int, entry: PublishedRun, fw: str, metric: Metric, flags: l
         machine=labels.machine(result),
         version=labels.version(result),
         median=metric["stats"]["median"],
-        low=interval.low,
-        high=interval.high,
-        claimed=interval.claimed,
+        low=summary.ci_low,
+        high=summary.ci_high,
+        claimed=summary.ci_claimed,
         n=len(metric["samples"]),
-        flags=tuple(flags),
-        notes=tuple(notes),
+        flags=tuple(book.flags(entry).get(found, [])),
+        notes=tuple(book.notes(entry).get(found, [])),
     )
 
 
@@ -101,7 +101,6 @@ def suite_history(runs: list[PublishedRun], book: FlagBook) -> list[MetricHistor
     machines_of: dict[tuple[str, str, str], str] = {}  # chart -> machine_id.identity
     machines: dict[str, Result] = {}  # machine_id.identity -> the first result measured there
     for position, entry in enumerate(runs):
-        flags, notes = book.flags(entry), book.notes(entry)
         for fw, result in entry.run.results.items():
             if result["status"] != "ok":
                 continue  # a failed job's partial metrics are not numbers to plot
@@ -122,8 +121,7 @@ def suite_history(runs: list[PublishedRun], book: FlagBook) -> list[MetricHistor
                         series_key=key[2],
                     ),
                 )
-                found = (fw, metric["name"])
-                history.points.append(_point(position, entry, fw, metric, flags.get(found, []), notes.get(found, [])))
+                history.points.append(_point(position, entry, fw, metric, book))
     if len({history.workload_key for history in metrics.values()}) > 1:
         for key, history in metrics.items():
             history.workload = labels_of[key]

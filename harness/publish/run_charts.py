@@ -17,7 +17,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from harness.judge import assessment
 from harness.judge.assessment import Assessment
 from harness.publish.page import Markup, join, lines, tag
 from harness.report import palette
@@ -34,7 +33,6 @@ from harness.report.pictures import (
     timelines,
     wide,
 )
-from harness.store.run_folder import Run
 from harness.text.escape import plain
 from harness.text.numbers import fmt_percent, fmt_time, time_unit
 
@@ -80,10 +78,9 @@ class RunPictures:
         return self.curves is None and self.roofline is None and not self.timelines
 
 
-def run_pictures(run: Run, flags: Mapping[Key, Sequence[str]], judged: Assessment | None = None) -> RunPictures:
+def run_pictures(judged: Assessment, flags: Mapping[Key, Sequence[str]]) -> RunPictures:
     """`flags`: the run's FlagBook flags, so the charts flag exactly what the page's Flags list names."""
-    judged = assessment.of(run, judged)
-    return RunPictures(learning_curves(run, judged), roofline(run, flags, judged), timelines(run, flags, judged))
+    return RunPictures(learning_curves(judged), roofline(judged, flags), timelines(judged, flags))
 
 
 def _finite(value: float | None) -> float | None:

@@ -67,7 +67,7 @@ def _settings(entry: PublishedRun) -> Markup:
 
 
 def run_page(entry: PublishedRun, book: FlagBook, suite_href: str) -> str:
-    pictures = run_pictures(entry.run, book.flags(entry), book.assessment(entry))
+    pictures = run_pictures(book.assessment(entry), book.flags(entry))
     body = [
         tag("nav", join([link(INDEX, "all suites"), link(suite_href, f"suite {entry.suite}")], " | ")),
         tag("h1", f"run {entry.run_id}"),
@@ -76,7 +76,7 @@ def run_page(entry: PublishedRun, book: FlagBook, suite_href: str) -> str:
         _flags(entry, book),
         figures(pictures),
         tag("h2", "The harness's table"),
-        tag("pre", render(entry.run, judged=book.assessment(entry)), class_="harness-table"),
+        tag("pre", render(book.assessment(entry)), class_="harness-table"),
         _settings(entry),
     ]
     if entry.run.problems:

@@ -20,7 +20,7 @@ from harness.core import workload
 from harness.core.errors import HarnessError
 from harness.core.result_types import Metric, Result
 from harness.core.safe_files import MissingFile, UnsafeFile, read_bytes, real_folder, write_bytes_atomic
-from harness.judge.history import find_changes, series_of
+from harness.judge.verdicts import Verdicts
 from harness.publish.bisect_page import bisect_label, bisect_page
 from harness.publish.collect import Catalogue, PublishedRun, collect
 from harness.publish.compare_page import compare_page
@@ -81,15 +81,15 @@ def workload_pairs(runs: list[PublishedRun], max_pairs: int) -> list[tuple[int, 
 def _change_points(runs: list[PublishedRun], book: FlagBook) -> Changes:
     """Every series' change points, by (metric, workload.series_key); none when ruptures is missing (said once)."""
     found: Changes = {}
-    for series in series_of([(entry.run, book.assessment(entry)) for entry in runs]):
-        try:
-            shifts = find_changes(series)
-        except HarnessError as error:
-            print(f"publish: no change points on the charts: {error}", file=sys.stderr)
-            return {}
-        if shifts:
-            key = workload.series_key(series.points[0].result, _metric(series.points[0].result, series.metric))
-            found.setdefault((series.metric, key), []).extend(shifts)
+    try:
+        shifts = book.verdicts.change_points([entry.run for entry in runs])
+    except HarnessError as error:
+        print(f"publish: no change points on the charts: {error}", file=sys.stderr)
+        return {}
+    for shift in shifts:
+        series = shift.series
+        key = workload.series_key(series.points[0].result, _metric(series.points[0].result, series.metric))
+        found.setdefault((series.metric, key), []).append(shift)
     return found
 
 
@@ -190,7 +190,7 @@ def publish_site(results_dir: Path, out: Path, max_pairs: int = DEFAULT_MAX_PAIR
     real_folder(out)
     _clear_old_pages(out)
     _PAGES.clear()
-    book = FlagBook()
+    book = FlagBook(Verdicts())
     published = Published(index=out / INDEX, runs=len(catalogue.runs), skipped=catalogue.skipped)
     suites = catalogue.suites()
     published.suites = len(suites)

@@ -8,11 +8,9 @@ import json
 from enum import Enum
 from typing import Any
 
-from harness.judge import assessment
 from harness.judge.assessment import Assessment
 from harness.report.records import RECORD_FIELDS, metric_records
 from harness.report.table import check_rows, render, timing_rows
-from harness.store.run_folder import Run
 from harness.text import escape, html
 
 
@@ -56,8 +54,8 @@ def html_page(title: str, body: html.Markup) -> str:
     return html.document(head, html.tag("h1", title) + body)
 
 
-def run_document(run: Run, judged: Assessment | None = None) -> dict[str, Any]:
-    judged = assessment.of(run, judged)
+def run_document(judged: Assessment) -> dict[str, Any]:
+    run = judged.run
     return {
         "format": "harness-run-report",
         "version": REPORT_FORMAT_VERSION,
@@ -65,7 +63,7 @@ def run_document(run: Run, judged: Assessment | None = None) -> dict[str, Any]:
         "suite": run.summary.get("suite"),
         "baseline": run.baseline,
         "jobs": [{"framework": fw, "status": r["status"], "reason": r["reason"]} for fw, r in run.results.items()],
-        "metrics": metric_records(run, judged),
+        "metrics": metric_records(judged),
         "checks": [
             {
                 "name": row.name,
@@ -85,17 +83,16 @@ def run_document(run: Run, judged: Assessment | None = None) -> dict[str, Any]:
     }
 
 
-def render_run(run: Run, fmt: Format, judged: Assessment | None = None) -> str:
-    """`judged`: the run's assessment when the command has made it (else it is made here)."""
-    judged = assessment.of(run, judged)
+def render_run(judged: Assessment, fmt: Format) -> str:
+    run = judged.run
     if fmt is Format.table:
-        return render(run, judged=judged)
+        return render(judged)
     if fmt is Format.markdown:
-        return render(run, tablefmt="github", judged=judged)
+        return render(judged, tablefmt="github")
     if fmt is Format.csv:
-        return to_csv(metric_records(run, judged), RECORD_FIELDS)
+        return to_csv(metric_records(judged), RECORD_FIELDS)
     if fmt is Format.json:
-        return json.dumps(run_document(run, judged), indent=2)
+        return json.dumps(run_document(judged), indent=2)
     headers, rows = timing_rows(judged)
     check_headers, checks = check_rows(judged)
     body = html.join(
@@ -104,7 +101,7 @@ def render_run(run: Run, fmt: Format, judged: Assessment | None = None) -> str:
             html.tag("h2", "checks"),
             html.table(check_headers, checks),
             html.tag("h2", "details"),
-            html.tag("pre", render(run, judged=judged).split("\n\n", 1)[-1]),
+            html.tag("pre", render(judged).split("\n\n", 1)[-1]),
         ],
         "\n",
     )

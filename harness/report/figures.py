@@ -10,7 +10,6 @@ from typing import Any
 from harness.core.errors import HarnessError
 from harness.core.result_types import Metric
 from harness.core.safe_files import real_folder, write_bytes_atomic
-from harness.judge import assessment
 from harness.judge.assessment import Assessment
 from harness.report import palette, pictures
 from harness.report import picture_figures as pictured
@@ -87,12 +86,13 @@ class Figure:
     alt: str  # what the picture shows, in a sentence (plain text: the medium escapes it)
 
 
-def write_figures(run: Run, folder: Path, judged: Assessment | None = None) -> list[Figure]:
+def write_figures(judged: Assessment, folder: Path) -> list[Figure]:
     """Every figure of a run: steady and first-call bars, then the pictures (report/pictures.py)."""
     plt = _pyplot()
     real_folder(folder)
+    run = judged.run
     suite = get_suite(str(run.summary.get("suite"))).name  # the registry's name: file names come from it
-    return _bars(plt, run, folder, suite) + _pictures(plt, assessment.of(run, judged), folder, suite)
+    return _bars(plt, run, folder, suite) + _pictures(plt, judged, folder, suite)
 
 
 def _names(items: list[str]) -> str:
@@ -100,7 +100,6 @@ def _names(items: list[str]) -> str:
 
 
 def _pictures(plt: Any, judged: Assessment, folder: Path, suite: str) -> list[Figure]:
-    run = judged.run
     made: list[Figure] = []
 
     def save(fig: Any, name: str, alt: str) -> None:
@@ -109,19 +108,19 @@ def _pictures(plt: Any, judged: Assessment, folder: Path, suite: str) -> list[Fi
         plt.close(fig)
         made.append(Figure(path, alt))
 
-    flags = pictures.flag_reasons(run, judged)
-    curves = pictures.learning_curves(run, judged)
+    flags = pictures.flag_reasons(judged)
+    curves = pictures.learning_curves(judged)
     if curves is not None:
         target = f"; target {curves.target:g} %" if curves.target is not None else ""
         save(pictured.learning_curves_figure(plt, curves), "learning-curves",
              f"learning curves: test accuracy and train loss against cumulative training time for "
              f"{_names(curves.frameworks)}{target}")  # fmt: skip
-    roof = pictures.roofline(run, flags, judged)
+    roof = pictures.roofline(judged, flags)
     if roof is not None:
         save(pictured.roofline_figure(plt, roof), "roofline",
              f"roofline: achieved FLOP/s against arithmetic intensity for {len(roof.points)} measurements, under "
              f"{len(roof.roofs)} ceilings ({_names([r.label for r in roof.roofs]) or 'none known'})")  # fmt: skip
-    for i, timeline in enumerate(pictures.timelines(run, flags, judged)):
+    for i, timeline in enumerate(pictures.timelines(judged, flags)):
         # numbered, not named: a metric's name comes from a result file and never becomes a path
         marked = sum(len(s.marks) for s in timeline.series)
         save(pictured.timeline_figure(plt, timeline, suite), f"timeline-{i + 1}",

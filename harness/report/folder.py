@@ -8,7 +8,7 @@ from tabulate import tabulate
 
 from harness.core.errors import HarnessError
 from harness.core.safe_files import real_folder, write_bytes_atomic
-from harness.judge.assessment import assess
+from harness.judge.assessment import Assessment
 from harness.report.environment import environment_rows
 from harness.report.exports import Format, render_run
 from harness.report.figures import write_figures
@@ -30,21 +30,22 @@ def environment_markdown(run: Run, only: tuple[str, ...] | None = None) -> str:
     return tabulate(table, headers=["field"] + [md(fw) for fw in frameworks], tablefmt="github", disable_numparse=True)
 
 
-def write_report(run: Run, out: Path, figures: bool = True) -> Path:
+def write_report(judged: Assessment, out: Path, figures: bool = True) -> Path:
+    run = judged.run
     # A folder the user named may be a link; one inside the run folder (the default) may not.
     real_folder(out, allow_link=run.path.resolve() not in out.absolute().parents)
     try:
-        return _write_report(run, out, figures)
+        return _write_report(judged, out, figures)
     except OSError as error:
         raise HarnessError(f"--out {out}: cannot write the report ({error.strerror}); choose another folder") from None
 
 
-def _write_report(run: Run, out: Path, figures: bool) -> Path:
+def _write_report(judged: Assessment, out: Path, figures: bool) -> Path:
+    run = judged.run
     parts = [f"# {escape.markdown(run.summary.get('suite'))} - run {escape.markdown(run.summary.get('run_id'))}", ""]
-    judged = assess(run)
-    parts.append(render_run(run, Format.markdown, judged))
+    parts.append(render_run(judged, Format.markdown))
     if figures:
-        images = write_figures(run, out / "figures", judged)
+        images = write_figures(judged, out / "figures")
         if images:
             # file names come from the validated suite name only (figures.py)
             parts += ["", "## Figures", ""]

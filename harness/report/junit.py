@@ -34,7 +34,10 @@ def skipped(change: Change) -> bool:
 def _case(parent: ET.Element, suite: str, change: Change, fail_above: float | None) -> None:
     # plain(): names come from result files; control characters are not even legal in XML 1.0.
     case = ET.SubElement(
-        parent, "testcase", classname=plain(f"harness.judge.compare.{suite}.{change.framework}"), name=plain(change.metric)
+        parent,
+        "testcase",
+        classname=plain(f"harness.judge.compare.{suite}.{change.framework}"),
+        name=plain(change.metric),
     )
     numbers = (
         f"A {value_cell(change.median_a, plain(change.unit))}, B {value_cell(change.median_b, plain(change.unit))}, "

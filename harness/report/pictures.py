@@ -23,9 +23,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from harness.core.result_types import Metric, Result
-from harness.judge import assessment
 from harness.judge.assessment import Assessment
-from harness.judge.plausibility import Peak, achievable_key, bandwidth_for, peak_for
+from harness.store.peaks import Peak, achievable_key, bandwidth_for, peak_for
 from harness.store.run_folder import Run
 from harness.text.numbers import fmt_giga
 from suites.runtime.marks import MARKS
@@ -43,9 +42,9 @@ def wide(values: Sequence[float]) -> bool:
     return bool(positive) and len(positive) == len(values) and max(positive) / min(positive) > LOG_SPAN
 
 
-def flag_reasons(run: Run, judged: Assessment | None = None) -> dict[Key, tuple[str, ...]]:
+def flag_reasons(judged: Assessment) -> dict[Key, tuple[str, ...]]:
     """Why a (framework, metric) must not be drawn as a plain point: escaped, implausible, not comparable."""
-    judged = assessment.of(run, judged)
+    run = judged.run
     found: dict[Key, list[str]] = {}
     for key, why in judged.exclusions.items():
         found.setdefault(key, []).append(why)
@@ -142,8 +141,9 @@ def _target(result: Result) -> float | None:
     return float(value) if isinstance(value, (int, float)) and value > 0 else None
 
 
-def learning_curves(run: Run, judged: Assessment | None = None) -> LearningCurves | None:
+def learning_curves(judged: Assessment) -> LearningCurves | None:
     """None when no job recorded a learning curve (not a training suite, or an older result)."""
+    run = judged.run
     curves: list[Curve] = []
     target = None
     for fw, result in _ok(run):
@@ -156,7 +156,6 @@ def learning_curves(run: Run, judged: Assessment | None = None) -> LearningCurve
     for c in curves:
         by_fw.setdefault(c.framework, []).append(c)
     bands = tuple(_band(fw, found) for fw, found in by_fw.items() if len(found) > 1)
-    judged = assessment.of(run, judged)
     flags: dict[str, tuple[str, ...]] = {
         fw: (f"not comparable: {why}",) for fw, why in judged.not_comparable.items() if fw in by_fw
     }
@@ -225,14 +224,11 @@ def _datasheet_roof(result: Result, dtype: str | None) -> Roof | None:
     return Roof("datasheet", dtype, peak.value, memory.value if memory else None, label)
 
 
-def roofline(
-    run: Run, flags: Mapping[Key, Sequence[str]] | None = None, judged: Assessment | None = None
-) -> Roofline | None:
+def roofline(judged: Assessment, flags: Mapping[Key, Sequence[str]] | None = None) -> Roofline | None:
     """None when no time metric declares both a FLOP and a byte count. `flags`: the flags to draw
     (default: `flag_reasons`); `judged`: the run's assessment, which holds the measured ceilings."""
-    if flags is None:
-        judged = assessment.of(run, judged)
-        flags = flag_reasons(run, judged)
+    run = judged.run
+    flags = flag_reasons(judged) if flags is None else flags
     points: list[RooflinePoint] = []
     left_out: list[str] = []
     sample_result: dict[str | None, Result] = {}
@@ -261,7 +257,7 @@ def roofline(
     if not points:
         return None
     roofs: list[Roof] = []
-    ceilings = assessment.of(run, judged).ceilings
+    ceilings = judged.ceilings
     for dtype, result in sample_result.items():
         # The ceiling of this dtype under the arithmetic the job measured: a TF32 run's roof is TF32's.
         key = achievable_key(result, dtype)
@@ -324,11 +320,10 @@ def _marks(metric: Metric) -> dict[int, tuple[str, ...]]:
     return {i: tuple(reasons) for i, reasons in sorted(by_index.items())}
 
 
-def timelines(
-    run: Run, flags: Mapping[Key, Sequence[str]] | None = None, judged: Assessment | None = None
-) -> list[Timeline]:
+def timelines(judged: Assessment, flags: Mapping[Key, Sequence[str]] | None = None) -> list[Timeline]:
     """One timeline per time metric, in the order the metrics first appear."""
-    flags = flag_reasons(run, judged) if flags is None else flags
+    run = judged.run
+    flags = flag_reasons(judged) if flags is None else flags
     order: list[str] = []
     found: dict[str, list[TimelineSeries]] = {}
     for fw, result in _ok(run):

@@ -12,10 +12,8 @@ import math
 import statistics
 from collections.abc import Sequence
 
-from harness.judge import assessment
 from harness.judge.assessment import Assessment
 from harness.report.pictures import LearningCurves, Timeline, TimelineSeries, learning_curves, timelines, wide
-from harness.store.run_folder import Run
 from harness.text.escape import plain
 from harness.text.numbers import fmt_time
 
@@ -126,14 +124,12 @@ def curve_lines(curves: LearningCurves) -> list[str]:
     return out
 
 
-def render_plots(run: Run, judged: Assessment | None = None) -> str:
-    """`judged`: the run's assessment when the command has made it (else it is made here)."""
-    judged = assessment.of(run, judged)
+def render_plots(judged: Assessment) -> str:
     blocks: list[list[str]] = []
-    curves = learning_curves(run, judged)
+    curves = learning_curves(judged)
     if curves is not None:
         blocks.append(curve_lines(curves))
-    found = timelines(run, judged=judged)
+    found = timelines(judged)
     if found:
         head = ["samples in order (first call apart; | = a new round)"]
         blocks.append(head + [text for t in found for text in timeline_lines(t)])

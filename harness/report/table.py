@@ -7,9 +7,9 @@ from typing import Any
 
 from harness.core.result_types import Metric, Result
 from harness.core.statistics import BOOTSTRAP_MIN_N, UNSTABLE_RELATIVE_IQR
-from harness.judge import assessment, time_to_target
-from harness.judge.assessment import CONTENDED, SYNC_ESCAPED, Assessment, framework_ratio
-from harness.judge.plausibility import ESCAPED, IMPLAUSIBLE, Finding, achievable_text, peak_text
+from harness.judge.assessment import CONTENDED, SYNC_ESCAPED, Assessment, Ratio
+from harness.judge.plausibility import ESCAPED, IMPLAUSIBLE, Finding
+from harness.report import training_text
 from harness.store.run_folder import Run, code_label, session_label
 from harness.text import escape
 from harness.text.numbers import (
@@ -46,18 +46,15 @@ def _ratio(value: float, base: float | None) -> str:
     return f" ({fmt_ratio(value / base)})"
 
 
-def _sample_ratio(metric: Metric, base: Metric | None) -> str:
-    """Ratio of medians to the baseline, with its interval when both have 3+ samples.
-
-    The interval is 95 % unless its coverage is printed inside the brackets (small samples).
-    """
-    if base is None or base["stats"]["median"] == 0:
+def _ratio_text(ratio: Ratio | None) -> str:
+    """The assessment's ratio to the baseline, with its interval when it has one (95 % unless its
+    coverage is printed inside the brackets: small samples)."""
+    if ratio is None:
         return ""
-    ratio = metric["stats"]["median"] / base["stats"]["median"]
-    if metric is base or len(metric["samples"]) < 3 or len(base["samples"]) < 3:
-        return f" ({fmt_ratio(ratio)})"
-    interval, _ = framework_ratio(base, metric)
-    return f" ({fmt_ratio(ratio)} {fmt_interval(interval.low, interval.high, interval.claimed)})"
+    if ratio.interval is None:
+        return f" ({fmt_ratio(ratio.value)})"
+    interval = ratio.interval
+    return f" ({fmt_ratio(ratio.value)} {fmt_interval(interval.low, interval.high, interval.claimed)})"
 
 
 def _label(excluded: str) -> str:
@@ -66,9 +63,8 @@ def _label(excluded: str) -> str:
     return "CONTENDED" if excluded.startswith(CONTENDED) else "IMPLAUSIBLE"
 
 
-def _steady_cell(
-    metric: Metric, base: Metric | None, excluded: str | None, contended: tuple[int, int] | None = None
-) -> str:
+def _steady_cell(judged: Assessment, fw: str, metric: Metric) -> str:
+    key = (fw, metric["name"])
     stats = metric["stats"]
     median, iqr = stats["median"], stats["iqr"]
     if stats["n"] == 1:  # one sample has no spread to show
@@ -77,12 +73,14 @@ def _steady_cell(
         text = f"{fmt_time(median)} ±{fmt_time(iqr, scale_from=median).split()[0]}"
     else:
         text = f"{fmt_value(median, metric['unit'])} ±{fmt_value(iqr, '')}"
+    contended = judged.contention.get(key)
     if contended is not None and contended[0]:
         text += f" [contended {contended[0]}/{contended[1]}]"
+    excluded = judged.exclusions.get(key)
     if excluded is not None:
         return f"{_label(excluded)} {text}"
-    unstable = median and iqr / abs(median) > UNSTABLE_RELATIVE_IQR
-    return ("~" if unstable else "") + text + _sample_ratio(metric, base)
+    unstable = judged.summary(*key).unstable
+    return ("~" if unstable else "") + text + _ratio_text(judged.ratio(*key))
 
 
 def _first_cell(metric: Metric, base: Metric | None) -> str:
@@ -100,7 +98,7 @@ def _rate_cell(finding: Finding, base: Finding | None, excluded: str | None) -> 
         return f"({rate}: {excluded})"
     text = rate + (_ratio(finding.achieved, base.achieved) if base is not None else "")
     # "% of achievable" above 100 % comes flagged, and a missing ceiling or GPU peak says why.
-    shares = [share for share in (peak_text(finding), achievable_text(finding)) if share]
+    shares = [share for share in (finding.peak_text, finding.achievable_text) if share]
     return text + (" " + ", ".join(shares) if shares else "")
 
 
@@ -134,13 +132,7 @@ def timing_rows(judged: Assessment) -> tuple[list[str], list[list[str]]]:
         }
         if variants:
             label += " (" + ", ".join(f"{fw} {v}" for fw, v in variants.items()) + ")"
-        rows.append(
-            [label]
-            + [
-                _steady_cell(m, anchor(fw), excluded.get((fw, name)), judged.contention.get((fw, name))) if m else "-"
-                for fw, m in per_fw.items()
-            ]
-        )
+        rows.append([label] + [_steady_cell(judged, fw, m) if m else "-" for fw, m in per_fw.items()])
         if any(m is not None and m.get("first_call") is not None for m in per_fw.values()):
             rows.append(
                 [f"{name} (first call)"]
@@ -257,10 +249,9 @@ def _differing_settings(run: Run) -> list[str]:
     return lines
 
 
-def render(run: Run, tablefmt: str = "simple", judged: Assessment | None = None) -> str:
-    """The whole comparison as text; tablefmt "github" gives Markdown. `judged`: the run's
-    assessment when the caller has it (else it is made here)."""
-    judged = assessment.of(run, judged)
+def render(judged: Assessment, tablefmt: str = "simple") -> str:
+    """The whole comparison as text; tablefmt "github" gives Markdown."""
+    run = judged.run
     markdown = tablefmt == "github"
 
     def title(text: str) -> list[str]:
@@ -278,7 +269,7 @@ def render(run: Run, tablefmt: str = "simple", judged: Assessment | None = None)
         precision = first["settings"].get("precision")
         if isinstance(precision, str) and precision != "fp32":  # fp32 is the comparison default
             head += f" | precision {precision} (requested)"
-        data = time_to_target.dataset_label(first) if first["dataset"] is not None else None  # training suites
+        data = training_text.dataset_label(first) if first["dataset"] is not None else None  # training suites
         if data:
             head += f" | {data}"
     parts = [f"**{esc(head)}**" if markdown else esc(head), ""]
@@ -287,7 +278,7 @@ def render(run: Run, tablefmt: str = "simple", judged: Assessment | None = None)
         parts.append(escape.table(rows, headers, tablefmt))
         # Training suites only (`training` is null elsewhere): the time each framework took to reach the target.
         trained = any(result["training"] is not None for result in run.results.values())
-        targets = {fw: time_to_target.cell(result) for fw, result in run.results.items()} if trained else {}
+        targets = {fw: training_text.target_cell(result) for fw, result in run.results.items()} if trained else {}
         if any(t is not None for t in targets.values()):
             rows = [[fw, t or "no target set"] for fw, t in targets.items()]
             parts += title("target accuracy: training time to reach it (evaluation excluded)")

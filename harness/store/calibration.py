@@ -70,7 +70,7 @@ CEILING_KEYS = (
 # (Limits, below) is even asked.
 PHYSICAL_MAX = {"flops": 1e18, BANDWIDTH: 1e17}
 # ceiling key or "bandwidth" -> (the most this machine's device can reach, why): the datasheet
-# peaks of harness/judge/plausibility.py, computed by the caller (a layer above this module).
+# peaks of harness/store/peaks.py, computed by the caller (a layer above this module).
 Limits = Mapping[str, tuple[float, str]]
 
 
