@@ -19,6 +19,7 @@ from typing import Any
 
 from harness.core import machine_id, workload
 from harness.core.result_types import Metric, Result
+from harness.core.statistics import Summary
 from harness.judge import change_points
 from harness.judge.assessment import Assessment
 from harness.judge.compare import field_at
@@ -26,13 +27,23 @@ from harness.store.run_folder import Run
 from harness.text.escape import plain
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Point:
     position: int  # the run's place among the suite's runs (oldest first)
     run_id: str
     median: float
     result: Result
     summary: Mapping[str, Any]
+    framework: str
+    metric: str
+    n: int  # samples
+    judged: Assessment  # the run's assessment
+    why: str | None  # why that assessment distrusts the point; None: a level of the series
+
+    @property
+    def statistics(self) -> Summary:
+        """The median's statistics, its interval among them, from the run's assessment (worked out once)."""
+        return self.judged.summary(self.framework, self.metric)
 
 
 @dataclass
@@ -42,8 +53,11 @@ class Series:
     unit: str
     better: str
     workload: str  # the workload's label (matrix_size=128, fp32, cpu)
-    points: list[Point] = field(default_factory=list)
+    points: list[Point] = field(default_factory=list)  # the trusted points: the levels and their changes
     left_out: list[str] = field(default_factory=list)  # "run <id>: why", for points not trusted
+    every: list[Point] = field(default_factory=list)  # every point with samples, trusted or not (`why`)
+    series_key: str = ""  # workload.series_key: the workload, threads and machine every point shares
+    workload_key: str = ""  # workload.key: the workload alone
     machine_key: str = ""  # machine_id.identity: the machine and threads every point was measured with
     fingerprint: str = ""  # machine_id.fingerprint of that machine
     threads: int | None = None  # the threads asked for (None: the framework's default)
@@ -103,13 +117,18 @@ def series_of(runs: Sequence[tuple[Run, Assessment]]) -> list[Series]:
                     found[key].machine_key = identity
                     found[key].fingerprint = machine_id.fingerprint(result)
                     found[key].threads = machine_id.threads(result)
+                    found[key].series_key, found[key].workload_key = key[2], workload.key(result, metric)
                 series = found[key]
-                why = _why_left_out(judged, fw, result, metric)
                 median = metric["stats"]["median"]
-                if why is not None or not median > 0:
-                    series.left_out.append(f"run {run_id}: {why or 'median not above 0'}")
-                    continue
-                series.points.append(Point(position, run_id, median, result, run.summary))
+                why = _why_left_out(judged, fw, result, metric) or (None if median > 0 else "median not above 0")
+                n = len(metric["samples"])
+                point = Point(position, run_id, median, result, run.summary, fw, metric["name"], n, judged, why)
+                if n:
+                    series.every.append(point)
+                if why is not None:
+                    series.left_out.append(f"run {run_id}: {why}")
+                else:
+                    series.points.append(point)
     names = machine_id.labels(machines)
     for series in found.values():
         series.machine, series.several_machines = names[series.machine_key], len(names) > 1

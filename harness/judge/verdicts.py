@@ -10,7 +10,7 @@ from collections.abc import Sequence
 
 from harness.judge.assessment import Assessment, assess
 from harness.judge.compare import Comparison, compare_runs
-from harness.judge.history import ChangePoint, find_changes, series_of
+from harness.judge.history import ChangePoint, Series, find_changes, series_of
 from harness.store.run_folder import Run
 
 
@@ -19,6 +19,7 @@ class Verdicts:
         # Keyed by the run object itself: the book holds each run, so its id stays its own.
         self._judged: dict[int, tuple[Run, Assessment]] = {}
         self._compared: dict[tuple[int, int], Comparison] = {}
+        self._series: dict[tuple[int, ...], list[Series]] = {}
 
     def of(self, run: Run) -> Assessment:
         if id(run) not in self._judged:
@@ -32,7 +33,14 @@ class Verdicts:
             self._compared[key] = compare_runs(self.of(a), self.of(b))
         return self._compared[key]
 
+    def series(self, runs: Sequence[Run]) -> list[Series]:
+        """Every series of these runs (one suite, oldest first), worked out once."""
+        key = tuple(id(run) for run in runs)
+        if key not in self._series:
+            self._series[key] = series_of([(run, self.of(run)) for run in runs])
+        return self._series[key]
+
     def change_points(self, runs: Sequence[Run]) -> list[ChangePoint]:
-        """Every level shift of every series of these runs (one suite, oldest first); HarnessError
-        when the change-point search is not installed."""
-        return [shift for series in series_of([(run, self.of(run)) for run in runs]) for shift in find_changes(series)]
+        """Every level shift of every series of these runs; HarnessError when the change-point search
+        is not installed."""
+        return [shift for series in self.series(runs) for shift in find_changes(series)]

@@ -12,29 +12,11 @@ from __future__ import annotations
 import statistics
 from dataclasses import dataclass, field
 
-from harness.core import machine_id, workload
-from harness.core.result_types import Metric, Result
-from harness.publish import labels
+from harness.judge.history import Point
 from harness.publish.collect import PublishedRun
 from harness.publish.flags import FlagBook
 from harness.text.escape import plain
 from harness.text.numbers import fmt_time, fmt_value, time_unit
-
-
-@dataclass(frozen=True)
-class Point:
-    position: int  # the run's place in the suite's history (the chart's x)
-    run: PublishedRun
-    framework: str
-    machine: str
-    version: str
-    median: float
-    low: float  # interval of the median (95 %, or what `claimed` says it covers)
-    high: float
-    claimed: str  # "" at the nominal 95 %, else the coverage the interval really has
-    n: int
-    flags: tuple[str, ...]
-    notes: tuple[str, ...]
 
 
 @dataclass
@@ -42,7 +24,7 @@ class MetricHistory:
     name: str  # the metric's name as the files give it (inert text only when shown)
     unit: str
     better: str
-    points: list[Point] = field(default_factory=list)
+    points: list[Point] = field(default_factory=list)  # every point of every framework, oldest run first
     workload: str = ""  # shown when the suite's runs measured more than one workload
     workload_key: str = ""  # harness/core/workload.py's key
     series_key: str = ""  # workload.series_key (workload, threads, machine): what this chart's change points match
@@ -69,64 +51,37 @@ class MetricHistory:
 
     def point_text(self, point: Point) -> str:
         """`1.23 ms [1.20 ms - 1.27 ms]`: the median and its interval (with its coverage when below 95 %)."""
-        low, high = self.value_text(point.low, point.median), self.value_text(point.high, point.median)
-        coverage = f", covers {point.claimed}" if point.claimed else ""
+        stats = point.statistics
+        low, high = self.value_text(stats.ci_low, point.median), self.value_text(stats.ci_high, point.median)
+        coverage = f", covers {stats.ci_claimed}" if stats.ci_claimed else ""
         return f"{self.value_text(point.median, point.median)} [{low} - {high}{coverage}]"
 
 
-def _point(position: int, entry: PublishedRun, fw: str, metric: Metric, book: FlagBook) -> Point:
-    result = entry.run.results[fw]
-    summary = book.assessment(entry).summary(fw, metric["name"])  # the interval every medium shows
-    found = (fw, metric["name"])
-    return Point(
-        position=position,
-        run=entry,
-        framework=plain(fw),
-        machine=labels.machine(result),
-        version=labels.version(result),
-        median=metric["stats"]["median"],
-        low=summary.ci_low,
-        high=summary.ci_high,
-        claimed=summary.ci_claimed,
-        n=len(metric["samples"]),
-        flags=tuple(book.flags(entry).get(found, [])),
-        notes=tuple(book.notes(entry).get(found, [])),
-    )
+def flags_of(point: Point, runs: list[PublishedRun], book: FlagBook) -> tuple[list[str], list[str]]:
+    """The point's flags and notes: the same words its run's page shows."""
+    entry, key = runs[point.position], (point.framework, point.metric)
+    return book.flags(entry).get(key, []), book.notes(entry).get(key, [])
 
 
 def suite_history(runs: list[PublishedRun], book: FlagBook) -> list[MetricHistory]:
-    """Per metric (in the order metrics first appear), every point of every run, oldest first."""
-    metrics: dict[tuple[str, str, str], MetricHistory] = {}
-    labels_of: dict[tuple[str, str, str], str] = {}
-    machines_of: dict[tuple[str, str, str], str] = {}  # chart -> machine_id.identity
-    machines: dict[str, Result] = {}  # machine_id.identity -> the first result measured there
-    for position, entry in enumerate(runs):
-        for fw, result in entry.run.results.items():
-            if result["status"] != "ok":
-                continue  # a failed job's partial metrics are not numbers to plot
-            for metric in result["metrics"]:
-                if not metric["samples"]:
-                    continue
-                key = (metric["name"], metric["unit"], workload.series_key(result, metric))
-                labels_of.setdefault(key, workload.label(result))
-                machines_of.setdefault(key, machine_id.identity(result))
-                machines.setdefault(machines_of[key], result)
-                history = metrics.setdefault(
-                    key,
-                    MetricHistory(
-                        metric["name"],
-                        metric["unit"],
-                        metric["better"],
-                        workload_key=workload.key(result, metric),
-                        series_key=key[2],
-                    ),
-                )
-                history.points.append(_point(position, entry, fw, metric, book))
-    if len({history.workload_key for history in metrics.values()}) > 1:
-        for key, history in metrics.items():
-            history.workload = labels_of[key]
-    names = machine_id.labels(machines)
-    if len(names) > 1:
-        for key, history in metrics.items():
-            history.machine = names[machines_of[key]]
-    return list(metrics.values())
+    """One chart per metric and series key (workload, threads, machine), each with every framework's
+    points, trusted or flagged, oldest run first; the series are the judging layer's (judge/history.py)."""
+    charts: dict[tuple[str, str, str], MetricHistory] = {}
+    several_machines = False
+    for series in book.verdicts.series([entry.run for entry in runs]):
+        key = (series.metric, series.unit, series.series_key)
+        chart = charts.setdefault(
+            key,
+            MetricHistory(
+                series.metric, series.unit, series.better, workload_key=series.workload_key, series_key=key[2]
+            ),
+        )
+        chart.workload, chart.machine = series.workload, series.machine
+        chart.points += series.every
+        several_machines = several_machines or series.several_machines
+    for chart in charts.values():
+        chart.points.sort(key=lambda p: (p.position, list(runs[p.position].run.results).index(p.framework)))
+        # Labels only where the suite's charts differ in them.
+        chart.workload = chart.workload if len({c.workload_key for c in charts.values()}) > 1 else ""
+        chart.machine = chart.machine if several_machines else ""
+    return [chart for chart in charts.values() if chart.points]

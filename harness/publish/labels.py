@@ -45,11 +45,6 @@ def version(result: Result) -> str:
     return plain(", ".join(f"{k} {v}" for k, v in versions.items())) or "version unknown"
 
 
-def all_versions(result: Result) -> str:
-    versions = _dict(_dict(result.get("environment")).get("versions"))
-    return plain(", ".join(f"{k} {v}" for k, v in versions.items() if v)) or "-"
-
-
 def jobs(run: Run) -> str:
     """`numpy ok, jax FAILED (out of memory)`: every job's status, the first line of its reason."""
     parts = []

@@ -13,7 +13,7 @@ from harness.judge.history import ChangePoint
 from harness.publish import labels
 from harness.publish.collect import PublishedRun
 from harness.publish.flags import FlagBook
-from harness.publish.history import MetricHistory
+from harness.publish.history import MetricHistory, flags_of
 from harness.publish.names import INDEX, run_file
 from harness.publish.page import Markup, join, lines, link, page, table, tag
 from harness.report import palette
@@ -40,7 +40,11 @@ def change_text(c: ChangePoint) -> str:
 
 
 def chart_data(
-    runs: list[PublishedRun], histories: list[MetricHistory], pairs: dict[str, str], changes: Changes | None = None
+    runs: list[PublishedRun],
+    histories: list[MetricHistory],
+    pairs: dict[str, str],
+    book: FlagBook,
+    changes: Changes | None = None,
 ) -> dict[str, Any]:
     """What site.js draws: inert strings and finite numbers only (text/html.data_element writes it into the page)."""
     metrics = []
@@ -50,15 +54,15 @@ def chart_data(
         points = [
             {
                 "x": p.position,
-                "framework": p.framework,
+                "framework": plain(p.framework),
                 "colour": palette.colour(p.framework),  # the framework's colour in every picture
-                "machine": p.machine,
-                "version": p.version,
+                "machine": labels.machine(p.result),
+                "version": labels.version(p.result),
                 "y": p.median / scale,
-                "lo": p.low / scale,
-                "hi": p.high / scale,
+                "lo": p.statistics.ci_low / scale,
+                "hi": p.statistics.ci_high / scale,
                 "text": history.point_text(p),
-                "flags": list(p.flags),
+                "flags": flags_of(p, runs, book)[0],
             }
             for p in history.points
         ]
@@ -134,23 +138,27 @@ def _runs_table(runs: list[PublishedRun], book: FlagBook, pairs: dict[str, str])
     return table(headers, rows, classes, id="suite-runs", class_="data")
 
 
-def _metric_section(number: int, history: MetricHistory, found: list[ChangePoint]) -> Markup:
+def _metric_section(
+    number: int, history: MetricHistory, found: list[ChangePoint], runs: list[PublishedRun], book: FlagBook
+) -> Markup:
     rows, classes = [], []
     for p in history.points:
+        entry = runs[p.position]
+        flags, notes = flags_of(p, runs, book)
         rows.append(
             [
-                link(run_file(p.run.key), f"{p.position + 1}: {p.run.run_id}"),
-                p.run.started_text,
-                p.framework,
-                p.version,
-                p.machine,
+                link(run_file(entry.key), f"{p.position + 1}: {entry.run_id}"),
+                entry.started_text,
+                plain(p.framework),
+                labels.version(p.result),
+                labels.machine(p.result),
                 history.point_text(p),
                 str(p.n),
-                "; ".join(p.flags) or "-",
-                "; ".join(p.notes) or "-",
+                "; ".join(flags) or "-",
+                "; ".join(notes) or "-",
             ]
         )
-        classes.append("flagged" if p.flags else "")
+        classes.append("flagged" if flags else "")
     headers = ["run", "started", "framework", "version", "machine", "median [interval]", "n", "flags", "notes"]
     return tag(
         "section",
@@ -204,11 +212,14 @@ def suite_page(
             "framework's level shifted, between the two runs they separate.",
         ),
         tag("div", series, class_="picker"),
-        join(_metric_section(i, h, (changes or {}).get((h.name, h.series_key), [])) for i, h in enumerate(histories)),
+        join(
+            _metric_section(i, h, (changes or {}).get((h.name, h.series_key), []), runs, book)
+            for i, h in enumerate(histories)
+        ),
     ]
     if bisects:
         body += [
             tag("h2", "Version bisects"),
             lines([link(href, label) for href, label in bisects], class_="bisects"),
         ]
-    return page(f"suite {suite}", join(body), data=chart_data(runs, histories, pairs, changes), charts=True)
+    return page(f"suite {suite}", join(body), data=chart_data(runs, histories, pairs, book, changes), charts=True)

@@ -168,12 +168,6 @@ def new_summary(
     }
 
 
-def read_plan(folder: Path) -> Plan:
-    """`plan.json` of a run (or of exported manifests), validated like a fresh plan."""
-    path = folder / PLAN_FILE
-    return plan_from_record(read_plan_record(folder), str(path))
-
-
 def read_plan_record(folder: Path) -> Any:
     """The raw JSON of `plan.json` (hostile until `plan_from_record` has checked it)."""
     path = folder / PLAN_FILE
