@@ -571,3 +571,23 @@ def test_no_corrupted_summary_or_plan_crashes_the_reader(tmp_path: Path, data: s
                 render_run(assess(load_run(run)), fmt)
     except HarnessError:
         pass
+
+
+@pytest.mark.parametrize("timeout", [10**400, -(10**400), 0, 8 * 24 * 3600])
+def test_a_plan_with_an_impossible_timeout_is_refused_in_one_line(tmp_path: Path, timeout: int) -> None:
+    """An int past any float once crashed the check (hypothesis found it): refused like any bad value."""
+    from harness.core.errors import HarnessError
+    from harness.store.plan import plan_from_record
+
+    doc = json.loads((make_run(tmp_path / "run") / "plan.json").read_text())
+    doc["jobs"][0]["timeout_s"] = timeout
+    with pytest.raises(HarnessError, match="must be a number of seconds above 0"):
+        plan_from_record(doc, "plan.json")
+
+
+def test_a_calibration_figure_past_any_float_is_not_a_figure() -> None:
+    """The calibration cache is a file too: an int past any float is refused, not an OverflowError."""
+    from harness.store import calibration
+
+    assert not calibration._positive(10**400) and not calibration._positive(float("nan"))
+    assert calibration._positive(3) and calibration._positive(2.5e9)

@@ -9,13 +9,13 @@ skipped with one line naming it, never a crash. Nothing read here becomes part o
 from __future__ import annotations
 
 import json
-import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from harness.core.errors import HarnessError
 from harness.core.safe_files import read_bytes
+from harness.core.schema import number  # a huge int from a hostile record never reaches float()
 from harness.execute.bisect import record
 from harness.text.escape import plain
 
@@ -50,12 +50,8 @@ class PublishedBisect:
         return plain(self.doc["answer"]["text"])
 
 
-def _number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-
-
 def _optional_number(value: Any) -> bool:
-    return value is None or _number(value)
+    return value is None or number(value)
 
 
 def check_types(doc: dict[str, Any]) -> None:
@@ -75,7 +71,7 @@ def check_types(doc: dict[str, Any]) -> None:
         if not _optional_number(result.get("median")):
             raise HarnessError(f"{where}.median: expected a finite number or null")
         medians = result.get("round_medians", [])
-        if not isinstance(medians, list) or not all(_number(m) for m in medians):
+        if not isinstance(medians, list) or not all(number(m) for m in medians):
             raise HarnessError(f"{where}.round_medians: expected a list of finite numbers")
         if not isinstance(result.get("problem"), (str, type(None))):
             raise HarnessError(f"{where}.problem: expected text or null")

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 import os
 import shutil
 import stat
@@ -33,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 from harness.core import cache_home
 from harness.core.errors import HarnessError
 from harness.core.safe_files import write_json_atomic
+from harness.core.schema import number
 from suites.runtime import machine, precision
 from suites.runtime.frameworks import FRAMEWORKS
 from suites.runtime.marks import ESCAPED as ESCAPED_MARK
@@ -135,7 +135,7 @@ def fingerprint(device: str, threads: int | None, cpus: float | None) -> str:
 
 
 def _positive(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value > 0
+    return number(value) and value > 0  # number(): a huge int from a hostile cache never reaches float()
 
 
 def read_json_file(path: Path, max_bytes: int = MAX_BYTES) -> Any:

@@ -78,9 +78,11 @@ def new_run_id(suite: str) -> str:
 
 
 def check_timeout(timeout_s: float, option: str = "--timeout") -> float:
-    if not math.isfinite(timeout_s) or timeout_s <= 0 or timeout_s > MAX_TIMEOUT_S:
+    # Compared before anything converts it: an int from a plan.json can be past any float.
+    if not (0 < timeout_s <= MAX_TIMEOUT_S and math.isfinite(timeout_s)):
+        shown = "of over 300 digits" if isinstance(timeout_s, int) and abs(timeout_s) > 10**300 else f"{timeout_s:g}"
         raise HarnessError(
-            f"{option} {timeout_s:g} must be a number of seconds above 0 and at most {MAX_TIMEOUT_S:g} (a week)"
+            f"{option} {shown} must be a number of seconds above 0 and at most {MAX_TIMEOUT_S:g} (a week)"
         )
     return float(timeout_s)
 
