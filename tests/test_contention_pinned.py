@@ -17,6 +17,8 @@ from typing import Any
 
 import pytest
 
+from suites.runtime.contention import OTHERS_MIN_CORES, STEAL_MIN_CORES
+
 REPO = Path(__file__).resolve().parents[1]
 
 # Where allowed (root, CAP_SYS_NICE), the job and the hog each lead a session of their own (with
@@ -79,6 +81,12 @@ def timed_beside_a_hog(job_cpu: int, hog_cpu: int) -> dict[str, Any]:
     return metric
 
 
+def _crowded(contention: dict[str, Any]) -> list[int]:
+    """The samples marked contended that the hypervisor's steal does not explain."""
+    steal = contention["steal_cores"] or [None] * len(contention["cpu_s"])
+    return [i for i in contention["contended"] if steal[i] is None or steal[i] < STEAL_MIN_CORES]
+
+
 def test_a_pinned_job_is_contended_by_a_hog_on_its_own_cpu_and_not_by_one_on_another() -> None:
     usable = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
     if len(usable) < 2:
@@ -89,14 +97,20 @@ def test_a_pinned_job_is_contended_by_a_hog_on_its_own_cpu_and_not_by_one_on_ano
     # the hog's CPU, may land on the job's meanwhile (then it is contended for real, and its
     # `others_cores` say so): up to five tries of about a second, the last one judged. Counted
     # host-wide, as before per-CPU counting, the hog alone marked every sample of every try.
+    # A virtual machine may also lose the job's CPU to the hypervisor whenever its other CPU is
+    # busy (a CI machine stole 0.6 of a core from every sample): that is contention too, rightly
+    # marked, and told apart by its `steal_cores`. What the hog must never do from another CPU is
+    # count as the job's neighbour, so the samples judged are those the hypervisor left alone.
     for attempt in range(5):
         if attempt:
             time.sleep(0.5)
         apart = timed_beside_a_hog(mine, other)["contention"]
-        if len(apart["contended"]) <= 3:
+        if len(_crowded(apart)) <= 3:
             break
     assert apart["cpus"] == [mine] and apart["cores"] == 1
-    assert len(apart["contended"]) <= 3, apart  # <= 10 % of 30 samples
+    assert len(_crowded(apart)) <= 3, apart  # <= 10 % of 30 samples
+    others = [o for o in apart["others_cores"] if o is not None]
+    assert len(others) >= 15 and sorted(others)[len(others) // 2] < OTHERS_MIN_CORES, apart
     # The hog on the job's CPU: they share one core.
     shared = timed_beside_a_hog(mine, mine)
     seen = shared["contention"]

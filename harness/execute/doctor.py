@@ -18,11 +18,11 @@ from harness.core.errors import HarnessError
 from harness.core.stack_facts import of_stack
 from harness.core.stack_facts.facts import clean
 from harness.store.image_probe import gpu_kernel_problem, probe
-from harness.store.images import DEFAULT_BASE_IMAGE, Engine, connect, existing_image_id, stack_image, variant_for
+from harness.store.images import DEFAULT_BASE_IMAGE, LABEL, Engine, connect, existing_image_id, stack_image, variant_for
 from suites.runtime.frameworks import STACKS
 
-# Free space the images need: the CPU stacks come to a few GB, the CUDA ones to tens of GB.
-NEEDED_GB = {"cpu": 8.0, "cuda12": 40.0}
+# Free space a run needs beside its images: its containers' writable layers and the results.
+RUN_GB = 1.0
 
 
 @dataclass
@@ -69,18 +69,22 @@ def _compose_check() -> Check:
 
 
 def _disk_check(engine: Engine, variant: str) -> Check:
+    """Room for the images still to build (each stack declares what a build needs) and for a run;
+    an image already built needs no more, so a full disk beside built images still passes."""
     info = engine.client.info()
     root = info.get("DockerRootDir", "/var/lib/docker")
-    need = NEEDED_GB[variant]
     if not os.path.isdir(root):  # a remote engine: its disk is not ours to measure
         return Check("disk for images", True, f"{root} is on the remote engine; not measured from here")
+    missing = [s for s in STACKS if existing_image_id(engine, stack_image(s, variant)) is None]
+    need = RUN_GB + sum(of_stack(s).build_gb[variant] for s in missing)
+    to_build = f"the {variant} images of {', '.join(missing)} to build" if missing else f"the {variant} images built"
     free = shutil.disk_usage(root).free / 1e9
-    ok = free >= need
     return Check(
         "disk for images",
-        ok,
-        f"{free:.0f} GB free at {root} ({need:.0f} GB needed for the {variant} images)",
-        "free space or move Docker's data-root",
+        free >= need,
+        f"{free:.1f} GB free at {root}, {need:.1f} GB needed ({to_build}, {RUN_GB:.0f} GB for runs)",
+        f"free space (old harness images: docker image prune -a --filter label={LABEL}.stack) or move Docker's "
+        "data-root",
     )
 
 

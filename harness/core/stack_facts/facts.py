@@ -64,5 +64,8 @@ class StackFacts:
     gpu: GpuChecks | None
     # report -> the stack's own lines in `build --verify` and `doctor` (versions, CUDA build, kernels)
     summary: Callable[[Report], list[str]]
+    # variant -> GB of free disk a build of the image needs: the image itself (about half) and the
+    # wheels and layers the build unpacks beside it. `doctor` counts only the images still to build.
+    build_gb: Mapping[str, float]
     # like-for-like setting (`training.fairness`) -> what this stack calls it, so a reason names the knob
     setting_names: Mapping[str, str] = field(default_factory=dict)

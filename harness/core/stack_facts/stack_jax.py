@@ -82,5 +82,6 @@ STACK = StackFacts(
     },
     gpu=GpuChecks(build_problems=_build_problems, kernel_problem=_kernel_problem),
     summary=_summary,
+    build_gb={"cpu": 3.0, "cuda12": 16.0},  # its images: 1.1 GB (cpu), 6.3 GB (cuda12)
     setting_names={"conv_algorithm_search": "XLA autotuning"},
 )

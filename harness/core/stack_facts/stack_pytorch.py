@@ -55,5 +55,6 @@ STACK = StackFacts(
     frameworks={"pytorch": FrameworkFacts(colour="#9467bd", package="torch")},
     gpu=GpuChecks(build_problems=_build_problems, kernel_problem=_kernel_problem),
     summary=_summary,
+    build_gb={"cpu": 3.5, "cuda12": 20.0},  # its images: 1.6 GB (cpu), 8.0 GB (cuda12)
     setting_names={"conv_algorithm_search": "cuDNN benchmark"},
 )
