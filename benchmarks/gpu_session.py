@@ -267,7 +267,7 @@ def session(out: Path, wheels: Path, device: str, size: str, budget: float) -> i
         log.write(f"frameworks here: {', '.join(have)}\n")
         _record(log, "nvidia-smi", ["nvidia-smi"], env)
         for stack in ("pytorch", "jax"):
-            _record(log, f"build info {stack}", [sys.executable, "-m", "suites.runtime.build_info", stack], env)
+            _record(log, f"build info {stack}", [sys.executable, "-m", "suites.contract.build_info", stack], env)
         for number, (name, wants, sizes) in enumerate(STEPS, start=1):
             entry: dict[str, Any] = {"step": name, "commands": [], "exit_codes": [], "interrupted": False}
             summary["steps"].append(entry)

@@ -45,8 +45,8 @@ def _data(samples: int, seed: int) -> tuple[Any, Any]:
     """The suite's own synthetic generator, normalised as the suite does: the same pixels."""
     import numpy as np
 
+    from suites.contract.datasets import synthetic_images
     from suites.mnist.common import MEAN, SHAPE, STD
-    from suites.runtime.datasets import synthetic_images
 
     data = synthetic_images(SHAPE, 10, samples, 10, seed, "MNIST")
     x = ((data.train_x.astype(np.float32) / 255.0 - MEAN) / STD).astype(np.float32)

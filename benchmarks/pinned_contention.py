@@ -1,6 +1,6 @@
 """Contention marks of a job pinned to one core, beside a busy process on another core and on its own.
 
-`harness run --threads 1` pins each job to the first CPU of its affinity (suites/runtime/settings.py),
+`harness run --threads 1` pins each job to the first CPU of its affinity (suites/contract/settings.py),
 and the job counts the others' CPU time on the CPUs it may use (suites/runtime/contention.py). Real
 `xla` runs (numpy and jax, matrix_size=512, --repeat 10, --threads 1), local backend, a fresh cache
 home, N runs (--runs) in each of three conditions:
@@ -146,7 +146,7 @@ def main() -> None:
     usable = sorted(os.sched_getaffinity(0))
     if len(usable) < 2:
         raise SystemExit(f"needs at least 2 CPUs in this process's affinity, has {usable}")
-    # The job inherits this affinity and `--threads 1` keeps its first CPU (suites/runtime/settings.py).
+    # The job inherits this affinity and `--threads 1` keeps its first CPU (suites/contract/settings.py).
     job_cpu, other_cpu = usable[0], usable[1]
     home = Path(tempfile.mkdtemp(prefix="pinned-contention-"))
     env = dict(os.environ, HARNESS_CACHE_HOME=str(home / "cache"), HARNESS_CALIBRATE="never", PYTHONPATH=str(REPO))

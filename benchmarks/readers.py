@@ -43,9 +43,9 @@ sys.path.insert(0, str(REPO))
 
 from harness.core.result_types import MAX_CURVE_EPOCHS, MAX_CURVES, MAX_SAMPLES, MAX_TOTAL_SAMPLES  # noqa: E402
 from harness.core.schema import MAX_CHECK_NUMBERS, MAX_CURVE_POINTS, MAX_RESULT_BYTES, PER_SAMPLE, load_result  # noqa: E402
-from suites.runtime.marks import MARKS  # noqa: E402
-from suites.runtime.registry import all_suites  # noqa: E402
-from suites.runtime.stats import summarize  # noqa: E402
+from suites.contract.marks import MARKS  # noqa: E402
+from suites.contract.registry import all_suites  # noqa: E402
+from suites.contract.stats import summarize  # noqa: E402
 from tests.factories import metric, result  # noqa: E402
 
 METRICS = MAX_TOTAL_SAMPLES // MAX_SAMPLES  # metrics of MAX_SAMPLES samples fit in one result

@@ -1,6 +1,6 @@
 """Job entry point: `python -m suites run --job PATH`, PATH being the job's job.json.
 
-Runs one (suite, framework) job as its job.json says (suites/runtime/job_spec.py: the whole
+Runs one (suite, framework) job as its job.json says (suites/contract/job_spec.py: the whole
 spec, written by the backend into the job's folder) and writes exactly one result file. A
 failing workload still writes its file (status failed, with the reason); the traceback goes to
 stderr, which the harness keeps. A job.json that cannot be run is one line on stderr and exit
@@ -21,22 +21,23 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from suites.runtime import job_spec, machine, nvml
-from suites.runtime.context import Context
-from suites.runtime.errors import JobError, Skip
-from suites.runtime.files import write_json_atomic
-from suites.runtime.frameworks import Framework, load_adapter
-from suites.runtime.job_spec import JobSpec, JobSpecError
-from suites.runtime.registry import implementation_module
-from suites.runtime.result import new_result, utc_now
-from suites.runtime.settings import (
+from suites.contract import job_spec, machine
+from suites.contract.errors import JobError, Skip
+from suites.contract.files import write_json_atomic
+from suites.contract.frameworks import Framework, load_adapter
+from suites.contract.job_spec import JobSpec, JobSpecError
+from suites.contract.registry import implementation_module
+from suites.contract.result import new_result, utc_now
+from suites.contract.settings import (
     Settings,
     apply_caches,
     apply_environment,
     recorded_caches,
     recorded_variables,
 )
-from suites.runtime.spec import ParamValue, SuiteSpec
+from suites.contract.spec import ParamValue, SuiteSpec
+from suites.runtime import nvml
+from suites.runtime.context import Context
 
 BAD_SPEC = 2  # exit code for a job.json this job cannot run
 

@@ -74,7 +74,7 @@ def smoke_run(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], subpr
 
     def run(name: str) -> subprocess.CompletedProcess[str]:
         if name not in done:
-            from suites.runtime.registry import all_suites
+            from suites.contract.registry import all_suites
 
             frameworks = ",".join(all_suites()[name].all_frameworks)
             done[name] = harness("run", "--suite", name, "--frameworks", frameworks, "--smoke", "--backend", "local",

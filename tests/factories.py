@@ -6,8 +6,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from suites.runtime.result import new_result
-from suites.runtime.stats import summarize
+from suites.contract.result import new_result
+from suites.contract.stats import summarize
 
 
 def metric(name: str, samples: list[float], first: float | None = 1.0, flops: float | None = None) -> dict[str, Any]:

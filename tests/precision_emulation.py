@@ -1,6 +1,6 @@
 """Each float32 arithmetic class a GPU may use, emulated in NumPy on the precision probe's operands.
 
-The classifier's thresholds (suites/runtime/precision.py) are calibrated on these; the tests hold
+The classifier's thresholds (suites/contract/precision.py) are calibrated on these; the tests hold
 every emulation to its class. `python -m tests.precision_emulation` prints the calibration table.
 """
 
@@ -10,7 +10,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from suites.runtime import precision
+from suites.contract import precision
 
 
 def round_mantissa(x: np.ndarray, bits: int, *, truncate: bool = False) -> np.ndarray:

@@ -36,9 +36,9 @@ from harness.store.calibration import (
 from harness.store.peaks import peak_for
 from harness.store.run_folder import Run, load_run
 from suites.calibrate import common
-from suites.runtime import precision
+from suites.contract import precision
+from suites.contract.registry import all_suites
 from suites.runtime.context import Context
-from suites.runtime.registry import all_suites
 from tests.factories import metric, result, write_run
 
 GIGA = 1e9

@@ -157,7 +157,7 @@ def test_a_suite_that_declares_no_metric_names_is_checked_after_its_first_job(tm
 @pytest.mark.parametrize("suite", ["xla", "plant", "fault", "calibrate", "scipy", "autograd"])
 def test_declared_metric_names_are_the_ones_the_implementations_report(suite: str, tmp_path: Path) -> None:
     """Every framework of a suite that declares `metrics`, at its smoke size: no undeclared name."""
-    from suites.runtime.registry import all_suites
+    from suites.contract.registry import all_suites
 
     spec = all_suites()[suite]
     proc = harness("run", "--suite", suite, "--smoke", "--backend", "local", "--results-dir", str(tmp_path), "-q",

@@ -13,8 +13,8 @@ from collections.abc import Callable
 import pytest
 
 from harness.core.schema import load_result
-from suites.runtime.frameworks import FRAMEWORKS
-from suites.runtime.registry import SUITES_DIR, all_suites
+from suites.contract.frameworks import FRAMEWORKS
+from suites.contract.registry import SUITES_DIR, all_suites
 from tests.conftest import finished, run_folder
 
 SUITES = sorted(all_suites())

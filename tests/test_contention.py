@@ -79,8 +79,8 @@ def test_a_pre_empted_sample_is_marked_and_its_calm_neighbours_are_not(two_cores
 
 def test_a_job_beside_a_cpu_hog_has_its_samples_marked_contended() -> None:
     """Real processes: hogs on every usable core while a CPU-bound loop is timed."""
+    from suites.contract.registry import all_suites
     from suites.runtime.context import Context
-    from suites.runtime.registry import all_suites
 
     if not os.path.exists("/proc/stat"):
         pytest.fail("this test needs Linux's /proc/stat (the machines the harness runs jobs on have it)")

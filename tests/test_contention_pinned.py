@@ -45,7 +45,7 @@ import json, os, sys, time
 os.sched_setaffinity(0, [{CPU}])
 {FIRST}
 from suites.runtime.context import Context
-from suites.runtime.registry import all_suites
+from suites.contract.registry import all_suites
 
 spec = all_suites()["xla"]
 ctx = Context(spec, "numpy", spec.resolve({{}}), repeat=30, warmup=0, device="cpu", device_kind="cpu",

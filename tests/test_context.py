@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
+from suites.contract.spec import CheckSpec, SuiteSpec
 from suites.runtime.context import Context
-from suites.runtime.spec import CheckSpec, SuiteSpec
 
 SPEC = SuiteSpec("t", "test", ("numpy",), checks=(CheckSpec("c", "a check", rtol=1e-6),))
 

@@ -36,7 +36,7 @@ def contract_in(repo: Path) -> subprocess.CompletedProcess[str]:
 def test_a_framework_added_without_its_pieces_is_named_for_each_one(tmp_path: Path) -> None:
     repo = copy_checkout(tmp_path)
     assert contract_in(repo).returncode == 0
-    frameworks = repo / "suites" / "runtime" / "frameworks.py"
+    frameworks = repo / "suites" / "contract" / "frameworks.py"
     text = frameworks.read_text()
     anchor = '        Framework("pytorch",'
     new = '        Framework("tinygrad", "tinygrad", "suites.runtime.adapter_tinygrad", "tinygrad", ("tinygrad",)),\n'
@@ -49,13 +49,13 @@ def test_a_framework_added_without_its_pieces_is_named_for_each_one(tmp_path: Pa
     assert "stack tinygrad: images/tinygrad/lock-cuda12.txt is missing" in lines
     assert "stack tinygrad: compose.yaml has no service 'tinygrad'" in lines
     assert "stack tinygrad: images/lock.sh does not lock it by default" in lines
-    assert "stack tinygrad: suites/runtime/build_info.py has no entry in PROBES" in lines
+    assert "stack tinygrad: suites/contract/build_info.py has no entry in PROBES" in lines
     assert "stack tinygrad: no host declaration: add harness/core/stack_facts/stack_tinygrad.py" in lines
 
 
 def test_a_framework_added_to_a_stack_without_its_host_declaration_is_named(tmp_path: Path) -> None:
     repo = copy_checkout(tmp_path)
-    frameworks = repo / "suites" / "runtime" / "frameworks.py"
+    frameworks = repo / "suites" / "contract" / "frameworks.py"
     anchor = '        Framework("pytorch",'
     new = '        Framework("haiku", "jax", "suites.runtime.adapter_jax", "Haiku on JAX", ("jax", "haiku")),\n'
     frameworks.write_text(frameworks.read_text().replace(anchor, new + anchor, 1))

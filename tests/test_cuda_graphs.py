@@ -19,10 +19,10 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from harness.core.schema import load_result  # noqa: E402
+from suites.contract.errors import Skip  # noqa: E402
 from suites.runtime import cuda_graphs  # noqa: E402
 from suites.runtime.context import Context  # noqa: E402
 from suites.runtime.cuda_graphs import CapturedStep, Snapshot, StaticInputs  # noqa: E402
-from suites.runtime.errors import Skip  # noqa: E402
 from tests.conftest import harness, run_folder  # noqa: E402
 
 
@@ -331,7 +331,7 @@ class FusedAdam(torch.optim.Adam):  # type: ignore[misc]
 
 
 def _run_training(suite: str, variant: str, **params: Any) -> Context:
-    from suites.runtime.registry import all_suites
+    from suites.contract.registry import all_suites
 
     spec = all_suites()[suite]
     module = __import__(f"suites.{suite}.impl_pytorch", fromlist=["run"])

@@ -32,8 +32,8 @@ from harness.cli import app
 from harness.core.errors import HarnessError
 from harness.store.data import download, formats, sources
 from harness.store.data.npz import NpzWriter, npy_header
-from suites.runtime import datasets
-from suites.runtime.errors import JobError
+from suites.contract import datasets
+from suites.contract.errors import JobError
 from tests.conftest import harness
 
 N_TRAIN, N_TEST = 30, 12  # MNIST-like counts; CIFAR batches of 6 images

@@ -27,7 +27,7 @@ from typer.testing import CliRunner  # noqa: E402
 from harness.cli import app  # noqa: E402
 from harness.core.errors import HarnessError  # noqa: E402
 from harness.store.data import hub  # noqa: E402
-from suites.runtime import datasets  # noqa: E402
+from suites.contract import datasets  # noqa: E402
 from tests.conftest import finished, harness, read, run_folder  # noqa: E402
 
 COMMIT = "0123456789abcdef0123456789abcdef01234567"

@@ -15,9 +15,9 @@ from typing import Any
 
 import pytest
 
+from suites.contract.registry import all_suites
 from suites.runtime import training, training_jax
 from suites.runtime.context import Context
-from suites.runtime.registry import all_suites
 
 MIB = 1 << 20
 TINY_MLP: dict[str, Any] = {"train_samples": 64, "test_samples": 32, "epochs": 2, "batch_size": 32, "curve": False}

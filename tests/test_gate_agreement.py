@@ -11,9 +11,9 @@ from harness.core.schema import load_result
 from harness.judge.assessment import assess, evaluate, reference_framework
 from harness.report.table import render
 from harness.store.run_folder import load_run
+from suites.contract.spec import CheckSpec, SuiteSpec
 from suites.runtime import perturb
 from suites.runtime.context import Context
-from suites.runtime.spec import CheckSpec, SuiteSpec
 from tests.conftest import harness, run_folder
 from tests.factories import check, metric, result, write_run
 

@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 
 from harness.judge.assessment import assess
 from harness.store.plan import PlanRequest, make_plan
-from suites.runtime.stats import summarize
+from suites.contract.stats import summarize
 from tests.conftest import harness
 from tests.factories import check, metric, result, write_run
 

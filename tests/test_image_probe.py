@@ -1,4 +1,4 @@
-"""The build probe (suites/runtime/build_info.py) and its reading on the host (harness/store/image_probe.py),
+"""The build probe (suites/contract/build_info.py) and its reading on the host (harness/store/image_probe.py),
 without Docker: fat-binary parsing on a synthetic library, compute-capability coverage, the probe's
 output treated as hostile, and what `--verify` calls a broken cuda12 image. The real images are
 probed by tests/integration/test_images_cuda.py."""
@@ -15,8 +15,8 @@ import pytest
 
 from harness.core.errors import HarnessError
 from harness.store import image_probe
-from suites.runtime import build_info
-from suites.runtime.build_info import covers, fatbin_archs
+from suites.contract import build_info
+from suites.contract.build_info import covers, fatbin_archs
 from tests.conftest import REPO
 
 
@@ -81,7 +81,7 @@ def test_probe_runs_here_for_the_local_stacks(capsys: pytest.CaptureFixture[str]
 
 def test_probe_source_is_standard_library_only_at_import() -> None:
     """It is sent into images as `python -c`: no import of the harness or suites at module level."""
-    source = (REPO / "suites/runtime/build_info.py").read_text()
+    source = (REPO / "suites/contract/build_info.py").read_text()
     assert image_probe.PROBE_SOURCE.read_text() == source
     top_level = [line for line in source.splitlines() if line.startswith(("import ", "from "))]
     assert not [line for line in top_level if "suites" in line or "harness" in line], top_level

@@ -1,4 +1,4 @@
-"""job.json: one spec, declared once (suites/runtime/job_spec.py), carried from the plan to the job untouched."""
+"""job.json: one spec, declared once (suites/contract/job_spec.py), carried from the plan to the job untouched."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from harness.store.plan import Job, PlanRequest, make_plan, plan_from_record
-from suites.runtime import job_spec
-from suites.runtime.job_spec import JobOptions, JobSpec, JobSpecError
+from suites.contract import job_spec
+from suites.contract.job_spec import JobOptions, JobSpec, JobSpecError
 from tests.conftest import REPO
 
 

@@ -9,6 +9,8 @@ counts as much as one at the top.
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -222,3 +224,71 @@ def test_the_documented_layers_are_the_folders_and_name_every_module() -> None:
                     continue
                 shown = item.name if item.is_file() else item.name + "/"
                 assert f"`{shown}`" in entry, f"docs/extending.md does not name harness/{name}/{shown} in its layer"
+
+
+# The host–job contract (suites/contract/): the host reads suites/ only through it, it never
+# reaches into the job-only runtime or a suite's implementation, and a suite's spec (which the
+# host imports through the registry) imports only the contract.
+SUITES = ROOT / "suites"
+
+
+def suites_imports(path: Path) -> set[str]:
+    """Every `suites.*` module a source file imports, at any depth (a lazy import counts)."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found.update(a.name for a in node.names if a.name.split(".")[0] == "suites")
+        elif isinstance(node, ast.ImportFrom) and not node.level and (node.module or "").split(".")[0] == "suites":
+            module = node.module or ""
+            found.update(f"{module}.{a.name}" if module == "suites" else module for a in node.names)
+    return found
+
+
+def outside_the_contract(path: Path) -> list[str]:
+    return sorted(m for m in suites_imports(path) if m != "suites.contract" and not m.startswith("suites.contract."))
+
+
+def test_the_host_reads_suites_only_through_the_contract() -> None:
+    for module, path in harness_modules().items():
+        assert not outside_the_contract(path), f"{module} imports {outside_the_contract(path)}: use suites.contract"
+
+
+def test_the_contract_and_every_suite_spec_import_only_the_contract() -> None:
+    for path in [*sorted((SUITES / "contract").glob("*.py")), *sorted(SUITES.glob("*/spec.py"))]:
+        bad = [m for m in outside_the_contract(path) if not m.startswith(f"suites.{path.parent.name}.")]
+        if path.parent.name == "contract":
+            bad = outside_the_contract(path)
+        assert not bad, f"{path.relative_to(ROOT)} imports {bad}: the host reads it, keep job-only code out"
+
+
+@pytest.mark.parametrize(
+    "line",
+    ["from suites.runtime.context import Context\n", "import suites.runtime.nvml\n", "from suites import runtime\n"],
+)
+def test_a_reach_past_the_contract_is_caught(line: str, tmp_path: Path) -> None:
+    source = tmp_path / "mod.py"
+    source.write_text(f"def lazily():\n    {line}", encoding="utf-8")
+    assert outside_the_contract(source)
+    assert not outside_the_contract(_written(tmp_path, "from suites.contract.spec import SuiteSpec\n"))
+
+
+def _written(folder: Path, text: str) -> Path:
+    path = folder / "ok.py"
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def test_the_whole_host_and_every_spec_load_no_job_only_module() -> None:
+    # The static rules above, checked by what really loads: every host module, then every suite's spec.
+    code = (
+        "import importlib, pkgutil, sys, harness\n"
+        "for m in pkgutil.walk_packages(harness.__path__, 'harness.'):\n"
+        "    if not m.name.endswith('__main__'):\n"
+        "        importlib.import_module(m.name)\n"
+        "from suites.contract.registry import all_suites\n"
+        "all_suites()\n"
+        "print(' '.join(sorted(m for m in sys.modules if m.startswith('suites.runtime'))))\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "", f"the host loaded job-only modules: {proc.stdout.strip()}"

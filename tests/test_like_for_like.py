@@ -15,7 +15,7 @@ import pytest
 from harness.judge.assessment import assess, run_exit_code
 from harness.report.exports import Format, render_run
 from harness.store.run_folder import Run, load_run
-from suites.runtime.registry import all_suites
+from suites.contract.registry import all_suites
 from tests.factories import check, metric, result, write_run
 
 UNFAIR = "unfair: conv_algorithm_search true in flax, false in pytorch (XLA autotuning vs cuDNN benchmark)"

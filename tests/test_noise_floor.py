@@ -13,7 +13,7 @@ from harness.core.errors import HarnessError
 from harness.judge import noise_floor
 from harness.store.plan import PlanRequest, make_plan
 from harness.store.run_folder import load_run
-from suites.runtime import machine
+from suites.contract import machine
 from tests.conftest import harness
 from tests.factories import metric, result, write_run
 

@@ -318,8 +318,8 @@ def test_record_energy_records_nothing_it_cannot_stand_behind() -> None:
 
 
 def _gpu_context(clock: FakeClock, module: Any, repeat: int = 4) -> Any:
+    from suites.contract.registry import all_suites
     from suites.runtime.context import Context
-    from suites.runtime.registry import all_suites
 
     spec = all_suites()["xla"]
     return Context(
@@ -376,7 +376,7 @@ def test_training_records_energy_per_steady_epoch_without_epoch_one() -> None:
 def test_gpu_jobs_number_devices_in_pci_order_like_nvml(monkeypatch: pytest.MonkeyPatch) -> None:
     import os
 
-    from suites.runtime.settings import Settings, apply_environment, recorded_variables
+    from suites.contract.settings import Settings, apply_environment, recorded_variables
 
     monkeypatch.setattr(os, "environ", {k: v for k, v in os.environ.items() if k != "CUDA_DEVICE_ORDER"})  # no leaks
     apply_environment(Settings(device="cpu", threads=None, x64=False))

@@ -1,7 +1,7 @@
 import pytest
 
-from suites.runtime.registry import all_suites
-from suites.runtime.spec import Param, SpecError
+from suites.contract.registry import all_suites
+from suites.contract.spec import Param, SpecError
 
 
 def test_parse_types_and_ranges() -> None:

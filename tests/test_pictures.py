@@ -16,7 +16,7 @@ from harness.report.exports import Format, render_run
 from harness.report.figures import _pyplot, write_figures
 from harness.report.sparklines import MARK_LETTERS, render_plots
 from harness.store.run_folder import Run, load_run
-from suites.runtime.frameworks import FRAMEWORKS
+from suites.contract.frameworks import FRAMEWORKS
 from tests.factories import metric, result, write_run
 
 CPU = {"model": "Test CPU", "logical_cores": 2, "usable_cores": 2, "vector": "avx2", "max_mhz": 3000.0}

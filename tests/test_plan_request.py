@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from harness.store.plan import plan_from_record
-from suites.runtime import job_spec
+from suites.contract import job_spec
 from tests.conftest import REPO, harness, read
 
 MLP = ("--suite", "mlp", "--param", "epochs=2", "--precision", "bf16")

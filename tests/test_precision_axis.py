@@ -15,7 +15,7 @@ import pytest
 from harness.core.errors import HarnessError
 from harness.judge.assessment import assess
 from harness.store.plan import PlanRequest, make_plan, plan_from_record
-from suites.runtime import job_spec
+from suites.contract import job_spec
 from tests.conftest import REPO
 
 
@@ -66,7 +66,7 @@ def test_both_frameworks_are_set_the_same_way_and_record_it(
 ) -> None:
     # Each framework in a fresh interpreter: the settings are process-global.
     code = (
-        "import json, sys; from suites.runtime.settings import Settings; "
+        "import json, sys; from suites.contract.settings import Settings; "
         "from suites.runtime import adapter_jax, adapter_pytorch; "
         f"s = Settings(device='cpu', threads=None, x64=False, precision={precision!r}); "
         "print(json.dumps([adapter_jax.configure(s), adapter_pytorch.configure(s)]))"

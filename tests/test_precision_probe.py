@@ -14,7 +14,7 @@ import pytest
 from harness.judge.assessment import assess
 from harness.report.table import render
 from harness.store.run_folder import load_run
-from suites.runtime import precision
+from suites.contract import precision
 from tests import precision_emulation as emulation
 from tests.conftest import REPO
 from tests.factories import metric, result, write_run
@@ -97,7 +97,7 @@ def test_a_bf16_compute_dtype_is_declared_bf16_whatever_float32_matmuls_do() -> 
 
 PROBE_IN_A_FRESH_PROCESS = """
 import json, sys
-from suites.runtime.settings import Settings
+from suites.contract.settings import Settings
 from suites.runtime import adapter_{module} as adapter
 found = {{}}
 for wanted in ("fp32", "bf16"):

@@ -25,7 +25,7 @@ from harness.publish import publish_site
 from harness.publish.site import pairs_to_compare
 from harness.text.escape import script_json
 from harness.text.numbers import fmt_ratio, fmt_value
-from suites.runtime.files import write_json_atomic
+from suites.contract.files import write_json_atomic
 from tests.conftest import harness
 from tests.factories import check, metric, result, write_run
 from tests.test_reports import noisy

@@ -22,8 +22,8 @@ from harness.publish.flags import run_flags
 from harness.report import palette, pictures
 from harness.store.calibration import FORMAT, RUN_FILE, VERSION
 from harness.store.run_folder import Run, load_run
-from suites.runtime.marks import MARKS
-from suites.runtime.stats import summarize
+from suites.contract.marks import MARKS
+from suites.contract.stats import summarize
 from tests.factories import check, metric, result
 from tests.test_publish import CPU_A, HOSTILE, site_data, write
 

@@ -16,7 +16,7 @@ from harness.core import result_types
 from harness.core.schema import InvalidResult, load_result, migrate, validate
 from harness.judge.assessment import assess
 from harness.store.images import wheel_fits
-from suites.runtime.result import RESULT_KEYS, SCHEMA_VERSION, STATUSES, new_result
+from suites.contract.result import RESULT_KEYS, SCHEMA_VERSION, STATUSES, new_result
 from suites.runtime.syncguard import SYNC_STATES
 from tests.factories import metric, result
 

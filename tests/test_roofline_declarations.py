@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from harness.store.calibration import rates_from_result
+from suites.contract.registry import all_suites, implementation_module
 from suites.runtime.context import Context
-from suites.runtime.registry import all_suites, implementation_module
 from tests.factories import metric, result
 
 

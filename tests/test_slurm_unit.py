@@ -29,7 +29,7 @@ from harness.core.schema import load_result
 from harness.execute.runner import execute
 from harness.store.images import variant_for
 from harness.store.plan import BACKENDS, Job, PlanRequest, make_plan
-from suites.runtime.result import STATUSES
+from suites.contract.result import STATUSES
 from tests.conftest import harness, read
 
 RUN_ID = "20260101-000000-xla-abcd"

@@ -2,7 +2,7 @@ import math
 
 import pytest
 
-from suites.runtime.stats import quartiles, summarize
+from suites.contract.stats import quartiles, summarize
 
 
 def test_summary_matches_hand_computed_values() -> None:

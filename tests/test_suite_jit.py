@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from harness.core.schema import load_result
+from suites.contract.errors import JobError
 from suites.jit.common import SEED_F16, lengths, name, seed_points
-from suites.runtime.errors import JobError
 from tests.conftest import finished, harness, run_folder
 
 # One length (L=1000, K=100 calls per loop) so torch.compile compiles once.
@@ -110,9 +110,9 @@ def test_the_jax_jit_suite_uses_the_window_of_its_device(kind: str, monkeypatch:
     the CPU here, with the context saying `gpu` as a GPU job's would."""
     import jax
 
+    from suites.contract.registry import all_suites
     from suites.jit import impl_jax
     from suites.runtime.context import Context
-    from suites.runtime.registry import all_suites
 
     seen: list[int | None] = []
     real = impl_jax.dispatch_loop

@@ -14,7 +14,7 @@ from harness.core.schema import load_result
 from harness.store.data.npz import NpzWriter
 from harness.store.data.store import write_dataset
 from harness.store.plan import PlanRequest, make_plan
-from suites.runtime import job_spec
+from suites.contract import job_spec
 from tests.conftest import REPO, finished, harness, read, run_folder
 
 pytestmark = pytest.mark.slow

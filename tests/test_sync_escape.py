@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
+from suites.contract.spec import SuiteSpec
 from suites.runtime import syncguard
 from suites.runtime.context import Context
-from suites.runtime.spec import SuiteSpec
 from suites.runtime.syncguard import Probe, verdict
 from tests.conftest import finished, read, run_folder
 from tests.planted import harness_in, planted_repo
@@ -205,7 +205,7 @@ def test_missing_probes_make_a_record_time_metric_unchecked() -> None:
 # --- planted suites, run for real through the CLI ---------------------------------------------
 
 SPEC_SRC = """
-from suites.runtime.spec import Param, SuiteSpec
+from suites.contract.spec import Param, SuiteSpec
 
 SPEC = SuiteSpec(
     name="planted",

@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from harness.core.schema import InvalidResult, validate
+from harness.execute.rounds import round_params
 from harness.judge import time_to_target as ttt
 from harness.judge.assessment import assess
 from harness.report import training_text
@@ -34,9 +35,9 @@ NOT_REACHED = {"accuracy": 98.0, "status": "not reached", "seconds": None, "wall
 
 def test_each_round_trains_from_its_own_seed_only_with_a_target() -> None:
     params = {"seed": 42, "target_accuracy": 98.0, "epochs": 10}
-    assert [ttt.round_params(params, k)["seed"] for k in (1, 2, 3)] == [42, 43, 44]
-    assert ttt.round_params({"seed": 42, "target_accuracy": 0.0}, 3)["seed"] == 42
-    assert ttt.round_params({"seed": 42}, 2) == {"seed": 42}
+    assert [round_params(params, k)["seed"] for k in (1, 2, 3)] == [42, 43, 44]
+    assert round_params({"seed": 42, "target_accuracy": 0.0}, 3)["seed"] == 42
+    assert round_params({"seed": 42}, 2) == {"seed": 42}
 
 
 def test_pooled_rounds_give_the_median_and_interval_over_seeds() -> None:

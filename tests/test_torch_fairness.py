@@ -17,9 +17,9 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+from suites.contract.registry import all_suites  # noqa: E402
 from suites.runtime import cuda_graphs, training, training_torch  # noqa: E402
 from suites.runtime.context import Context  # noqa: E402
-from suites.runtime.registry import all_suites  # noqa: E402
 from tests.test_cuda_graphs import FakeCuda, FusedAdam, install_fake_cuda  # noqa: E402
 
 TINY = {"dataset": "synthetic", "train_samples": 96, "test_samples": 32, "epochs": 2, "batch_size": 32}

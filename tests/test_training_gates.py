@@ -16,10 +16,10 @@ import pytest
 
 from harness.judge.assessment import evaluate
 from harness.store.run_folder import Run
+from suites.contract.datasets import synthetic_images
+from suites.contract.registry import all_suites
 from suites.runtime import training
 from suites.runtime.context import Context
-from suites.runtime.datasets import synthetic_images
-from suites.runtime.registry import all_suites
 from tests.factories import result
 
 BATCH = 32

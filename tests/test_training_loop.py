@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
+from suites.contract.registry import all_suites
 from suites.runtime import training
 from suites.runtime.context import Context
-from suites.runtime.registry import all_suites
 
 MIB = 1 << 20
 

@@ -19,11 +19,11 @@ from typing import Any
 
 import pytest
 
+from suites.contract.frameworks import FRAMEWORKS
+from suites.contract.registry import all_suites, implementation_module
+from suites.contract.settings import Settings
 from suites.runtime import training
 from suites.runtime.context import Context
-from suites.runtime.frameworks import FRAMEWORKS
-from suites.runtime.registry import all_suites, implementation_module
-from suites.runtime.settings import Settings
 from tests.conftest import REPO
 
 pytestmark = pytest.mark.slow

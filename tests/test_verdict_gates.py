@@ -19,8 +19,8 @@ from harness.judge import noise_floor
 from harness.judge.assessment import DISTURBED, FAILED, INTERRUPTED, assess, run_exit_code, worst
 from harness.judge.compare import ROUNDS, Change, compare_runs
 from harness.store.run_folder import load_run
-from suites.runtime import machine
-from suites.runtime.stats import summarize
+from suites.contract import machine
+from suites.contract.stats import summarize
 from tests.conftest import harness
 from tests.factories import result, write_run
 from tests.test_noise_floor import _params

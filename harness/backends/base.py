@@ -2,7 +2,7 @@
 job, and how a command gets the backend it names.
 
 A backend starts the job with `job_command` after writing its job.json (the whole spec,
-suites/runtime/job_spec.py) into the job's folder, and reports what happened in a `JobOutcome`.
+suites/contract/job_spec.py) into the job's folder, and reports what happened in a `JobOutcome`.
 It never writes a result file: a status only the scheduler knows (cancelled, a node failure,
 its own time limit) travels in `status` and `reason`, and the runner writes the result.
 
@@ -28,7 +28,7 @@ from harness.core.errors import HarnessError
 from harness.store.images import engine_problem
 from harness.store.plan import Job
 from harness.text.escape import plain
-from suites.runtime.registry import SUITES_DIR
+from suites.contract.registry import SUITES_DIR
 
 # Resource limits from the command line (`--memory 2g`, `--cpus 1.5`), shared by all backends.
 _UNITS = {"": 1, "b": 1, "k": 2**10, "m": 2**20, "g": 2**30, "t": 2**40}

@@ -26,7 +26,7 @@ from pathlib import Path
 
 from harness.backends import job_folder
 from harness.backends.base import JobOutcome, job_command
-from harness.backends.job_folder import finalize, placeholder_result, tail_text
+from harness.backends.job_folder import finalize, tail_text
 from harness.core.errors import HarnessError
 from harness.core.result_types import Result
 from harness.core.safe_files import (
@@ -41,10 +41,10 @@ from harness.core.safe_files import (
 )
 from harness.core.schema import RUN_ID
 from harness.store.plan import Job, Plan, PlanRequest, make_plan, plan_from_record
-from harness.store.run_folder import PLAN_FILE, RunWriter, new_run_folder, read_plan_record, within
+from harness.store.run_folder import PLAN_FILE, RunWriter, new_run_folder, placeholder_result, read_plan_record, within
 from harness.text.escape import plain
-from suites.runtime import job_spec
-from suites.runtime.settings import PRECISIONS
+from suites.contract import job_spec
+from suites.contract.settings import PRECISIONS
 
 COMMAND = ["docker", "compose", "up"]
 BACKEND = "compose"

@@ -58,9 +58,9 @@ from harness.store.images import (
     variant_for,
 )
 from harness.store.plan import Job
-from suites.runtime import job_spec
-from suites.runtime.job_spec import JobSpec
-from suites.runtime.registry import SUITES_DIR
+from suites.contract import job_spec
+from suites.contract.job_spec import JobSpec
+from suites.contract.registry import SUITES_DIR
 
 WORKDIR = "/opt/harness"
 SUITES_MOUNT = f"{WORKDIR}/suites"

@@ -22,7 +22,7 @@ import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, BinaryIO, TypeVar, cast
+from typing import IO, BinaryIO, TypeVar
 
 from harness.backends.base import JobOutcome
 from harness.core.result_types import Result
@@ -40,10 +40,9 @@ from harness.core.safe_files import (
 )
 from harness.core.schema import MAX_RESULT_BYTES, InvalidResult, load_result
 from harness.store.plan import Job
-from harness.store.run_folder import within
+from harness.store.run_folder import placeholder_result, within
 from harness.text.escape import plain
-from suites.runtime import job_spec
-from suites.runtime.result import new_result, utc_now
+from suites.contract import job_spec
 
 WORK_DIR = ".jobs"
 MAX_ARTIFACT_BYTES = 256 * 2**20
@@ -250,29 +249,6 @@ def stdout_echo(enabled: bool) -> IO[str] | None:
 
 
 # -- what a job leaves behind, as its result file -----------------------------------------------------
-
-
-def placeholder_result(run_id: str, job: Job, backend: str, status: str, reason: str) -> Result:
-    result = new_result(
-        run_id=run_id,
-        suite=job.suite,
-        framework=job.framework,
-        stack=job.stack,
-        backend=backend,
-        device=job.device,
-        params=job.params,
-        settings={
-            "repeat": job.repeat,
-            "warmup": job.warmup,
-            "threads": job.threads,
-            "cache": job.cache,
-            "precision": job.precision,
-        },
-        status=status,
-        reason=reason,
-    )
-    result["finished_at"] = utc_now()
-    return cast(Result, result)
 
 
 def _classify(run_id: str, job: Job, out: Path, outcome: JobOutcome) -> tuple[Result | None, str, str]:

@@ -23,26 +23,26 @@ from typing import Any
 import yaml
 
 from harness.backends.base import Limits, job_command
-from harness.backends.job_folder import placeholder_result
 from harness.core.errors import HarnessError
+from harness.core.result_types import Result
 from harness.core.safe_files import MissingFile, UnsafeFile, read_tail, write_bytes_atomic
 from harness.core.schema import MAX_RESULT_BYTES, InvalidResult, parse_json, validate
 from harness.store.images import IMAGE_USER, stack_image
 from harness.store.plan import K8S_NAME, Job, Plan, plan_from_record
 from harness.store.run_folder import (
     PLAN_FILE,
-    RunWriter,
     mismatch,
-    new_run_folder,
-    prepare_results_dir,
+    placeholder_result,
     read_plan_record,
-    run_lock,
     within,
+    write_collected,
 )
 from harness.text.escape import plain
-from suites.runtime import job_spec
-from suites.runtime.job_spec import JOB_FILE, JobSpec
-from suites.runtime.registry import SUITES_DIR
+from suites.contract import job_spec
+from suites.contract.job_spec import JOB_FILE, JobSpec
+from suites.contract.registry import SUITES_DIR
+
+BACKEND = "kubernetes"
 
 BEGIN, END = "==HARNESS-RESULT-BEGIN==", "==HARNESS-RESULT-END=="
 SUITES_MOUNT, RESULTS_MOUNT, DATA_MOUNT, SPEC_MOUNT = "/harness", "/results", "/data", "/job"
@@ -99,7 +99,7 @@ def job_spec_for(plan: Plan, job: Job) -> JobSpec:
     """The job's job.json, locations as the pod sees them (caches stay cold: a pod keeps nothing)."""
     return job.spec(
         run_id=plan.run_id,
-        backend="kubernetes",
+        backend=BACKEND,
         result_path=f"{RESULTS_MOUNT}/{job.result_file()}",
         data_dir=DATA_MOUNT if job.data_dir else None,
         cache_dir=None,
@@ -337,36 +337,28 @@ def collect(manifests: Path, results_dir: Path, logs: Path | None) -> Path:
             f"{manifests}: no job of run {plan.run_id} has run ({where}): nothing to collect; "
             f"apply it first (kubectl apply -f {manifests}) and collect when its jobs are complete"
         )
-    prepare_results_dir(results_dir)
-    run_dir = new_run_folder(results_dir, plan.run_id, "collect")
-    with run_lock(run_dir):
-        return _collect(plan, manifests, run_dir, texts)
+    command = ["harness", "collect", str(manifests)]
+    return write_collected(
+        results_dir, plan, BACKEND, command, lambda job, run_dir: _collect(plan, job, run_dir, texts)
+    )
 
 
-def _collect(plan: Plan, manifests: Path, run_dir: Path, texts: dict[str, str]) -> Path:
-    writer = RunWriter(run_dir, plan, "kubernetes", ["harness", "collect", str(manifests)])
-    writer.start()
-    for job in plan.jobs:
-        name = job_name(plan, job)
-        if job.skip_reason is not None:
-            result = placeholder_result(plan.run_id, job, "kubernetes", "skipped", job.skip_reason)
-        else:
-            text = texts[job.framework]
-            write_bytes_atomic(run_dir / "logs" / f"{job.framework}.pod.log", text.encode("utf-8"), within(run_dir))
-            doc = extract_result(text)
-            if doc is None:
-                result = placeholder_result(
-                    plan.run_id, job, "kubernetes", "invalid-output", f"no result in the log of job/{name}"
-                )
-                result["stderr_tail"] = "\n".join(text.splitlines()[-30:])[-4000:] or None
-            else:
-                try:
-                    result = validate(doc, f"job/{name}")
-                    wrong = mismatch(result, job.framework, plan.suite, plan.run_id)
-                    if wrong:
-                        raise InvalidResult(f"job/{name}: the printed result {wrong}")
-                except InvalidResult as error:
-                    result = placeholder_result(plan.run_id, job, "kubernetes", "invalid-output", str(error))
-        writer.add(job, result)
-    writer.finish()
-    return run_dir
+def _collect(plan: Plan, job: Job, run_dir: Path, texts: dict[str, str]) -> Result:
+    name = job_name(plan, job)
+    if job.skip_reason is not None:
+        return placeholder_result(plan.run_id, job, BACKEND, "skipped", job.skip_reason)
+    text = texts[job.framework]
+    write_bytes_atomic(run_dir / "logs" / f"{job.framework}.pod.log", text.encode("utf-8"), within(run_dir))
+    doc = extract_result(text)
+    if doc is None:
+        result = placeholder_result(plan.run_id, job, BACKEND, "invalid-output", f"no result in the log of job/{name}")
+        result["stderr_tail"] = "\n".join(text.splitlines()[-30:])[-4000:] or None
+        return result
+    try:
+        result = validate(doc, f"job/{name}")
+        wrong = mismatch(result, job.framework, plan.suite, plan.run_id)
+        if wrong:
+            raise InvalidResult(f"job/{name}: the printed result {wrong}")
+    except InvalidResult as error:
+        return placeholder_result(plan.run_id, job, BACKEND, "invalid-output", str(error))
+    return result

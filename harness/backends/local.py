@@ -28,7 +28,7 @@ from harness.backends.base import BackendOptions, JobOutcome, Limits, job_comman
 from harness.backends.job_folder import Tail, pump, read_chunks, stdout_echo
 from harness.core.safe_files import make_folder
 from harness.store.plan import Job
-from suites.runtime.registry import SUITES_DIR
+from suites.contract.registry import SUITES_DIR
 
 PR_SET_PDEATHSIG = 1  # linux/prctl.h
 

@@ -24,7 +24,7 @@ from harness.execute.bisect.render import render
 from harness.execute.bisect.run import Request, run_bisect
 from harness.execute.bisect.verdict import MIN_ROUNDS, exit_code
 from harness.text.escape import plain
-from suites.runtime.frameworks import STACKS
+from suites.contract.frameworks import STACKS
 
 
 class BisectBackend(str, Enum):

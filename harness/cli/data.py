@@ -14,7 +14,7 @@ from harness.store.data import fetch as fetching
 from harness.store.data import hub, imports, store
 from harness.store.data.sources import IMPORTED, SOURCES
 from harness.text.numbers import fmt_bytes
-from suites.runtime.datasets import fetch_command
+from suites.contract.datasets import fetch_command
 
 # Worked out once at import: the help text is read while the app is built, for every command.
 _FETCHABLE = ", ".join(fetching.fetchable())

@@ -19,9 +19,9 @@ from harness.report.exports import Format
 from harness.store.data.store import require as require_dataset
 from harness.store.plan import Plan
 from harness.text.escape import plain
-from suites.runtime.frameworks import STACKS
-from suites.runtime.job_spec import DEVICES
-from suites.runtime.settings import PRECISIONS
+from suites.contract.frameworks import STACKS
+from suites.contract.job_spec import DEVICES
+from suites.contract.settings import PRECISIONS
 
 Device = Enum("Device", [(name, name) for name in DEVICES], type=str)  # type: ignore[misc]
 
@@ -35,7 +35,7 @@ class Variant(str, Enum):
     cuda12 = "cuda12"
 
 
-# The choices a job's spec declares (suites/runtime/job_spec.py, runtime/settings.py), offered as they are.
+# The choices a job's spec declares (suites/contract/job_spec.py, runtime/settings.py), offered as they are.
 Precision = Enum("Precision", [(name, name) for name in PRECISIONS], type=str)  # type: ignore[misc]
 
 

@@ -252,9 +252,9 @@ def calibrate_command(
     quiet: Quiet = False,
 ) -> None:
     """Measure this machine's achievable matmul FLOP/s and bandwidth with each stack (cached per machine)."""
-    from suites.calibrate.spec import SPEC
+    from suites.contract.registry import all_suites
 
-    names = parse_frameworks(SPEC, frameworks)
+    names = parse_frameworks(all_suites()["calibrate"], frameworks)
     if frameworks is None:  # the default: every stack that can compute on the device (numpy has no GPU variant)
         names = frameworks_for(device.value, names)
     if threads is not None and threads < 1:

@@ -3,7 +3,7 @@
 A noise floor, a drift allowance or a history series belongs to the machine that produced the
 numbers. The host running `harness compare` or `harness history` may be a laptop reading a cloud
 GPU's run folders, so its own hardware says nothing about them: the identity comes from what each
-job recorded (suites/runtime/machine.py, NVML), the same facts `calibration.fingerprint` keys the
+job recorded (suites/contract/machine.py, NVML), the same facts `calibration.fingerprint` keys the
 host's ceilings by: CPU model, logical cores, architecture, memory, device, GPU names, threads.
 
 Everything here is read from disk: a missing or odd field is part of the identity as `None`,

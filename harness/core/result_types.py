@@ -132,7 +132,7 @@ class Metric(TypedDict):
     sync: NotRequired[SyncField]
     warnings: NotRequired[Annotated[list[Text], Strict()] | None]
     round_medians: NotRequired[Capped | None]
-    marks: NotRequired[MarksField]  # reason (suites/runtime/marks.py) -> ascending indices into samples
+    marks: NotRequired[MarksField]  # reason (suites/contract/marks.py) -> ascending indices into samples
     round_sizes: NotRequired[RoundSizesField]  # pooled rounds: samples per round, in order
     contention: NotRequired[ContentionField]
 

@@ -37,9 +37,9 @@ from harness.core.result_types import (
 )
 from harness.core.safe_files import MissingFile, UnsafeFile, read_bytes
 from harness.text.escape import plain
-from suites.runtime.marks import MARKS
-from suites.runtime.registry import all_suites
-from suites.runtime.result import SCHEMA_VERSION
+from suites.contract.marks import MARKS
+from suites.contract.registry import all_suites
+from suites.contract.result import SCHEMA_VERSION
 
 __all__ = ["MAX_CURVE_EPOCHS", "MAX_CURVES", "MAX_MAGNITUDE", "MAX_SAMPLES", "MAX_TOTAL_SAMPLES"]
 
@@ -277,7 +277,7 @@ def _metric_problem(i: int, metric: dict[str, Any], seen: set[str]) -> str | Non
 
 
 def _marks_problem(marks: dict[str, list[int]] | None, n: int, where: str) -> str | None:
-    """Per-sample marks (suites/runtime/marks.py): a picture indexes `samples` with them."""
+    """Per-sample marks (suites/contract/marks.py): a picture indexes `samples` with them."""
     for reason, indices in (marks or {}).items():
         if reason not in MARKS:
             return f"{where}: {_name(reason)} is not a mark reason (one of {', '.join(MARKS)})"
@@ -568,7 +568,7 @@ def load_summary(path: Path) -> dict[str, Any]:
 #
 # One function per version step; `migrate` chains them, so a reader (and every renderer behind
 # it) only ever sees the current version. The job side writes the current version
-# (suites/runtime/result.py): a harness reads its own and every older version, never a newer one.
+# (suites/contract/result.py): a harness reads its own and every older version, never a newer one.
 OLDEST = 1
 
 

@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from statistics import median
 
 from harness.text.numbers import fmt_share
-from suites.runtime.stats import summarize
+from suites.contract.stats import summarize
 
 BOOTSTRAP_RESAMPLES = 2000
 CONFIDENCE = 0.95

@@ -1,6 +1,6 @@
 """The framework contract, checked: what adding a framework must bring, in every place it must go.
 
-A framework (suites/runtime/frameworks.py) needs an adapter module fulfilling `Adapter`; its stack
+A framework (suites/contract/frameworks.py) needs an adapter module fulfilling `Adapter`; its stack
 needs an image folder with a Dockerfile and a lock per variant (cpu, cuda12), a service in
 compose.yaml, a place in images/lock.sh's default list, an entry in the job's build probe and a
 host declaration (harness/stack_facts: image checks, colours, version package) that matches it. Run by tests/test_contract.py and by
@@ -17,8 +17,8 @@ from pathlib import Path
 import yaml
 
 from harness.core.stack_facts import STACKS
-from suites.runtime.build_info import PROBES
-from suites.runtime.frameworks import ADAPTER_FUNCTIONS, FRAMEWORKS
+from suites.contract.build_info import PROBES
+from suites.contract.frameworks import ADAPTER_FUNCTIONS, FRAMEWORKS
 
 REPO = Path(__file__).resolve().parents[2]
 VARIANTS = ("cpu", "cuda12")
@@ -66,7 +66,7 @@ def _declaration_problems() -> list[str]:
     for stack in sorted({fw.stack for fw in FRAMEWORKS.values()}):
         members = {fw.name for fw in FRAMEWORKS.values() if fw.stack == stack}
         if stack not in PROBES:
-            found.append(f"stack {stack}: suites/runtime/build_info.py has no entry in PROBES")
+            found.append(f"stack {stack}: suites/contract/build_info.py has no entry in PROBES")
         facts = STACKS.get(stack)
         if facts is None:
             found.append(f"stack {stack}: no host declaration: add harness/core/stack_facts/stack_{stack}.py")

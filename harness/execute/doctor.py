@@ -19,7 +19,7 @@ from harness.core.stack_facts import of_stack
 from harness.core.stack_facts.facts import clean
 from harness.store.image_probe import gpu_kernel_problem, probe
 from harness.store.images import DEFAULT_BASE_IMAGE, LABEL, Engine, connect, existing_image_id, stack_image, variant_for
-from suites.runtime.frameworks import STACKS
+from suites.contract.frameworks import STACKS
 
 # Free space a run needs beside its images: its containers' writable layers and the results.
 RUN_GB = 1.0
@@ -117,7 +117,7 @@ def _gpu_request_check(engine: Engine) -> Check:
 
 
 def _stack_check(engine: Engine, stack: str, device: str) -> Check:
-    """The stack image's build probe (suites/runtime/build_info.py): framework, and on GPUs the kernels."""
+    """The stack image's build probe (suites/contract/build_info.py): framework, and on GPUs the kernels."""
     variant = variant_for(device)
     image = stack_image(stack, variant)
     if existing_image_id(engine, image) is None:

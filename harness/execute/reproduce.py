@@ -19,7 +19,7 @@ from harness.core.safe_files import is_regular
 from harness.core.schema import InvalidResult, load_result
 from harness.store.plan import Job, Plan, get_suite, make_job, new_run_id
 from harness.store.run_folder import Run, load_run, resolve_run
-from suites.runtime.spec import SpecError
+from suites.contract.spec import SpecError
 
 
 @dataclass

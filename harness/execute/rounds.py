@@ -22,8 +22,8 @@ from harness.core.schema import MISSING_ROUNDS, PER_SAMPLE, InvalidResult, load_
 from harness.execute.runner import execute, sigterm_as_interrupt, warn
 from harness.judge import time_to_target
 from harness.store.plan import Plan
-from harness.store.run_folder import SUMMARY_FILE, RunWriter, mismatch, new_run_folder, prepare_results_dir, run_lock
-from suites.runtime.stats import summarize
+from harness.store.run_folder import SUMMARY_FILE, RunWriter, mismatch, open_run_folder, run_lock
+from suites.contract.stats import summarize
 
 MAX_ROUNDS = 50  # more processes than this tell nothing new about the noise, and a typo must not queue 10^6 jobs
 
@@ -185,8 +185,7 @@ class Side:
 
 
 def execute_rounds(plan: Plan, backend: Backend, results_dir: Path, rounds: int, argv: list[str] | None = None) -> Path:
-    prepare_results_dir(results_dir)
-    run_dir = new_run_folder(results_dir, plan.run_id, "run")
+    run_dir = open_run_folder(results_dir, plan.run_id, "run")
     execute_interleaved([Side(plan, backend, run_dir)], rounds, argv)
     return run_dir
 
@@ -235,10 +234,18 @@ def _run_rounds(sides: list[Side], rounds: int, argv: list[str] | None) -> bool:
     return False
 
 
+def round_params(params: dict[str, Any], number: int) -> dict[str, Any]:
+    """Round `number` (1-based) of a time-to-target run trains from seed + number - 1: the variation
+    that figure really has (initialisation, order, dropout)."""
+    if not time_to_target.targeted(params) or not isinstance(params.get("seed"), int):
+        return dict(params)
+    return dict(params, seed=int(params["seed"]) + number - 1)
+
+
 def _run_round(side: Side, number: int, argv: list[str] | None) -> bool:
     """Round `number` of one side; True when it was interrupted (or its summary is unreadable)."""
     # A time-to-target round trains from its own seed (the variation that figure really has).
-    jobs = tuple(replace(job, params=time_to_target.round_params(job.params, number)) for job in side.plan.jobs)
+    jobs = tuple(replace(job, params=round_params(job.params, number)) for job in side.plan.jobs)
     round_plan = replace(side.plan, run_id=f"round-{number}", jobs=jobs)
     round_dir = execute(round_plan, side.backend, side.run_dir / "rounds", argv, code=side.code)
     side.round_dirs.append(round_dir)

@@ -22,7 +22,7 @@ from types import FrameType
 from typing import Any
 
 from harness.backends.base import Backend
-from harness.backends.job_folder import finalize, placeholder_result, set_aside
+from harness.backends.job_folder import finalize, set_aside
 from harness.core import cache_home
 from harness.core.result_types import Result
 from harness.core.safe_files import NoSpace, is_regular, remove_tree
@@ -40,9 +40,9 @@ from harness.store.calibration import (
 )
 from harness.store.peaks import machine_limits
 from harness.store.plan import Plan, PlanRequest, make_plan
-from harness.store.run_folder import SUMMARY_FILE, RunWriter, mismatch, new_run_folder, prepare_results_dir, run_lock
+from harness.store.run_folder import SUMMARY_FILE, RunWriter, mismatch, open_run_folder, run_lock
 from harness.text.escape import plain
-from suites.runtime import machine
+from suites.contract import machine
 
 FIRST = "the run was interrupted first"
 
@@ -116,12 +116,7 @@ def execute(
 ) -> Path:
     """Run the plan's jobs; with `resume_dir`, only the jobs of that run that are not ok. `code`
     describes the suites the backend runs (default: this checkout's)."""
-    if resume_dir is None:
-        prepare_results_dir(results_dir)
-        run_dir = new_run_folder(results_dir, plan.run_id, "run")
-    else:
-        prepare_results_dir(resume_dir.parent)
-        run_dir = resume_dir
+    run_dir = open_run_folder(results_dir, plan.run_id, "run", resume_dir)
     try:
         with run_lock(run_dir):
             return _execute(plan, backend, run_dir, argv, resume=resume_dir is not None, code=code)
@@ -150,12 +145,11 @@ def _execute(
                 if kept is not None and kept["status"] == "ok":
                     writer.add(job, kept, write=False)
                 elif interrupted:
-                    writer.add(job, placeholder_result(plan.run_id, job, backend.name, "interrupted", FIRST))
+                    writer.add_placeholder(job, "interrupted", FIRST)
                 elif full is not None:
-                    reason = f"not started: {full.reason}"
-                    writer.add(job, placeholder_result(plan.run_id, job, backend.name, "failed", reason))
+                    writer.add_placeholder(job, "failed", f"not started: {full.reason}")
                 elif job.skip_reason is not None:
-                    writer.add(job, placeholder_result(plan.run_id, job, backend.name, "skipped", job.skip_reason))
+                    writer.add_placeholder(job, "skipped", job.skip_reason)
                 else:
                     if kept is not None or os.path.lexists(out):
                         set_aside(out, ".previous.json")  # the attempt being retried
@@ -166,9 +160,7 @@ def _execute(
                 # The backend has already stopped its process or container on the way out.
                 interrupted = True
                 warn("\ninterrupted: stopping; finished jobs are kept")
-                writer.add(
-                    job, placeholder_result(plan.run_id, job, backend.name, "interrupted", "interrupted while running")
-                )
+                writer.add_placeholder(job, "interrupted", "interrupted while running")
             except NoSpace as error:
                 # The disk filled up during this job: it failed for that reason, and the jobs after it
                 # are not started. The small records below may still fit where the job's output did
@@ -176,9 +168,7 @@ def _execute(
                 full = error
                 warn(f"\n{error.reason}: stopping; finished jobs are kept")
                 writer.release_reserve()
-                writer.add(
-                    job, placeholder_result(plan.run_id, job, backend.name, "failed", f"{error.reason} while it ran")
-                )
+                writer.add_placeholder(job, "failed", f"{error.reason} while it ran")
         writer.finish(interrupted=interrupted)
     if full is not None:
         fix = f"run {plan.run_id} is kept: free some space, then `harness run --resume {plan.run_id}`"

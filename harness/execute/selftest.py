@@ -34,7 +34,7 @@ from harness.store.calibration import attach
 from harness.store.plan import PlanRequest, frameworks_for, get_suite, make_plan, visible_suites
 from harness.store.run_folder import load_run, prepare_results_dir
 from harness.text.escape import plain
-from suites.runtime.frameworks import FRAMEWORKS
+from suites.contract.frameworks import FRAMEWORKS
 
 TRAINING_SUITES = ("mlp", "mnist", "cifar10", "resnet18")
 # The training metric the memory check looks for (suites/runtime/training.py writes it).

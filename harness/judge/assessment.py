@@ -34,9 +34,9 @@ from harness.judge.plausibility import Finding, lint, sync_state
 from harness.store.calibration import Ceilings, ceilings_for_run
 from harness.store.run_folder import Run
 from harness.text.numbers import fmt_rel_diff
-from suites.runtime.precision import CLASSES as PROBE_CLASSES
-from suites.runtime.registry import all_suites
-from suites.runtime.spec import CheckSpec
+from suites.contract.precision import CLASSES as PROBE_CLASSES
+from suites.contract.registry import all_suites
+from suites.contract.spec import CheckSpec
 
 Key = tuple[str, str]  # (framework, metric)
 

@@ -38,7 +38,7 @@ from harness.store.plan import Plan
 from harness.store.run_folder import Run, partners
 from harness.text.escape import plain
 from harness.text.numbers import fmt_share
-from suites.runtime import machine
+from suites.contract import machine
 
 FORMAT, VERSION = "harness-noise", 1
 POWER = 0.8

@@ -1,5 +1,5 @@
-"""Time-to-accuracy on the host: seeds per round, and pooling the rounds (the words a report shows
-are harness/report/training_text.py's).
+"""Time-to-accuracy on the host: which runs aim at a target, and pooling the rounds (the words a
+report shows are harness/report/training_text.py's).
 
 A job with `--param target_accuracy=P` records `training.target` (runtime/training.py): status
 `reached` with seconds (training time), wall seconds and epochs, or `not reached`, which is a
@@ -9,9 +9,9 @@ the median over the rounds with a bootstrap interval -- only when every round re
 target: a round that did not is a censored observation, so the pool is `not reached` and says
 in how many rounds it was.
 
-Wiring (harness/execute/rounds.py, harness/report/table.py): `round_params(job.params, number)` for each
-round's jobs; before pooling metrics, `drop_partial_metrics(docs)`; after, `merged["training"]
-["target"] = pool(docs)`.
+Wiring (harness/execute/rounds.py, harness/report/table.py): each round's jobs take their seed from
+rounds.py's `round_params` (through `targeted`); before pooling metrics, `drop_partial_metrics(docs)`;
+after, `merged["training"]["target"] = pool(docs)`.
 """
 
 from __future__ import annotations
@@ -31,13 +31,6 @@ TARGET_METRICS = ("time to target", "wall time to target", "epochs to target")
 def targeted(params: dict[str, Any]) -> bool:
     value = params.get("target_accuracy")
     return isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0
-
-
-def round_params(params: dict[str, Any], number: int) -> dict[str, Any]:
-    """Round `number` (1-based) of a time-to-target run trains from seed + number - 1."""
-    if not targeted(params) or not isinstance(params.get("seed"), int):
-        return dict(params)
-    return dict(params, seed=int(params["seed"]) + number - 1)
 
 
 def drop_partial_metrics(docs: Sequence[Result]) -> list[Result]:

@@ -7,7 +7,7 @@
   at its arithmetic intensity and achieved FLOP/s, under the ceilings measured on this machine
   (`harness calibrate`) and the datasheet peaks;
 - a sample timeline per time metric: every steady sample in order, per framework and process,
-  the first calls apart, and samples the job marked (suites/runtime/marks.py) told apart.
+  the first calls apart, and samples the job marked (suites/contract/marks.py) told apart.
 
 The PNG figures (report/picture_figures.py), the terminal sparklines (report/sparklines.py) and
 the site (publish/run_page.py) all draw these objects, so the three media show the same points.
@@ -27,7 +27,7 @@ from harness.judge.assessment import Assessment
 from harness.store.peaks import Peak, achievable_key, bandwidth_for, peak_for
 from harness.store.run_folder import Run
 from harness.text.numbers import fmt_giga
-from suites.runtime.marks import MARKS
+from suites.contract.marks import MARKS
 
 Key = tuple[str, str]  # (framework, metric)
 

@@ -33,9 +33,9 @@ from harness.core import cache_home
 from harness.core.errors import HarnessError
 from harness.core.safe_files import write_json_atomic
 from harness.core.schema import number
-from suites.runtime import machine, precision
-from suites.runtime.frameworks import FRAMEWORKS
-from suites.runtime.marks import ESCAPED as ESCAPED_MARK
+from suites.contract import machine, precision
+from suites.contract.frameworks import FRAMEWORKS
+from suites.contract.marks import ESCAPED as ESCAPED_MARK
 
 if TYPE_CHECKING:
     from harness.store.run_folder import Run
@@ -76,7 +76,7 @@ Limits = Mapping[str, tuple[float, str]]
 
 def ceiling_key(dtype: Any, arithmetic: str | None) -> str | None:
     """The ceiling a matmul-like rate is held to: its operands' dtype and, for float32, the arithmetic
-    class the precision probe measured (suites/runtime/precision.py). None: nothing to key it by (an
+    class the precision probe measured (suites/contract/precision.py). None: nothing to key it by (an
     undeclared dtype, or float32 whose arithmetic was not measured)."""
     spelled = _DTYPES.get(dtype) if isinstance(dtype, str) else None
     if spelled is None:
@@ -365,12 +365,13 @@ def store(
 
 def stack_representatives(frameworks: list[str]) -> list[str]:
     """One calibrating framework per stack (flax calibrates as jax: the same libraries)."""
-    from suites.calibrate.spec import SPEC
+    from suites.contract.registry import all_suites
 
+    calibrate = all_suites()["calibrate"]
     chosen: list[str] = []
     for name in frameworks:
         stack = FRAMEWORKS[name].stack
-        rep = next((f for f in SPEC.frameworks if FRAMEWORKS[f].stack == stack), None)
+        rep = next((f for f in calibrate.frameworks if FRAMEWORKS[f].stack == stack), None)
         if rep is not None and rep not in chosen:
             chosen.append(rep)
     return chosen

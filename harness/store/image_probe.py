@@ -1,4 +1,4 @@
-"""What a stack image was built for: suites/runtime/build_info.py run inside it, no GPU needed.
+"""What a stack image was built for: suites/contract/build_info.py run inside it, no GPU needed.
 
 `harness build --verify` runs it after each build and prints the framework, the CUDA and cuDNN
 versions it was compiled against and loads, and the GPU architectures it carries kernels for;
@@ -21,7 +21,7 @@ from harness.core.stack_facts import STACKS, of_stack
 from harness.core.stack_facts.facts import as_dict, clean
 from harness.store.images import Engine, Ensured, StackImage, connect
 
-PROBE_SOURCE = Path(__file__).resolve().parents[2] / "suites" / "runtime" / "build_info.py"
+PROBE_SOURCE = Path(__file__).resolve().parents[2] / "suites" / "contract" / "build_info.py"
 # The hardening of a job container, minus what a probe does not need.
 _CONTAINER = {
     "network_mode": "none",

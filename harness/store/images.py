@@ -33,7 +33,7 @@ from packaging.version import InvalidVersion
 
 from harness.core.errors import HarnessError
 from harness.text.numbers import fmt_bytes
-from suites.runtime.frameworks import STACKS
+from suites.contract.frameworks import STACKS
 
 IMAGES_DIR = Path(__file__).resolve().parents[2] / "images"
 VARIANTS = ("cpu", "cuda12")

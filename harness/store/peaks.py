@@ -29,7 +29,7 @@ NO_PEAK = "no datasheet peak"
 # vector register) per cycle, a bound that holds whatever fits in which cache.
 #
 # Which FLOP/s peak applies to a float32 metric follows the precision the job *measured*
-# (`environment.precision.measured`, suites/runtime/precision.py), not the flags it set.
+# (`environment.precision.measured`, suites/contract/precision.py), not the flags it set.
 TERA = 1e12
 GIB = 2**30
 
@@ -175,7 +175,7 @@ def _gpu_column(gpu: GpuPeak, dtype: str | None, arithmetic: str) -> tuple[float
         column = _MEASURED_COLUMN.get(arithmetic, "fp32")
         if column == "fp32" and gpu.tf32 / 3 > gpu.fp32:
             # Three TF32 passes (cuBLAS/XLA's split-precision float32) keep float32's error, so the
-            # probe reads them as fp32 (suites/runtime/precision.py), yet they run at up to a third
+            # probe reads them as fp32 (suites/contract/precision.py), yet they run at up to a third
             # of the TF32 rate: the float32 ceiling is the larger of the two.
             return gpu.tf32 / 3, "FP32 or 3xTF32 (TF32 / 3)"
         label = {"fp32": "FP32", "tf32": "TF32", "bf16": "BF16/FP16"}[column]

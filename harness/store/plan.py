@@ -15,11 +15,11 @@ from harness.core.backend_table import EXPORTS, RUNS
 from harness.core.errors import HarnessError
 from harness.core.schema import RUN_ID
 from harness.text.escape import plain
-from suites.runtime.frameworks import FRAMEWORKS, Framework
-from suites.runtime.job_spec import DEVICES, JobOptions, JobSpec
-from suites.runtime.registry import all_suites
-from suites.runtime.settings import CACHE_MODES, PRECISIONS
-from suites.runtime.spec import SMOKE_REPEAT, SMOKE_WARMUP, ParamValue, SpecError, SuiteSpec
+from suites.contract.frameworks import FRAMEWORKS, Framework
+from suites.contract.job_spec import DEVICES, JobOptions, JobSpec
+from suites.contract.registry import all_suites
+from suites.contract.settings import CACHE_MODES, PRECISIONS
+from suites.contract.spec import SMOKE_REPEAT, SMOKE_WARMUP, ParamValue, SpecError, SuiteSpec
 
 MAX_TIMEOUT_S = 7 * 24 * 3600.0  # a week: beyond it a wait would overflow some clocks, and no job needs it
 MAX_COUNT = 10_000  # repeat, warmup, threads: larger is a typo, and a result holds at most 10000 samples
@@ -29,7 +29,7 @@ K8S_NAME = re.compile(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?")  # DNS-1123 subdo
 
 @dataclass(frozen=True, kw_only=True)
 class Job(JobOptions):
-    """One planned job: the job spec's options (suites/runtime/job_spec.py, declared once for both
+    """One planned job: the job spec's options (suites/contract/job_spec.py, declared once for both
     sides) plus what only the host decides: the stack it runs in, and a skip reason if it cannot run."""
 
     stack: str

@@ -21,10 +21,10 @@ import os
 import shutil
 import subprocess
 import sys
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from harness import __version__
 from harness.core.errors import HarnessError
@@ -52,7 +52,7 @@ from harness.core.schema import (
 )
 from harness.store.plan import Job, Plan, plan_from_record
 from harness.text.escape import plain
-from suites.runtime.result import utc_now
+from suites.contract.result import new_result, utc_now
 
 PLAN_FILE = "plan.json"
 SUMMARY_FILE = "summary.json"
@@ -80,6 +80,13 @@ def within(run_dir: Path) -> Path:
     """The anchor of every write into a run folder: its results folder. The run folder and all
     below it are reached without following a link (harness/core/safe_files.py)."""
     return run_dir.parent
+
+
+def open_run_folder(results_dir: Path, run_id: str, how: str, resume_dir: Path | None = None) -> Path:
+    """The run folder a command writes into: a new one under `results_dir`, or (`resume_dir`) the run
+    being resumed; either way its results folder was checked first (writable, room to write)."""
+    prepare_results_dir(results_dir if resume_dir is None else resume_dir.parent)
+    return new_run_folder(results_dir, run_id, how) if resume_dir is None else resume_dir
 
 
 def new_run_folder(results_dir: Path, run_id: str, how: str) -> Path:
@@ -174,6 +181,45 @@ def read_plan_record(folder: Path) -> Any:
     return parse_json(read_bytes(path, MAX_PLAN_BYTES), str(path))
 
 
+def placeholder_result(run_id: str, job: Job, backend: str, status: str, reason: str) -> Result:
+    """The record of a job that left no result of its own (skipped, interrupted, failed), with why."""
+    result = new_result(
+        run_id=run_id,
+        suite=job.suite,
+        framework=job.framework,
+        stack=job.stack,
+        backend=backend,
+        device=job.device,
+        params=job.params,
+        settings={
+            "repeat": job.repeat,
+            "warmup": job.warmup,
+            "threads": job.threads,
+            "cache": job.cache,
+            "precision": job.precision,
+        },
+        status=status,
+        reason=reason,
+    )
+    result["finished_at"] = utc_now()
+    return cast(Result, result)
+
+
+def write_collected(
+    results_dir: Path, plan: Plan, backend: str, command: list[str], result_of: Callable[[Job, Path], Result]
+) -> Path:
+    """A new run folder for jobs that ran elsewhere (`harness collect`: Kubernetes, Slurm), each job's
+    result as `result_of(job, run_dir)` makes it from what the job left."""
+    run_dir = open_run_folder(results_dir, plan.run_id, "collect")
+    with run_lock(run_dir):
+        writer = RunWriter(run_dir, plan, backend, command)
+        writer.start()
+        for job in plan.jobs:
+            writer.add(job, result_of(job, run_dir))
+        writer.finish()
+    return run_dir
+
+
 # Room kept on the disk while a run writes: when a job fills the disk up, this file is removed so
 # that the job's result (saying why it failed), the placeholders of the jobs not started and the
 # summary still fit, and the run stays whole and resumable. Zeros, not a sparse file: real blocks.
@@ -188,22 +234,24 @@ class RunWriter:
         self, run_dir: Path, plan: Plan, backend: str, command: list[str] | None, code: dict[str, Any] | None = None
     ) -> None:
         self.dir = run_dir
+        self.anchor = within(run_dir)  # every write below it is made without following a link
         self.plan = plan
+        self.backend = backend
         self.summary = new_summary(plan, backend, command, code)
 
     def start(self, *, plan_extra: dict[str, Any] | None = None, write_plan: bool = True) -> None:
         """The plan (unless resuming one) and an empty summary, before the first job starts."""
         if write_plan:
-            write_json_atomic(self.dir / PLAN_FILE, dict(self.plan.as_record(), **(plan_extra or {})), within(self.dir))
+            write_json_atomic(self.dir / PLAN_FILE, dict(self.plan.as_record(), **(plan_extra or {})), self.anchor)
         self._write_summary()
-        write_bytes_atomic(self.dir / RESERVE, bytes(RESERVE_BYTES), within(self.dir))
+        write_bytes_atomic(self.dir / RESERVE, bytes(RESERVE_BYTES), self.anchor)
 
     def release_reserve(self) -> None:
         """The disk filled up: free the room kept for the last records (see RESERVE)."""
-        remove(self.dir / RESERVE, within(self.dir))
+        remove(self.dir / RESERVE, self.anchor)
 
     def write_result(self, job: Job, result: Result) -> None:
-        write_json_atomic(self.dir / job.result_file(), result, within(self.dir))
+        write_json_atomic(self.dir / job.result_file(), result, self.anchor)
 
     def add(self, job: Job, result: Result, *, write: bool = True) -> None:
         """Index a finished job (writing its result unless it is already on disk)."""
@@ -212,6 +260,10 @@ class RunWriter:
         self.summary["jobs"].append(summary_entry(job, result))
         self._write_summary()
 
+    def add_placeholder(self, job: Job, status: str, reason: str) -> None:
+        """Index a job that left no result of its own (skipped, interrupted, failed), with the reason."""
+        self.add(job, placeholder_result(self.plan.run_id, job, self.backend, status, reason))
+
     def finish(self, **fields: Any) -> None:
         self.summary.update(fields)
         self.summary["finished_at"] = utc_now()
@@ -219,7 +271,7 @@ class RunWriter:
         self.release_reserve()
 
     def _write_summary(self) -> None:
-        write_json_atomic(self.dir / SUMMARY_FILE, self.summary, within(self.dir))
+        write_json_atomic(self.dir / SUMMARY_FILE, self.summary, self.anchor)
 
 
 def resume_plan(run_dir: Path) -> Plan:
@@ -259,7 +311,8 @@ def run_lock(run_dir: Path) -> Iterator[None]:
             f"run {run_dir.name} is in use by another harness ({plain(holder)}); wait for it to finish or stop it"
         )
 
-    with flock_file(run_dir / LOCK_NAME, "run folder", refuse, anchor=within(run_dir)):
+    anchor = within(run_dir)
+    with flock_file(run_dir / LOCK_NAME, "run folder", refuse, anchor=anchor):
         yield
 
 

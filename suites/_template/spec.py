@@ -6,7 +6,7 @@ parameters with ranges, the checks every framework reports and their tolerances,
 and the smoke size the conformance test and `harness run --smoke` use.
 """
 
-from suites.runtime.spec import CheckSpec, Param, SuiteSpec
+from suites.contract.spec import CheckSpec, Param, SuiteSpec
 
 SPEC = SuiteSpec(
     name="_template",

@@ -1,8 +1,8 @@
 """Seed 000 "Autograd": derivatives of the jit suite's f, vectorised and one scalar at a time."""
 
 from suites.autograd.common import GRAD_OF_SUM, JIT_SCALAR_LOOP, JIT_VMAP_GRAD, SCALAR_LOOP, VMAP_GRAD
-from suites.runtime import perturb
-from suites.runtime.spec import CheckSpec, Param, SuiteSpec
+from suites.contract import perturb_params
+from suites.contract.spec import CheckSpec, Param, SuiteSpec
 
 SPEC = SuiteSpec(
     name="autograd",
@@ -18,7 +18,7 @@ SPEC = SuiteSpec(
             min=1,
             max=10**8,
         ),
-        *perturb.PARAMS,
+        *perturb_params.PARAMS,
     ),
     checks=(
         # float32 everywhere; the seed printed float32 results as doubles. f(3) = 1.70129 is

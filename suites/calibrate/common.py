@@ -7,7 +7,7 @@ from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from suites.runtime import precision
+from suites.contract import precision
 from suites.runtime.context import Context
 
 SCALE = 1.0001  # STREAM "scale": y = s * x reads and writes every element once

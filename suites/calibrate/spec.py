@@ -4,8 +4,8 @@ Run by `harness calibrate` (and once per machine fingerprint by `harness run`); 
 give the "% of achievable" next to the datasheet's "% of peak" (harness/store/calibration.py).
 """
 
-from suites.runtime.precision import CLASSES
-from suites.runtime.spec import Param, SuiteSpec
+from suites.contract.precision import CLASSES
+from suites.contract.spec import Param, SuiteSpec
 
 SPEC = SuiteSpec(
     name="calibrate",

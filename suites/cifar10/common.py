@@ -12,8 +12,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from suites.runtime.context import Context
-from suites.runtime.datasets import (
+from suites.contract.datasets import (
     SYNTHETIC,
     ImageData,
     epoch_orders,
@@ -22,7 +21,8 @@ from suites.runtime.datasets import (
     subset,
     synthetic_images,
 )
-from suites.runtime.errors import JobError
+from suites.contract.errors import JobError
+from suites.runtime.context import Context
 from suites.runtime.training import Layer, Recipe, dataset_name, use_data
 from suites.runtime.training import recipe as make_recipe
 

@@ -1,6 +1,6 @@
 """Seed 002 "CNN": a small CNN on CIFAR-10 with flip + random-resized-crop augmentation."""
 
-from suites.runtime.training import common_params, training_suite
+from suites.contract.training_spec import common_params, training_suite
 
 SPEC = training_suite(
     name="cifar10",

@@ -6,8 +6,8 @@ import os
 import sys
 import time
 
+from suites.contract.errors import JobError
 from suites.runtime.context import Context
-from suites.runtime.errors import JobError
 
 CHUNK = 64 * 2**20
 

@@ -1,6 +1,6 @@
 """Test-only fault injection: every way a job can go wrong, on every stack (hidden from `list`)."""
 
-from suites.runtime.spec import Param, SuiteSpec
+from suites.contract.spec import Param, SuiteSpec
 
 MODES = ("ok", "crash", "hang", "oom", "garbage-output", "no-output", "slow-start")
 

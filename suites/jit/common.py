@@ -6,8 +6,8 @@ import math
 from collections.abc import Callable
 from typing import Any
 
+from suites.contract.errors import JobError
 from suites.runtime.context import Context
-from suites.runtime.errors import JobError
 
 # The seed's printed x1 and y1 ("sanity values"). x1 is exactly jnp.linspace(0, 4 pi, 6,
 # dtype=float16): 2.512 is the float16 2.5117188, not float32's 2.5132742.

@@ -6,6 +6,7 @@ import os
 import shutil
 from typing import Any
 
+from suites.contract.errors import JobError
 from suites.jit.common import (
     LOOP_NOTE,
     FirstCallThenLoops,
@@ -22,7 +23,6 @@ from suites.jit.common import (
 )
 from suites.runtime import perturb
 from suites.runtime.context import Context
-from suites.runtime.errors import JobError
 
 
 def run(ctx: Context) -> None:

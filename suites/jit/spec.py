@@ -1,7 +1,7 @@
 """Seed 000 "JIT": an elementwise function, eager against compiled, over four array lengths."""
 
-from suites.runtime import perturb
-from suites.runtime.spec import CheckSpec, Param, SuiteSpec
+from suites.contract import perturb_params
+from suites.contract.spec import CheckSpec, Param, SuiteSpec
 
 SPEC = SuiteSpec(
     name="jit",
@@ -19,7 +19,7 @@ SPEC = SuiteSpec(
             min=1,
             max=10**12,
         ),
-        *perturb.PARAMS,
+        *perturb_params.PARAMS,
     ),
     checks=(
         # Same float32 inputs (built by NumPy) in every framework; the libraries' float32

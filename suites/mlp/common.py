@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from suites.contract.datasets import ImageData, epoch_orders, subset, synthetic_record, toy_set
 from suites.runtime.context import Context
-from suites.runtime.datasets import ImageData, epoch_orders, subset, synthetic_record, toy_set
 from suites.runtime.training import Layer, Recipe, use_data
 from suites.runtime.training import recipe as make_recipe
 

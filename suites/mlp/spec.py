@@ -1,6 +1,6 @@
 """Seed 002 "MLP": a 2-10-2 MLP on the blobs + circles toy set, where per-step overhead dominates."""
 
-from suites.runtime.training import common_params, training_suite
+from suites.contract.training_spec import common_params, training_suite
 
 SPEC = training_suite(
     name="mlp",

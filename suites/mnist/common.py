@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from suites.contract.datasets import SYNTHETIC, ImageData, epoch_orders, fetched_images, subset, synthetic_images
+from suites.contract.errors import JobError
 from suites.runtime.context import Context
-from suites.runtime.datasets import SYNTHETIC, ImageData, epoch_orders, fetched_images, subset, synthetic_images
-from suites.runtime.errors import JobError
 from suites.runtime.training import Layer, Recipe, dataset_name, use_data
 from suites.runtime.training import recipe as make_recipe
 

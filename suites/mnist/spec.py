@@ -1,6 +1,6 @@
 """Seed 000 "MNIST": the same CNN trained in Flax NNX and PyTorch, VALID padding in both."""
 
-from suites.runtime.training import common_params, training_suite
+from suites.contract.training_spec import common_params, training_suite
 
 SPEC = training_suite(
     name="mnist",

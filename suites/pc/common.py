@@ -18,9 +18,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from suites.contract.datasets import SYNTHETIC, epoch_orders, fetched_images, subset, synthetic_images
+from suites.contract.errors import JobError
 from suites.runtime.context import Context
-from suites.runtime.datasets import SYNTHETIC, epoch_orders, fetched_images, subset, synthetic_images
-from suites.runtime.errors import JobError
 
 SHAPE = (28, 28, 1)
 CLASSES = 10

@@ -1,6 +1,6 @@
 """Seed 003 (pcax 0.5.0 tutorial): a predictive coding network trained by iterative inference."""
 
-from suites.runtime.spec import CheckSpec, Param, SuiteSpec
+from suites.contract.spec import CheckSpec, Param, SuiteSpec
 
 VARIANTS = ("both", "per-batch", "low-overhead")
 PYTORCH_FAST = ("manual-compile", "manual", "compile", "cuda-graph")

@@ -5,8 +5,8 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
+from suites.contract.errors import Skip
 from suites.runtime.context import Context
-from suites.runtime.errors import Skip
 
 
 def _stand_in() -> float:

@@ -1,6 +1,6 @@
 """Test-only: times `fwh_plant.work()` from an installed package, so `harness bisect` can find a planted slowdown."""
 
-from suites.runtime.spec import Param, SuiteSpec
+from suites.contract.spec import Param, SuiteSpec
 
 SPEC = SuiteSpec(
     name="plant",

@@ -12,8 +12,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from suites.runtime.context import Context
-from suites.runtime.datasets import (
+from suites.contract.datasets import (
     SYNTHETIC,
     ImageData,
     ManifestError,
@@ -23,7 +22,8 @@ from suites.runtime.datasets import (
     subset,
     synthetic_images,
 )
-from suites.runtime.errors import JobError
+from suites.contract.errors import JobError
+from suites.runtime.context import Context
 from suites.runtime.training import dataset_name, use_data
 
 CLASSES = 2  # folder 0/ cats, folder 1/ dogs; one logit, sigmoid + binary cross-entropy

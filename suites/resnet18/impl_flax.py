@@ -84,9 +84,9 @@ def run(ctx: Context) -> None:
     import optax
     from flax import nnx
 
+    from suites.contract.datasets import batch_starts
     from suites.resnet18.models_flax import ResNet18, load_weights, prepare, torch_name
     from suites.runtime import training
-    from suites.runtime.datasets import batch_starts
     from suites.runtime.training_jax import (
         PEAK_HOW,
         allocator_stats,

@@ -22,9 +22,9 @@ def run(ctx: Context) -> None:
     import torch
     import torch.nn.functional as F
 
+    from suites.contract.datasets import batch_starts
     from suites.resnet18.models_torch import ResNet18, load_weights, make_prepare
     from suites.runtime import training, training_torch
-    from suites.runtime.datasets import batch_starts
     from suites.runtime.training_torch import CompileCounter, first_step_probe
 
     p = ctx.params

@@ -1,7 +1,7 @@
 """Seed 004 "Jax&Flax ResNet18": cats vs dogs, cold vs warm epochs, and where GPU memory goes."""
 
-from suites.runtime.spec import CheckSpec, Param, SuiteSpec
-from suites.runtime.training import common_params, first_step_specs
+from suites.contract.spec import CheckSpec, Param, SuiteSpec
+from suites.contract.training_spec import common_params, first_step_specs
 
 # The seed recorded none of image size, batch size, optimiser or epochs. Chosen: 64x64 images
 # (the default of `harness data import catsdogs`, and small enough for a CPU run), batch 64,

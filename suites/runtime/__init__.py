@@ -1,1 +1,2 @@
-"""The job side of the harness: timing contract, environment capture, result files."""
+"""The job side of the harness, job only: the timing context, framework adapters, training loops,
+contention and sync checks, CUDA graphs, NVML. What the host also reads is in `suites.contract`."""

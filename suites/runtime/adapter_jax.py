@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from suites.runtime import precision
-from suites.runtime.errors import JobError
-from suites.runtime.settings import Settings, usable_cores
-from suites.runtime.settings import compute_dtype as settings_dtype
+from suites.contract import precision
+from suites.contract.errors import JobError
+from suites.contract.settings import Settings, usable_cores
+from suites.contract.settings import compute_dtype as settings_dtype
 
 # Full float32 matmuls by default so JAX and PyTorch compute in the same precision on GPUs
 # (JAX's "default" precision would use TF32 on Ampere+, PyTorch's matmul default does not).

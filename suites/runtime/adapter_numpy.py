@@ -5,9 +5,9 @@ from __future__ import annotations
 import contextlib
 from typing import Any
 
-from suites.runtime import precision
-from suites.runtime.errors import JobError
-from suites.runtime.settings import Settings
+from suites.contract import precision
+from suites.contract.errors import JobError
+from suites.contract.settings import Settings
 
 
 def configure(settings: Settings) -> dict[str, Any]:

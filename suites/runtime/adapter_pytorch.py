@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from suites.runtime import precision
-from suites.runtime.errors import JobError
-from suites.runtime.settings import Settings
-from suites.runtime.settings import compute_dtype as settings_dtype
+from suites.contract import precision
+from suites.contract.errors import JobError
+from suites.contract.settings import Settings
+from suites.contract.settings import compute_dtype as settings_dtype
 
 _on_gpu = False
 

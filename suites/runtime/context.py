@@ -18,9 +18,10 @@ from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 from typing import Any
 
-from suites.runtime import contention, marks, syncguard
-from suites.runtime.spec import SuiteSpec
-from suites.runtime.stats import summarize
+from suites.contract import marks
+from suites.contract.spec import SuiteSpec
+from suites.contract.stats import summarize
+from suites.runtime import contention, syncguard
 
 Sync = Callable[[Any], None]
 

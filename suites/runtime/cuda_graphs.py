@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from suites.runtime.errors import Skip
+from suites.contract.errors import Skip
 
 # PyTorch's whole-network example warms up 3 iterations (DistributedDataParallel needs 11).
 WARMUP_STEPS = 3

@@ -1,7 +1,8 @@
 """Test-only: nudge one framework's check values so a test can prove the agreement gate bites.
 
-A suite opts in by adding `PARAMS` to its parameters and reporting checks through `check`.
-Both parameters default to "no perturbation"; nobody should set them outside tests.
+A suite opts in by adding `suites.contract.perturb_params.PARAMS` to its parameters and reporting
+checks through `check`. Both parameters default to "no perturbation"; nobody should set them
+outside tests.
 """
 
 from __future__ import annotations
@@ -10,26 +11,6 @@ from collections.abc import Sequence
 from typing import Any
 
 from suites.runtime.context import Context
-from suites.runtime.frameworks import FRAMEWORKS
-from suites.runtime.spec import Param
-
-PARAMS: tuple[Param, ...] = (
-    Param(
-        "perturb",
-        "float",
-        0.0,
-        "TEST ONLY: add perturb * max(1, |v|) to every check value v of perturb_framework",
-        min=-1.0,
-        max=1.0,
-    ),
-    Param(
-        "perturb_framework",
-        "str",
-        "none",
-        "TEST ONLY: the framework whose check values are perturbed",
-        choices=("none", *FRAMEWORKS),
-    ),
-)
 
 
 def _nudge(value: Any, amount: float) -> Any:

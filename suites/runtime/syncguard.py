@@ -34,20 +34,9 @@ import statistics
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
-
-class Barrier(Protocol):
-    """What a framework adapter provides for an asynchronous device."""
-
-    def pending(self) -> bool:
-        """Non-blocking: is any computation on the job's devices still running?"""
-        ...
-
-    def wait(self) -> None:
-        """Block until every computation on the job's devices has finished."""
-        ...
-
+from suites.contract.frameworks import Barrier
 
 RELATIVE = 0.05
 ABSOLUTE_FLOOR_S = 20e-6

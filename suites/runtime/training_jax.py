@@ -21,9 +21,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
+from suites.contract.datasets import batch_starts
 from suites.runtime import training
 from suites.runtime.context import Context
-from suites.runtime.datasets import batch_starts
 
 EVAL_BATCH = 1000
 
@@ -99,7 +99,7 @@ class CompileCounter:
 
 def jax_variant(variant: str) -> str:
     if variant == "cuda-graph":
-        from suites.runtime.errors import Skip
+        from suites.contract.errors import Skip
 
         # XLA already compiles the whole step into one executable (and on GPUs may launch it
         # through CUDA graphs itself): there is no separate Flax variant to compare.
@@ -364,7 +364,7 @@ def run(
     import numpy as np
     from flax import nnx
 
-    from suites.runtime.errors import Skip
+    from suites.contract.errors import Skip
 
     mode = jax_variant(recipe.variant)
     if mode == "scan" and data.host:

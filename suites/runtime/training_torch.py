@@ -21,10 +21,11 @@ from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
 from typing import Any
 
-from suites.runtime import settings, training
+from suites.contract import settings
+from suites.contract.datasets import batch_starts
+from suites.contract.errors import Skip
+from suites.runtime import training
 from suites.runtime.context import Context
-from suites.runtime.datasets import batch_starts
-from suites.runtime.errors import Skip
 from suites.runtime.training import host_copy
 
 EVAL_BATCH = 1000

@@ -1,7 +1,7 @@
 """Seed 000 "SciPy": fit a linear calibration by minimising an RMSE with BFGS."""
 
-from suites.runtime import perturb
-from suites.runtime.spec import CheckSpec, Param, SuiteSpec
+from suites.contract import perturb_params
+from suites.contract.spec import CheckSpec, Param, SuiteSpec
 
 SPEC = SuiteSpec(
     name="scipy",
@@ -11,7 +11,7 @@ SPEC = SuiteSpec(
     params=(
         Param("n", "int", 10_000, "number of points t = linspace(0, 100, n)", min=10, max=10**8),
         Param("seed", "int", 0, "NumPy seed of the noisy data every framework shares", min=0, max=2**31 - 1),
-        *perturb.PARAMS,
+        *perturb_params.PARAMS,
     ),
     checks=(
         # Both minimisers stop once |gradient|_inf < 1e-4. The loss's inverse Hessian at the
@@ -34,8 +34,15 @@ SPEC = SuiteSpec(
     x64=True,  # float64 in both frameworks, as SciPy computes
     smoke={"n": 1000},
     metrics=(
-        "loss", "minimise", "iterations", "function evaluations", "gradient evaluations",  # every framework
-        "minimise compile", "minimise, retraced every call (seed)", "loss, new input shape",  # jax only
-        "jit cache before new shape", "jit cache after new shape",
+        "loss",
+        "minimise",
+        "iterations",
+        "function evaluations",
+        "gradient evaluations",  # every framework
+        "minimise compile",
+        "minimise, retraced every call (seed)",
+        "loss, new input shape",  # jax only
+        "jit cache before new shape",
+        "jit cache after new shape",
     ),
 )

@@ -1,6 +1,6 @@
 """Seed 000 "XLA": dense float64 linear algebra on N x N matrices."""
 
-from suites.runtime.spec import CheckSpec, Param, SuiteSpec
+from suites.contract.spec import CheckSpec, Param, SuiteSpec
 
 SPEC = SuiteSpec(
     name="xla",

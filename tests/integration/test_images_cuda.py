@@ -20,7 +20,7 @@ import pytest
 
 from harness.store.image_probe import probe
 from harness.store.images import Engine, locked_packages, stack_image
-from suites.runtime.build_info import covers
+from suites.contract.build_info import covers
 from tests.conftest import harness
 
 pytestmark = pytest.mark.cuda_images

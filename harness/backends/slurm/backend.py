@@ -40,7 +40,7 @@ from harness.core.safe_files import UnsafeFile, make_folder, read_tail
 from harness.store.images import variant_for
 from harness.store.plan import Job
 from harness.text.escape import plain
-from suites.runtime.registry import SUITES_DIR
+from suites.contract.registry import SUITES_DIR
 
 POLL_FIRST_S, POLL_MAX_S = 0.5, 5.0  # quick for short jobs, gentle on slurmctld for long ones
 MAX_LOG_BYTES = 16 * 2**20  # the tail of Slurm's output files that is kept in logs/

@@ -20,7 +20,7 @@ from typing import Any
 
 from harness.backends import job_folder
 from harness.backends.base import Limits
-from harness.backends.job_folder import placeholder_result, tail_text
+from harness.backends.job_folder import tail_text
 from harness.backends.slurm.script import Layout, Stack, batch_script, job_spec_for, literal, prepare_script
 from harness.backends.slurm.settings import RUNTIMES, SlurmSettings
 from harness.core.errors import HarnessError
@@ -29,19 +29,10 @@ from harness.core.safe_files import MissingFile, UnsafeFile, create, read_tail
 from harness.core.schema import InvalidResult, load_result
 from harness.store.images import variant_for
 from harness.store.plan import Job, Plan, plan_from_record
-from harness.store.run_folder import (
-    PLAN_FILE,
-    RunWriter,
-    mismatch,
-    new_run_folder,
-    prepare_results_dir,
-    read_plan_record,
-    run_lock,
-    within,
-)
-from suites.runtime import job_spec
-from suites.runtime.files import write_json_atomic, write_text_atomic
-from suites.runtime.registry import SUITES_DIR
+from harness.store.run_folder import PLAN_FILE, mismatch, placeholder_result, read_plan_record, within, write_collected
+from suites.contract import job_spec
+from suites.contract.files import write_json_atomic, write_text_atomic
+from suites.contract.registry import SUITES_DIR
 
 MAX_LOG_BYTES = 16 * 2**20
 ROOT_IN_JOB = 'root="${SLURM_SUBMIT_DIR:?submit the jobs from their folder: bash submit.sh}"'
@@ -211,15 +202,10 @@ def collect(folder: Path, results_dir: Path) -> Path:
             f"{folder}: no job of run {plan.run_id} has run (no Slurm output, no result): nothing to collect; "
             "submit it first (bash submit.sh on the cluster), copy the folder back when the jobs have ended"
         )
-    prepare_results_dir(results_dir)
-    run_dir = new_run_folder(results_dir, plan.run_id, "collect")
-    with run_lock(run_dir):
-        writer = RunWriter(run_dir, plan, "slurm", ["harness", "collect", str(folder)])
-        writer.start()
-        for job in plan.jobs:
-            writer.add(job, _collect_job(plan, record, job, folder, run_dir))
-        writer.finish()
-    return run_dir
+    command = ["harness", "collect", str(folder)]
+    return write_collected(
+        results_dir, plan, "slurm", command, lambda job, run_dir: _collect_job(plan, record, job, folder, run_dir)
+    )
 
 
 def _ran(folder: Path, job: Job) -> bool:

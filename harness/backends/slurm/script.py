@@ -27,7 +27,7 @@ from harness.backends.slurm.settings import SlurmSettings
 from harness.core.errors import HarnessError
 from harness.store.images import DEFAULT_BASE_IMAGE, stack_image
 from harness.store.plan import Job
-from suites.runtime.job_spec import JOB_FILE, JobSpec
+from suites.contract.job_spec import JOB_FILE, JobSpec
 
 # Slurm's own limit is a backstop behind the harness's timeout: room for the environment check,
 # interpreter start and Slurm's KillWait before it cuts the job off.

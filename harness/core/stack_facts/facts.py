@@ -1,6 +1,6 @@
 """What the host knows of a stack and its frameworks, as one declaration per stack (stack_<name>.py).
 
-The jobs know a framework through suites/runtime/frameworks.py; the host knows more: how to read
+The jobs know a framework through suites/contract/frameworks.py; the host knows more: how to read
 its image's build probe (is a cuda12 image really a CUDA build, does it carry kernels for this
 GPU), the colour it has in every picture, the package whose version is its version, and what it
 calls a like-for-like setting. Each of those once sat in the module that used it, keyed by name,
@@ -18,7 +18,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-Report = dict[str, Any]  # the build probe's JSON object (suites/runtime/build_info.py), untrusted
+Report = dict[str, Any]  # the build probe's JSON object (suites/contract/build_info.py), untrusted
 
 
 def clean(value: Any, limit: int = 200) -> str:
@@ -59,7 +59,7 @@ class FrameworkFacts:
 @dataclass(frozen=True)
 class StackFacts:
     stack: str
-    frameworks: Mapping[str, FrameworkFacts]  # every framework of suites/runtime/frameworks.py in this stack
+    frameworks: Mapping[str, FrameworkFacts]  # every framework of suites/contract/frameworks.py in this stack
     # None: the stack has no GPU variant (its frameworks declare no gpu device; contract.py checks both agree)
     gpu: GpuChecks | None
     # report -> the stack's own lines in `build --verify` and `doctor` (versions, CUDA build, kernels)

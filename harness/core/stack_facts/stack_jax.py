@@ -14,7 +14,7 @@ from harness.core.stack_facts.facts import (
     kernels_text,
     strings,
 )
-from suites.runtime.build_info import covers
+from suites.contract.build_info import covers
 
 
 def _plugins(report: Report) -> dict[str, dict[str, object]]:

@@ -12,7 +12,7 @@ from harness.core.stack_facts.facts import (
     kernels_text,
     strings,
 )
-from suites.runtime.build_info import covers
+from suites.contract.build_info import covers
 
 
 def _build_problems(wanted: str, report: Report) -> list[str]:

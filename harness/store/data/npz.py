@@ -4,7 +4,7 @@ The .npy format is a magic string, a version, a little header dict and the raw C
 .npz is a zip of .npy files. Writing them directly keeps NumPy off the host while jobs read
 the files with `numpy.load(path, allow_pickle=False)`. Members carry a fixed timestamp, so the
 same arrays give the same file, and each array's content sha256 is kept for the manifest's
-fingerprint (suites/runtime/datasets.fingerprint).
+fingerprint (suites/contract/datasets.fingerprint).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The data folder: one sub-folder per dataset, an .npz array file and the manifest describing it.
 
-The layout and manifest keys are defined once in suites/runtime/datasets.py, which jobs use to
+The layout and manifest keys are defined once in suites/contract/datasets.py, which jobs use to
 read what is written here. A dataset is present only once its manifest exists; the manifest
 is written last and atomically, so an interrupted fetch never looks like a dataset.
 """
@@ -18,7 +18,7 @@ from typing import Any
 from harness import __version__
 from harness.core.errors import HarnessError
 from harness.store.data.npz import NpzWriter
-from suites.runtime.datasets import (
+from suites.contract.datasets import (
     AUTO,
     FORMAT,
     FORMAT_VERSION,

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from suites.runtime.errors import JobError
+from suites.contract.errors import JobError
 
 SYNTHETIC = "synthetic"
 AUTO = "auto"  # the real dataset when it is in the data folder; otherwise a one-line refusal

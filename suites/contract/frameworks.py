@@ -12,8 +12,19 @@ import importlib
 from dataclasses import dataclass
 from typing import Any, Protocol, cast
 
-from suites.runtime.settings import Settings
-from suites.runtime.syncguard import Barrier
+from suites.contract.settings import Settings
+
+
+class Barrier(Protocol):
+    """What a framework adapter provides for an asynchronous device."""
+
+    def pending(self) -> bool:
+        """Non-blocking: is any computation on the job's devices still running?"""
+        ...
+
+    def wait(self) -> None:
+        """Block until every computation on the job's devices has finished."""
+        ...
 
 
 class Adapter(Protocol):
@@ -44,7 +55,7 @@ class Adapter(Protocol):
         ...
 
     def precision_probe(self, settings: Settings) -> dict[str, Any]:
-        """The arithmetic really used, measured (runtime/precision.py)."""
+        """The arithmetic really used, measured (contract/precision.py)."""
         ...
 
     def environment(self, settings: Settings) -> dict[str, Any]:
@@ -71,7 +82,7 @@ class Framework:
     adapter: str  # module fulfilling `Adapter`, imported only inside the job
     description: str
     modules: tuple[str, ...]  # what importing the framework means (timed apart as `import_s`)
-    # Where it can compute (suites/runtime/job_spec.py DEVICES): the plan refuses any other --device
+    # Where it can compute (suites/contract/job_spec.py DEVICES): the plan refuses any other --device
     # before a job starts, instead of a job that starts only to fail.
     devices: tuple[str, ...] = ("cpu", "gpu")
 

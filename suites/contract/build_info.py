@@ -1,6 +1,6 @@
 """What a stack was built for, read inside its image or environment, with or without a GPU.
 
-    python -m suites.runtime.build_info jax|pytorch|numpy      # one JSON object on stdout
+    python -m suites.contract.build_info jax|pytorch|numpy      # one JSON object on stdout
 
 `harness build --verify` and `harness doctor` send this file's source into a container as
 `python -c` (so it must stay standard library only at import time, and self-contained); on a
@@ -223,7 +223,7 @@ def describe(stack: str) -> dict[str, Any]:
 
 def main(argv: list[str]) -> int:
     if len(argv) != 1 or argv[0] not in PROBES:
-        print(f"usage: python -m suites.runtime.build_info {{{','.join(PROBES)}}}", file=sys.stderr)
+        print(f"usage: python -m suites.contract.build_info {{{','.join(PROBES)}}}", file=sys.stderr)
         return 2
     print(json.dumps(describe(argv[0])), flush=True)
     return 0

@@ -11,7 +11,7 @@ import pkgutil
 from functools import lru_cache
 from pathlib import Path
 
-from suites.runtime.spec import SuiteSpec
+from suites.contract.spec import SuiteSpec
 
 SUITES_DIR = Path(__file__).resolve().parent.parent
 
@@ -20,7 +20,7 @@ SUITES_DIR = Path(__file__).resolve().parent.parent
 def all_suites() -> dict[str, SuiteSpec]:
     found: dict[str, SuiteSpec] = {}
     for info in sorted(pkgutil.iter_modules([str(SUITES_DIR)]), key=lambda m: m.name):
-        if not info.ispkg or info.name.startswith("_") or info.name == "runtime":
+        if not info.ispkg or info.name.startswith("_") or info.name in ("contract", "runtime"):
             continue
         if not (SUITES_DIR / info.name / "spec.py").exists():
             continue

@@ -18,11 +18,11 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from suites.runtime.settings import CACHE_MODES, PRECISIONS
-from suites.runtime.spec import ParamValue, SpecError, SuiteSpec
+from suites.contract.settings import CACHE_MODES, PRECISIONS
+from suites.contract.spec import ParamValue, SpecError, SuiteSpec
 
 if TYPE_CHECKING:
-    from suites.runtime.frameworks import Framework
+    from suites.contract.frameworks import Framework
 
 JOB_FILE = "job.json"  # its name in the job's folder
 DEVICES = ("cpu", "gpu")
@@ -95,7 +95,7 @@ def dumps(spec: JobSpec) -> str:
 
 def write(folder: Path, spec: JobSpec) -> Path:
     """job.json in the job's folder (the backend calls this before the job starts)."""
-    from suites.runtime.files import write_text_atomic
+    from suites.contract.files import write_text_atomic
 
     path = Path(folder) / JOB_FILE
     write_text_atomic(path, dumps(spec))
@@ -154,8 +154,8 @@ def _shown(value: Any) -> str:
 
 def resolve(spec: JobSpec) -> tuple[SuiteSpec, Framework, dict[str, ParamValue]]:
     """The suite, the framework and the full parameters the spec names, each checked against the registry."""
-    from suites.runtime.frameworks import FRAMEWORKS
-    from suites.runtime.registry import all_suites
+    from suites.contract.frameworks import FRAMEWORKS
+    from suites.contract.registry import all_suites
 
     suites = all_suites()
     if spec.suite not in suites:
