@@ -185,6 +185,26 @@ class Assessment:
         interval, between = framework_ratio(base, ours)
         return Ratio(value, interval, between)
 
+    def plain_ratio(self, framework: str, metric: str, of: str) -> float | None:
+        """A ratio to the baseline with no interval: `of` "first_call" (the first call's time) or a
+        quantity ("flops", "bytes": the rate achieved). None where none may be printed: the framework
+        or the baseline is not comparable, the baseline's metric is excluded (for a rate, the
+        framework's too), either side lacks the number, or the baseline's is 0."""
+        baseline = self.run.baseline
+        if not (self.comparable(framework) and self.comparable(baseline)) or self.excluded(baseline, metric):
+            return None
+        if of == "first_call":
+            ours, base = self._metrics.get((framework, metric)), self._metrics.get((baseline, metric))
+            mine = ours.get("first_call") if ours is not None else None
+            theirs = base.get("first_call") if base is not None else None
+        elif self.excluded(framework, metric):
+            return None
+        else:
+            found, base_found = self.finding(framework, metric, of), self.finding(baseline, metric, of)
+            mine = found.achieved if found is not None else None
+            theirs = base_found.achieved if base_found is not None else None
+        return mine / theirs if mine is not None and theirs else None
+
     @cached_property
     def _metrics(self) -> dict[Key, Metric]:
         """Every metric of an ok job (a failed job's partial metrics are not numbers to judge)."""

@@ -83,20 +83,24 @@ def _steady_cell(judged: Assessment, fw: str, metric: Metric) -> str:
     return ("~" if unstable else "") + text + _ratio_text(judged.ratio(*key))
 
 
-def _first_cell(metric: Metric, base: Metric | None) -> str:
+def _plain_ratio(ratio: float | None) -> str:
+    return "" if ratio is None else f" ({fmt_ratio(ratio)})"
+
+
+def _first_cell(judged: Assessment, fw: str, metric: Metric) -> str:
     first = metric.get("first_call")
     if first is None:
         return "-"
-    return fmt_time(first) + _ratio(first, base.get("first_call") if base else None)
+    return fmt_time(first) + _plain_ratio(judged.plain_ratio(fw, metric["name"], "first_call"))
 
 
-def _rate_cell(finding: Finding, base: Finding | None, excluded: str | None) -> str:
+def _rate_cell(judged: Assessment, finding: Finding, excluded: str | None) -> str:
     rate = fmt_giga(finding.achieved)
     if not finding.plausible:
         return f"{rate} > limit {fmt_giga(finding.ceiling or 0)}"
     if excluded is not None:
         return f"({rate}: {excluded})"
-    text = rate + (_ratio(finding.achieved, base.achieved) if base is not None else "")
+    text = rate + _plain_ratio(judged.plain_ratio(finding.framework, finding.metric, finding.quantity))
     # "% of achievable" above 100 % comes flagged, and a missing ceiling or GPU peak says why.
     shares = [share for share in (finding.peak_text, finding.achievable_text) if share]
     return text + (" " + ", ".join(shares) if shares else "")
@@ -107,8 +111,6 @@ def timing_rows(judged: Assessment) -> tuple[list[str], list[list[str]]]:
     run = judged.run
     flagged = judged.not_comparable
     frameworks = list(run.results)
-    base_ok = run.baseline in run.results and run.baseline not in flagged
-    base_metrics = _metrics(run.results[run.baseline]) if base_ok else {}
     excluded = judged.exclusions
     headers = ["metric"] + [
         fw + (" (baseline)" if fw == run.baseline else "") + (f" {NOT_COMPARABLE}" if fw in flagged else "")
@@ -117,13 +119,6 @@ def timing_rows(judged: Assessment) -> tuple[list[str], list[list[str]]]:
     rows: list[list[str]] = [["status"] + [_status(run.results[fw]) for fw in frameworks]]
     for name in _metric_names(run):
         per_fw = {fw: _metrics(run.results[fw]).get(name) for fw in frameworks}
-        base = base_metrics.get(name)
-        if (run.baseline, name) in excluded:
-            base = None  # an untrustworthy baseline cannot anchor ratios
-
-        def anchor(fw: str, base: Metric | None = base) -> Metric | None:
-            return None if fw in flagged else base
-
         unit = next(m for m in per_fw.values() if m is not None)["unit"]
         label = name if unit in ("s", "") else f"{name} [{unit}]"
         # The same parameter can mean different code paths (variant=default: flax jit, pytorch eager).
@@ -135,24 +130,16 @@ def timing_rows(judged: Assessment) -> tuple[list[str], list[list[str]]]:
         rows.append([label] + [_steady_cell(judged, fw, m) if m else "-" for fw, m in per_fw.items()])
         if any(m is not None and m.get("first_call") is not None for m in per_fw.values()):
             rows.append(
-                [f"{name} (first call)"]
-                + [
-                    _first_cell(m, anchor(fw)) if m and m.get("first_call") is not None else "-"
-                    for fw, m in per_fw.items()
-                ]
+                [f"{name} (first call)"] + [_first_cell(judged, fw, m) if m else "-" for fw, m in per_fw.items()]
             )
         shown = _bound_quantities(judged, frameworks, name)
         for quantity, unit_label in (("flops", "GFLOP/s"), ("bytes", "GB/s")):
             cells = {fw: judged.finding(fw, name, quantity) for fw in frameworks}
             if not any(cells.values()) or quantity not in shown:
                 continue
-            base_finding = None if base is None else judged.finding(run.baseline, name, quantity)
             rows.append(
                 [f"{name} {unit_label}"]
-                + [
-                    _rate_cell(f, None if fw in flagged else base_finding, excluded.get((fw, name))) if f else "-"
-                    for fw, f in cells.items()
-                ]
+                + [_rate_cell(judged, f, excluded.get((fw, name))) if f else "-" for fw, f in cells.items()]
             )
     return headers, rows
 
