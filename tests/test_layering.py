@@ -292,3 +292,10 @@ def test_the_whole_host_and_every_spec_load_no_job_only_module() -> None:
     proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "", f"the host loaded job-only modules: {proc.stdout.strip()}"
+
+
+def test_the_documented_contract_names_every_module_of_it() -> None:
+    paragraph = DOC.read_text(encoding="utf-8").split("**The host–job contract**", 1)[1].split("\n\n", 1)[0]
+    for path in sorted((SUITES / "contract").glob("*.py")):
+        if path.name != "__init__.py":
+            assert f"`{path.name}`" in paragraph, f"docs/extending.md's contract paragraph does not name {path.name}"
