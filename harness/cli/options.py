@@ -35,7 +35,7 @@ class Variant(str, Enum):
     cuda12 = "cuda12"
 
 
-# The choices a job's spec declares (suites/contract/job_spec.py, runtime/settings.py), offered as they are.
+# The choices a job's spec declares (suites/contract/job_spec.py, settings.py), offered as they are.
 Precision = Enum("Precision", [(name, name) for name in PRECISIONS], type=str)  # type: ignore[misc]
 
 

@@ -45,7 +45,7 @@ class JobOptions:
     data_dir: str | None = None  # the dataset folder (read-only)
     cache: str = "cold"  # compiler caches: cold (empty per job) or warm (kept under cache_dir)
     cache_dir: str | None = None  # the warm compiler caches
-    precision: str = "fp32"  # float32 matmul/conv arithmetic: fp32 | tf32 | bf16 (runtime/settings.py)
+    precision: str = "fp32"  # float32 matmul/conv arithmetic: fp32 | tf32 | bf16 (contract/settings.py)
 
 
 @dataclass(frozen=True, kw_only=True)

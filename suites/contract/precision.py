@@ -82,7 +82,7 @@ EXACT_BITS = 53.0
 METHOD = (
     "random float32 operands with full significands (matmul 512^3, conv 64->64 3x3 over 576 terms) "
     "against a float64 reference; class from the median of |c - exact| / sum|a||b| as bits, "
-    "fp16 from a 73728 operand (runtime/precision.py)"
+    "fp16 from a 73728 operand (contract/precision.py)"
 )
 
 

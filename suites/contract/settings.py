@@ -37,7 +37,7 @@ CACHE_VARIABLES = ("JAX_COMPILATION_CACHE_DIR", "TORCHINDUCTOR_CACHE_DIR", "TRIT
 
 CACHE_MODES = ("cold", "warm")
 # The arithmetic of matmuls and convolutions (`--precision`), set the same way in every framework
-# and verified by the precision probe (runtime/precision.py):
+# and verified by the precision probe (contract/precision.py):
 #   fp32  float32 operands, float32 arithmetic (TF32 off, matmul precision "highest"): the default
 #         for fair comparisons.
 #   tf32  float32 operands, TensorFloat-32 tensor cores allowed for them (a GPU's choice per kernel).

@@ -108,7 +108,7 @@ def holds_work(out: Any) -> bool:
 
 
 def precision_probe(settings: Settings) -> dict[str, Any]:
-    """Matmul and convolution of the probe operands as the suites compute them (runtime/precision.py):
+    """Matmul and convolution of the probe operands as the suites compute them (contract/precision.py):
     on the job's device, under the configured matmul precision, and for bf16 with the operands cast
     to bfloat16 as a Flax layer with dtype=bfloat16 casts its input and float32 kernel. The
     convolution is NHWC/HWIO, Flax's layout."""

@@ -130,7 +130,7 @@ def leaves(tree: Any) -> list[Any]:
 
 
 def precision_probe(settings: Settings) -> dict[str, Any]:
-    """Matmul and convolution of the probe operands as the suites compute them (runtime/precision.py):
+    """Matmul and convolution of the probe operands as the suites compute them (contract/precision.py):
     on the job's device under the configured flags, and for bf16 inside torch.autocast, as the
     training loops run their models."""
     import torch

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from suites.contract import marks
+from suites.contract.frameworks import Barrier
 from suites.contract.spec import SuiteSpec
 from suites.contract.stats import summarize
 from suites.runtime import contention, syncguard
@@ -57,7 +58,7 @@ class Context:
         artifacts_dir: Path | None = None,
         result_path: Path | None = None,
         clock: Callable[[], float] = time.perf_counter,
-        barrier: syncguard.Barrier | None = None,
+        barrier: Barrier | None = None,
         holds_work: Callable[[Any], bool] | None = None,
         sync_check: bool = True,
         energy_meter: Callable[[], Any] | None = None,
@@ -70,7 +71,7 @@ class Context:
         self.warmup = warmup
         self.device = device
         self.device_kind = device_kind
-        # `--precision` (runtime/settings.py): training loops read it to compute in bf16 for real.
+        # `--precision` (contract/settings.py): training loops read it to compute in bf16 for real.
         self.precision = precision
         self.sync = sync
         self.data_dir = data_dir  # read-only datasets (`harness data`); suites never download

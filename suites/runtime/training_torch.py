@@ -308,7 +308,7 @@ def host_batch(src: Any, idx: Any, dev: Any, pinned: bool) -> Any:
 
 
 def compute_dtype(ctx: Context) -> str:
-    """The dtype the model computes in: `--precision bf16` means bf16 operands (runtime/settings.py)."""
+    """The dtype the model computes in: `--precision bf16` means bf16 operands (contract/settings.py)."""
     return settings.compute_dtype(ctx.precision)
 
 
