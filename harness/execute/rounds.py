@@ -244,7 +244,6 @@ def round_params(params: dict[str, Any], number: int) -> dict[str, Any]:
 
 def _run_round(side: Side, number: int, argv: list[str] | None) -> bool:
     """Round `number` of one side; True when it was interrupted (or its summary is unreadable)."""
-    # A time-to-target round trains from its own seed (the variation that figure really has).
     jobs = tuple(replace(job, params=round_params(job.params, number)) for job in side.plan.jobs)
     round_plan = replace(side.plan, run_id=f"round-{number}", jobs=jobs)
     round_dir = execute(round_plan, side.backend, side.run_dir / "rounds", argv, code=side.code)
