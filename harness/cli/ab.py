@@ -27,7 +27,7 @@ from harness.cli.options import (
     default_results_dir,
     require_datasets,
 )
-from harness.cli.results import check_gate_options, conclude, with_floor
+from harness.cli.results import check_gate_options, conclude
 from harness.core.errors import HarnessError
 from harness.execute import ab
 from harness.judge import noise_floor
@@ -116,7 +116,6 @@ def ab_command(
         rounds, line = noise_floor.plan_rounds(plan, detect, interleaved=True)
         typer.echo(line, err=True)
     chosen = ab.check_rounds(rounds if rounds is not None else ab.DEFAULT_ROUNDS)
-    options = backend_options(quiet=quiet)
     if dry_run:
         typer.echo(
             f"plan: {plan.suite}, {chosen} rounds a side, baseline {baseline}, candidate {candidate or 'this checkout'}"
@@ -129,7 +128,7 @@ def ab_command(
         rounds=chosen,
         results_dir=results_dir or default_results_dir(),
         backend=backend_name,
-        options=options,
+        options=backend_options(quiet=quiet),
     )
     before, after = ab.run_ab(request, argv=["harness"] + sys.argv[1:])
     typer.echo("")
@@ -141,7 +140,7 @@ def ab_command(
     except HarnessError as error:  # e.g. a side whose jobs all failed: the runs are kept, the session failed
         typer.echo(f"error: {error}; see the two run folders", err=True)
         raise typer.Exit(worst(*sides, FAILED)) from None
-    gate = conclude(with_floor(comparison), fmt, fail_above, junit)
+    gate = conclude(comparison, fmt, fail_above, junit)
     failed = [run.summary["run_id"] for run, code in zip(runs, sides, strict=True) if code]
     if failed and INTERRUPTED not in sides:
         # A failed job, check or flag on a side is a session that did not pass, as for `harness run`;

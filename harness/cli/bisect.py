@@ -90,7 +90,6 @@ def bisect(
         wheelhouse=(wheelhouse or default_wheelhouse()) if backend is BisectBackend.docker else wheelhouse,
     )
     outcome = run_bisect(request, argv=["harness"] + sys.argv[1:])
-    typer.echo("")
-    typer.echo(render(outcome))
+    typer.echo("\n" + render(outcome))
     typer.echo(f"\nbisect folder: {outcome.folder}")
     raise typer.Exit(exit_code(list(outcome.runs.values())))

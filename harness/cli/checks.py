@@ -2,24 +2,19 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
 
 from harness.cli.options import Device, DeviceOption, Precision, PrecisionOption, ResultsDir, default_results_dir
 from harness.core.errors import HarnessError
-from harness.execute.doctor import Check, run_checks
+from harness.execute.doctor import run_checks
 from harness.judge.assessment import DISTURBED, FAILED
 
 
 def doctor(device: DeviceOption = Device("cpu")) -> None:
     """Check, in order, everything a trustworthy run needs; one PASS/FAIL line each, with the fix."""
-
-    def emit(check: Check) -> None:
-        typer.echo(check.line())
-
-    ok = run_checks(device.value, emit)
+    ok = run_checks(device.value, lambda check: typer.echo(check.line()))
     typer.echo("all checks passed" if ok else "some checks failed: see the fix lines above")
     raise typer.Exit(0 if ok else 1)
 
@@ -48,7 +43,7 @@ def selftest(
                 raise HarnessError(f"suite {name} is internal; selftest runs {', '.join(visible_suites())}")
     checks = run_selftest(
         device=device.value,
-        results_dir=Path(results_dir or default_results_dir()),
+        results_dir=results_dir or default_results_dir(),
         suites=names,
         precision=precision.value,
         echo=typer.echo,

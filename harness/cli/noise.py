@@ -130,10 +130,8 @@ def _report(runs: list[Run], seconds: float, rounds: int) -> None:
     metrics = sum(len(per) for per in entry["noise"].values())
     for fw, per in entry["noise"].items():
         for metric, sigma in per.items():
-            reach = []
-            for k in SHOWN_ROUNDS:
-                found = detectable(sigma, k, metrics)
-                reach.append(f"{k}: {fmt_share(found) if found is not None else 'none'}")
+            found = {k: detectable(sigma, k, metrics) for k in SHOWN_ROUNDS}
+            reach = [f"{k}: {fmt_share(share) if share is not None else 'none'}" for k, share in found.items()]
             session = (entry["sessions"].get(fw) or {}).get(metric)
             drift = f"; run to run {fmt_share(session)} more" if session is not None else ""
             typer.echo(

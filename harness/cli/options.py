@@ -101,7 +101,6 @@ def backend_options(
     transfer: Transfer = Transfer.auto,
     pythons: dict[str, str] | None = None,
     wheelhouse: Path | None = None,
-    pinned: dict[str, dict[str, object]] | None = None,
 ) -> BackendOptions:
     """The options of a command line, as every backend factory takes them."""
     return BackendOptions(
@@ -111,7 +110,6 @@ def backend_options(
         gpus=gpus,
         wheelhouse=wheelhouse or default_wheelhouse(),
         transfer=transfer.value,
-        pinned=pinned or {},
     )
 
 

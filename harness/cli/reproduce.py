@@ -73,8 +73,7 @@ def reproduce(
         typer.echo(f"warning: {plain(warning)}", err=True)  # names a recorded image tag: text from a file
     chosen = make_backend(repro.backend, replace(options, pinned=repro.pinned))
     run_dir = execute(repro.plan, chosen, target, argv=["harness"] + sys.argv[1:])
-    new = load_run(run_dir)
-    judged = assess(new)
+    judged = assess(load_run(run_dir))
     typer.echo(render_run(judged, fmt))
     try:
         typer.echo("\n" + render_comparison(compare_runs(assess(repro.old), judged), fmt))

@@ -36,8 +36,7 @@ def show(
     """Re-render a finished run from its files alone."""
     if plot and fmt != Format.table:
         raise HarnessError(f"--plot draws text for a terminal and goes with --format table, not {fmt.value}")
-    loaded = readable(load_run(resolve_run(run_ref, results_dir or default_results_dir())))
-    judged = assess(loaded)
+    judged = assess(readable(load_run(resolve_run(run_ref, results_dir or default_results_dir()))))
     typer.echo(render_run(judged, fmt))
     if plot:
         typer.echo("\n" + render_plots(judged))
@@ -54,9 +53,8 @@ def compare(
     """Two runs of one suite: per-metric ratio with its interval, significance, geometric mean."""
     check_gate_options(fail_above, junit)
     base = results_dir or default_results_dir()
-    runs = (readable(load_run(resolve_run(run, base))) for run in (run_a, run_b))
-    comparison = compare_runs(*(assess(run) for run in runs))
-    raise typer.Exit(conclude(with_floor(comparison), fmt, fail_above, junit))
+    judged = (assess(readable(load_run(resolve_run(run, base)))) for run in (run_a, run_b))
+    raise typer.Exit(conclude(compare_runs(*judged), fmt, fail_above, junit))
 
 
 def readable(run: Run) -> Run:
@@ -79,9 +77,11 @@ def check_gate_options(fail_above: float | None, junit: Path | None) -> None:
 
 
 def conclude(comparison: Comparison, fmt: Format, fail_above: float | None, junit: Path | None) -> int:
-    """Print a judged comparison and write its JUnit report; the exit status of `--fail-above`: 1 on a
-    significant slowdown past it or a row with no number on one side, DISTURBED (3) when otherwise only
-    the machine's disturbance kept rows from a verdict, else 0 (and 0 without `--fail-above`)."""
+    """Print the comparison, judged with the noise floor of the machine that measured both runs, and
+    write its JUnit report; the exit status of `--fail-above`: 1 on a significant slowdown past it or a
+    row with no number on one side, DISTURBED (3) when otherwise only the machine's disturbance kept
+    rows from a verdict, else 0 (and 0 without `--fail-above`)."""
+    comparison = apply(comparison)
     typer.echo(render_comparison(comparison, fmt))
     if junit is not None:
         write_bytes_atomic(junit, utf8(comparison_junit(comparison, fail_above)))
@@ -119,11 +119,6 @@ def conclude(comparison: Comparison, fmt: Format, fail_above: float | None, juni
         )
         codes.append(DISTURBED)
     return worst(*codes)
-
-
-def with_floor(comparison: Comparison) -> Comparison:
-    """The comparison judged with the noise floor of the machine that measured both runs."""
-    return apply(comparison)
 
 
 def check_output_file(path: Path, option: str) -> None:

@@ -192,10 +192,8 @@ def run(
     else:
         run_dir = execute_rounds(plan, chosen, target, rounds, argv=argv)
     attach_calibration(run_dir, ceilings)
-    loaded = load_run(run_dir)
-    judged = assess(loaded)
-    typer.echo("")
-    typer.echo(render_run(judged, fmt))
+    judged = assess(load_run(run_dir))
+    typer.echo("\n" + render_run(judged, fmt))
     typer.echo(f"\nrun folder: {run_dir}", err=fmt is not Format.table)
     if judged.crowded:
         typer.echo(f"run flagged: {judged.crowded}", err=True)
@@ -262,8 +260,7 @@ def calibrate_command(
     if results_dir is not None:  # accepted as before the cache home, so scripts that pass it keep working
         typer.echo(f"--results-dir is not used by calibrate: the ceilings live in {cache_home.home()}", err=True)
     options = backend_options(quiet=quiet, cpus=cpus)
-    backend_name = resolve_backend(backend.value, pythons={}, gpus=None, device=device.value)
-    chosen = make_backend(backend_name, options)
+    chosen = make_backend(resolve_backend(backend.value, pythons={}, gpus=None, device=device.value), options)
     doc = calibrate(names, device=device.value, threads=threads, cpus=cpus, backend=chosen, force=True)
     if doc is None:
         raise HarnessError("no calibration job produced a usable figure; see the job output above")
