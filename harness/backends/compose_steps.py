@@ -136,22 +136,20 @@ def _collect(run_dir: Path, work: Path, run_id: str, job: Job) -> Result:
     except UnsafeFile:
         code = ""
     logs = run_dir / "logs"
-    _copy_log(work, STDOUT, logs / f"{job.framework}.stdout.log")
-    stderr = _copy_log(work, STDERR, logs / f"{job.framework}.stderr.log")
+    stdout_log, stderr_log = logs / f"{job.framework}.stdout.log", logs / f"{job.framework}.stderr.log"
+    _copy_log(work, STDOUT, stdout_log)
+    stderr = _copy_log(work, STDERR, stderr_log)
     found = job_folder.harvest(work, run_dir, job)
     outcome = JobOutcome(
         exit_code=int(code) if code.lstrip("-").isdigit() and len(code) < 6 else None,
         timed_out=False,
-        stdout_log=logs / f"{job.framework}.stdout.log",
-        stderr_log=logs / f"{job.framework}.stderr.log",
+        stdout_log=stdout_log,
+        stderr_log=stderr_log,
         wall_s=0.0,
         annotations={"compose_service": job.stack},
         stderr_tail=tail_text(stderr[-16384:]),
-        result_problem=found.problem,
     )
-    if found.skipped:
-        outcome.annotations["artifacts_skipped"] = found.skipped
-    return finalize(run_id, job, BACKEND, out, outcome)
+    return finalize(run_id, job, BACKEND, out, job_folder.note_harvest(outcome, found))
 
 
 def _current_run(results: Path, pointer: Path) -> tuple[str, Path, Plan]:

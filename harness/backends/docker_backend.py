@@ -18,8 +18,8 @@ import io
 import os
 import re
 import secrets
+import sys
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
@@ -40,7 +40,7 @@ from harness.backends.docker_transfer import (
     transfer_mode,
     whole_json,
 )
-from harness.backends.job_folder import Tail, pump, stdout_echo
+from harness.backends.job_folder import Tail, pump
 from harness.backends.reaper import Reaper
 from harness.core import owner
 from harness.core.errors import HarnessError
@@ -110,15 +110,14 @@ class JobContainer:
     The reaper hears of it before it exists, so it is removed even if this process is SIGKILLed.
     """
 
-    def __init__(self, client: Any, create_kwargs: dict[str, Any], reaper: Reaper | None = None) -> None:
+    def __init__(self, client: Any, create_kwargs: dict[str, Any], reaper: Reaper) -> None:
         self.client = client
         self.create_kwargs = create_kwargs
         self.reaper = reaper
         self.container: Any = None
 
     def __enter__(self) -> JobContainer:
-        if self.reaper is not None:
-            self.reaper.track("container", self.create_kwargs["name"])
+        self.reaper.track("container", self.create_kwargs["name"])
         self.container = self.client.containers.create(**self.create_kwargs)
         return self
 
@@ -134,8 +133,7 @@ class JobContainer:
         except docker.errors.APIError as error:
             if "already in progress" not in str(error):
                 raise
-        if self.reaper is not None:
-            self.reaper.untrack("container", self.create_kwargs["name"])
+        self.reaper.untrack("container", self.create_kwargs["name"])
 
 
 class DockerBackend:
@@ -236,18 +234,11 @@ class DockerBackend:
         else:
             mounts = [Mount(target, volume, type="volume", read_only=True) for target, volume in volumes.items()]
         mounts.append(Mount(RESULTS_MOUNT, results_volume_name(run_id, work), type="volume", read_only=False))
-        command = job_command(SPEC_IN_CONTAINER, python="python")
         kwargs: dict[str, Any] = {
             "image": image.image_id,
-            "command": command,
+            "command": job_command(SPEC_IN_CONTAINER),
             "name": f"fw-harness-{run_id}-{job.framework}-{secrets.token_hex(2)}",
-            "labels": {
-                f"{LABEL}.{owner.LABEL_KEY}": owner.label(),
-                f"{LABEL}.run-id": run_id,
-                f"{LABEL}.suite": job.suite,
-                f"{LABEL}.framework": job.framework,
-                f"{LABEL}.stack": job.stack,
-            },
+            "labels": {**self._labels(job, run_id), f"{LABEL}.stack": job.stack},
             "user": f"{uid}:{gid}",
             "working_dir": WORKDIR,
             "environment": {"HOME": "/tmp", "PYTHONPATH": WORKDIR, "PYTHONUNBUFFERED": "1"},
@@ -292,31 +283,14 @@ class DockerBackend:
         return job_folder.note_harvest(outcome, found)
 
     def _run_job(self, job: Job, run_id: str, logs: Path, work: Path) -> JobOutcome:
-        stdout_log, stderr_log = logs / f"{job.framework}.stdout.log", logs / f"{job.framework}.stderr.log"
         started = time.perf_counter()
-
-        def not_started(message: str, annotations: dict[str, Any] | None = None) -> JobOutcome:
-            job_folder.open_log(logs, stdout_log.name).close()
-            with job_folder.open_log(logs, stderr_log.name) as sink:
-                sink.write(message.rstrip().encode() + b"\n")
-            return JobOutcome(
-                None,
-                False,
-                stdout_log,
-                stderr_log,
-                time.perf_counter() - started,
-                annotations or {},
-                stderr_tail=message.strip(),
-            )
-
         try:
             image = self.image_for(job, logs / f"{job.stack}-{variant_for(job.device)}.build.log")
         except HarnessError as error:
-            return not_started(f"image for the {job.stack} stack: {error}")
+            return job_folder.not_started(logs, job, started, f"image for the {job.stack} stack: {error}")
         import docker.errors
 
-        record = image.record()
-        annotations: dict[str, Any] = {"image": record}
+        annotations: dict[str, Any] = {"image": image.record()}
         spec = self.job_spec(job, run_id)
         with contextlib.ExitStack() as stack:
             volumes = None
@@ -326,10 +300,9 @@ class DockerBackend:
                 holder = stack.enter_context(self._results(job, run_id, work, image, job_spec.dumps(spec).encode()))
             except (docker.errors.APIError, HarnessError) as error:
                 why = error.explanation if isinstance(error, docker.errors.APIError) else None
-                return not_started(f"its /results volume could not be made: {why or error}", annotations)
-            return self._run_container(
-                job, run_id, logs, work, image, volumes, holder, annotations, not_started, started
-            )
+                message = f"its /results volume could not be made: {why or error}"
+                return job_folder.not_started(logs, job, started, message, annotations)
+            return self._run_container(job, run_id, logs, work, image, volumes, holder, annotations, started)
 
     @staticmethod
     def _labels(job: Job, run_id: str) -> dict[str, str]:
@@ -373,7 +346,6 @@ class DockerBackend:
         volumes: dict[str, str] | None,
         holder: Any,
         annotations: dict[str, Any],
-        not_started: Callable[[str, dict[str, Any] | None], JobOutcome],
         started: float,
     ) -> JobOutcome:
         import docker.errors
@@ -403,12 +375,13 @@ class DockerBackend:
                 container.start()
             except docker.errors.APIError as error:
                 hint = f" ({NVIDIA_HINT})" if job.device == "gpu" else ""
-                return not_started(f"container did not start: {error.explanation or error}{hint}", annotations)
+                message = f"container did not start: {error.explanation or error}{hint}"
+                return job_folder.not_started(logs, job, started, message, annotations)
             pumps = [
                 pump(
                     container.logs(stdout=True, stderr=False, stream=True, follow=True),
                     job_folder.open_log(logs, stdout_log.name),
-                    stdout_echo(self.echo),
+                    sys.stdout if self.echo else None,
                 ),
                 pump(
                     container.logs(stdout=False, stderr=True, stream=True, follow=True),

@@ -23,11 +23,11 @@ import os
 import tarfile
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from harness.backends.job_folder import MAX_ARTIFACT_BYTES, MAX_ARTIFACT_FILES
+from harness.backends.job_folder import MAX_ARTIFACT_BYTES, MAX_ARTIFACT_FILES, Harvest
+from harness.backends.reaper import Reaper
 from harness.core import owner
 from harness.core.errors import HarnessError
 from harness.core.safe_files import MissingFile, UnsafeFile, create, failure, read_bytes
@@ -101,7 +101,7 @@ def tar_writable_dir(
 
 @contextmanager
 def job_volumes(
-    client: Any, name: str, labels: dict[str, str], image_id: str, fills: dict[str, bytes], reaper: Any = None
+    client: Any, name: str, labels: dict[str, str], image_id: str, fills: dict[str, bytes], reaper: Reaper
 ) -> Iterator[dict[str, str]]:
     """Named volumes (mount point -> volume name) filled through a loader; removed on the way out."""
     from docker.types import Mount
@@ -110,11 +110,9 @@ def job_volumes(
     created = []
     try:
         for volume in volumes.values():
-            if reaper is not None:
-                reaper.track("volume", volume)
+            reaper.track("volume", volume)
             created.append(client.volumes.create(name=volume, labels=labels))
-        if reaper is not None:
-            reaper.track("container", f"{name}-loader")
+        reaper.track("container", f"{name}-loader")
         loader = client.containers.create(
             image_id,
             ["true"],
@@ -129,16 +127,14 @@ def job_volumes(
                     raise HarnessError(f"the Docker engine refused the copy into {target}")
         finally:
             loader.remove(force=True)
-            if reaper is not None:
-                reaper.untrack("container", f"{name}-loader")
+            reaper.untrack("container", f"{name}-loader")
         yield volumes
     finally:
         for volume in created:
             # a volume still held by a dying container is left for `harness clean`
             with contextlib.suppress(Exception):
                 volume.remove(force=True)
-                if reaper is not None:
-                    reaper.untrack("volume", volume.name)
+                reaper.untrack("volume", volume.name)
 
 
 def results_volume_name(run_id: str, work: Path) -> str:
@@ -155,7 +151,7 @@ def results_volume(
     user: tuple[int, int],
     layout: bytes,
     owned_by_job: bool,
-    reaper: Any = None,
+    reaper: Reaper,
 ) -> Iterator[Any]:
     """The job's capped `/results` (a tmpfs volume called `name`), filled with `layout` (a tar:
     job.json, and in copy mode the job's writable out/), held mounted by a running holder
@@ -172,13 +168,11 @@ def results_volume(
     holder_name = f"{name}-holder"
     volume = None
     try:
-        if reaper is not None:
-            reaper.track("volume", name)
+        reaper.track("volume", name)
         volume = client.volumes.create(
             name=name, driver="local", driver_opts={"type": "tmpfs", "device": "tmpfs", "o": options}, labels=labels
         )
-        if reaper is not None:
-            reaper.track("container", holder_name)
+        reaper.track("container", holder_name)
         holder = client.containers.create(
             image_id,
             ["python", "-c", "import time\nwhile True: time.sleep(3600)"],
@@ -203,15 +197,13 @@ def results_volume(
         finally:
             with contextlib.suppress(Exception):  # one left behind: the reaper or `harness clean` removes it
                 holder.remove(force=True)
-                if reaper is not None:
-                    reaper.untrack("container", holder_name)
+                reaper.untrack("container", holder_name)
     finally:
         if volume is not None:
             # a volume still held by a dying container is left for `harness clean`
             with contextlib.suppress(Exception):
                 volume.remove(force=True)
-                if reaper is not None:
-                    reaper.untrack("volume", name)
+                reaper.untrack("volume", name)
 
 
 _USAGE = "import os; s = os.statvfs('/results'); print(s.f_bavail * s.f_frsize, s.f_favail)"
@@ -228,9 +220,8 @@ def results_full(holder: Any) -> str | None:
         return None  # not known: nothing is claimed
     if code != 0:
         return None
-    cap = f"{RESULTS_CAP_BYTES // 2**20} MiB"
     if free_bytes < FULL_MARGIN:
-        what = f"its /results reached its size cap of {cap}"
+        what = f"its /results reached its size cap of {RESULTS_CAP_BYTES // 2**20} MiB"
     elif free_files <= 0:
         what = f"its /results reached its cap of {RESULTS_CAP_FILES} files and folders"
     else:
@@ -278,13 +269,7 @@ class _Chunks(io.RawIOBase):
         return size
 
 
-@dataclass
-class Fetched:
-    problem: str | None = None  # why the result file was refused
-    skipped: list[str] = field(default_factory=list)  # artefacts left in the container, and why
-
-
-def fetch_results(container: Any, source: str, work: Path, result_name: str, artifacts_name: str) -> Fetched:
+def fetch_results(container: Any, source: str, work: Path, result_name: str, artifacts_name: str) -> Harvest:
     """Copy the job's own result file and artefact folder out of its container (the holder).
 
     Only those two names are asked for; from their archives, streamed, only regular files under
@@ -296,7 +281,7 @@ def fetch_results(container: Any, source: str, work: Path, result_name: str, art
     """
     import docker.errors
 
-    fetched = Fetched()
+    fetched = Harvest()
     for name, limit, files in (
         (result_name, MAX_RESULT_BYTES, 1),
         (artifacts_name, MAX_ARTIFACT_BYTES, MAX_ARTIFACT_FILES),

@@ -17,12 +17,12 @@ import contextlib
 import os
 import secrets
 import stat
-import sys
 import threading
+import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, BinaryIO, TypeVar
+from typing import IO, Any, BinaryIO, TypeVar
 
 from harness.backends.base import JobOutcome
 from harness.core.result_types import Result
@@ -110,12 +110,6 @@ def open_log(logs: Path, name: str) -> BinaryIO:
     return create(logs, name, anchor=within(logs.parent))
 
 
-def discard(work: Path) -> None:
-    remove_tree(work)
-    with contextlib.suppress(OSError):
-        work.parent.rmdir()  # the last job's folder gone: no empty .jobs left in the run
-
-
 def run_in_folder(run_dir: Path, job: Job, run: Callable[[Path], R]) -> tuple[R, Harvest]:
     """The lifecycle every backend shares: a fresh folder for the job, `run(work)`, then only the
     job's own result and artefacts taken back, and the folder removed whatever happened."""
@@ -124,7 +118,9 @@ def run_in_folder(run_dir: Path, job: Job, run: Callable[[Path], R]) -> tuple[R,
         value = run(work)
         found = harvest(work, run_dir, job)
     finally:
-        discard(work)
+        remove_tree(work)
+        with contextlib.suppress(OSError):
+            work.parent.rmdir()  # the last job's folder gone: no empty .jobs left in the run
     return value, found
 
 
@@ -134,6 +130,18 @@ def note_harvest(outcome: JobOutcome, found: Harvest) -> JobOutcome:
     if found.skipped:
         outcome.annotations["artifacts_skipped"] = found.skipped
     return outcome
+
+
+def not_started(
+    logs: Path, job: Job, started: float, message: str, annotations: dict[str, Any] | None = None
+) -> JobOutcome:
+    """The outcome of a job that never ran: an empty stdout log, and `message` as its stderr log and tail."""
+    stdout_log, stderr_log = logs / f"{job.framework}.stdout.log", logs / f"{job.framework}.stderr.log"
+    open_log(logs, stdout_log.name).close()
+    with open_log(logs, stderr_log.name) as sink:
+        sink.write(message.rstrip().encode() + b"\n")
+    wall = time.perf_counter() - started
+    return JobOutcome(None, False, stdout_log, stderr_log, wall, annotations or {}, stderr_tail=message.strip())
 
 
 # Copy a child's output to a log file and, line by line, to the terminal while it runs.
@@ -150,20 +158,19 @@ TRUNCATED = b"\n[harness: this log was cut at %d MiB; the rest of the stream was
 class Tail:
     """The last bytes a stream carried, for the stderr tail of a failed result."""
 
-    def __init__(self, keep: int = TAIL_BYTES) -> None:
-        self.keep = keep
+    def __init__(self) -> None:
         self.data = bytearray()
         self.lock = threading.Lock()
 
     def add(self, chunk: bytes) -> None:
         with self.lock:
             self.data += chunk
-            if len(self.data) > self.keep:
-                del self.data[: len(self.data) - self.keep]
+            if len(self.data) > TAIL_BYTES:
+                del self.data[: len(self.data) - TAIL_BYTES]
 
-    def text(self, lines: int = 30, max_chars: int = 4000) -> str:
+    def text(self) -> str:
         with self.lock:
-            return tail_text(bytes(self.data), lines, max_chars)
+            return tail_text(bytes(self.data))
 
 
 def tail_text(data: bytes, lines: int = 30, max_chars: int = 4000) -> str:
@@ -242,10 +249,6 @@ def read_chunks(source: IO[bytes]) -> Iterable[bytes]:
             yield chunk
     finally:
         source.close()
-
-
-def stdout_echo(enabled: bool) -> IO[str] | None:
-    return sys.stdout if enabled else None
 
 
 # -- what a job leaves behind, as its result file -----------------------------------------------------

@@ -161,7 +161,6 @@ def job_manifest(
         "capabilities": {"drop": ["ALL"]},
         "seccompProfile": {"type": "RuntimeDefault"},
     }
-    resources = resources_for(job, limits or Limits())
     mounts = [
         {"name": "suites", "mountPath": SUITES_MOUNT, "readOnly": True},
         {"name": "job-spec", "mountPath": SPEC_MOUNT, "readOnly": True},
@@ -226,7 +225,7 @@ def job_manifest(
                                 {"name": "PYTHONDONTWRITEBYTECODE", "value": "1"},
                             ],
                             "securityContext": security,
-                            "resources": resources,
+                            "resources": resources_for(job, limits or Limits()),
                             "volumeMounts": mounts,
                         }
                     ],
@@ -276,12 +275,9 @@ def export(
             write_bytes_atomic(out / name, text.encode("utf-8"), out)
             written.append(out / name)
         write_bytes_atomic(out / PLAN_FILE, plan_text.encode("utf-8"), out)
-    except UnsafeFile as error:
-        raise HarnessError(f"--out {out}: cannot write the manifests ({error.reason}); choose another folder") from None
-    except OSError as error:
-        raise HarnessError(
-            f"--out {out}: cannot write the manifests ({error.strerror}); choose another folder"
-        ) from None
+    except (UnsafeFile, OSError) as error:
+        why = error.reason if isinstance(error, UnsafeFile) else error.strerror
+        raise HarnessError(f"--out {out}: cannot write the manifests ({why}); choose another folder") from None
     return written
 
 

@@ -25,7 +25,7 @@ from typing import Any
 
 from harness.backends import job_folder
 from harness.backends.base import BackendOptions, JobOutcome, Limits, job_command
-from harness.backends.job_folder import Tail, pump, read_chunks, stdout_echo
+from harness.backends.job_folder import Tail, pump, read_chunks
 from harness.core.safe_files import make_folder
 from harness.store.plan import Job
 from suites.contract.registry import SUITES_DIR
@@ -92,12 +92,10 @@ def read_stat(pid: int) -> Stat | None:
 
 
 def process_table() -> dict[int, Stat]:
-    table = {}
     with contextlib.suppress(OSError):
-        for name in os.listdir(PROC):
-            if name.isdigit() and (stat := read_stat(int(name))) is not None:
-                table[int(name)] = stat
-    return table
+        names = os.listdir(PROC)
+        return {int(name): stat for name in names if name.isdigit() and (stat := read_stat(int(name))) is not None}
+    return {}
 
 
 def subreaper(on: bool | None = None) -> bool:
@@ -294,7 +292,7 @@ class LocalBackend:
                     )
                 assert proc.stdout is not None and proc.stderr is not None
                 pumps += [
-                    pump(read_chunks(proc.stdout), stdout_sink, stdout_echo(self.echo)),
+                    pump(read_chunks(proc.stdout), stdout_sink, sys.stdout if self.echo else None),
                     pump(read_chunks(proc.stderr), stderr_sink, None, tail),
                 ]
                 timed_out = _wait(proc, job.timeout_s)

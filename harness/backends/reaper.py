@@ -65,12 +65,10 @@ def main() -> int:
     import docker
 
     client = docker.from_env(timeout=60)
-    for name in live["container"]:
-        with contextlib.suppress(Exception):
-            client.containers.get(name).remove(force=True)
-    for name in live["volume"]:
-        with contextlib.suppress(Exception):
-            client.volumes.get(name).remove(force=True)
+    for collection, names in ((client.containers, live["container"]), (client.volumes, live["volume"])):
+        for name in names:
+            with contextlib.suppress(Exception):
+                collection.get(name).remove(force=True)
     return 0
 
 

@@ -69,9 +69,6 @@ class SlurmBackend:
             with contextlib.suppress(OSError, ValueError):
                 print(text, flush=True)
 
-    def envs_dir(self, run_dir: Path) -> Path:
-        return (Path(self.settings.envs) if self.settings.envs else run_dir.parent / ENVS_DIR).resolve()
-
     # -- the stack environment -------------------------------------------------------------------
 
     def prepare(self, stack: Stack, envs: Path, logs: Path) -> str | None:
@@ -114,29 +111,21 @@ class SlurmBackend:
         stdout_log, stderr_log = logs / f"{job.framework}.stdout.log", logs / f"{job.framework}.stderr.log"
         started = time.perf_counter()
         stack = Stack.of(job.stack, variant_for(job.device))
-        envs = self.envs_dir(run_dir)
+        envs = (Path(self.settings.envs) if self.settings.envs else run_dir.parent / ENVS_DIR).resolve()
         runtime = self.settings.runtime
         annotations: dict[str, Any] = {
             "image": stack.record(runtime, self.settings, str(envs / stack.name)),
             "slurm": {"runtime": runtime},
         }
 
-        def not_started(message: str) -> JobOutcome:
-            job_folder.open_log(logs, stdout_log.name).close()
-            with job_folder.open_log(logs, stderr_log.name) as sink:
-                sink.write(message.rstrip().encode() + b"\n")
-            wall = time.perf_counter() - started
-            return JobOutcome(None, False, stdout_log, stderr_log, wall, annotations, stderr_tail=message)
-
+        script = logs / f"{job.framework}.sbatch.sh"
         # A script left by an earlier attempt of this job (a resumed run): its Slurm job may still be
         # queued or running if that harness died without cancelling it. Never a second copy beside it.
-        if os.path.lexists(logs / f"{job.framework}.sbatch.sh"):
-            problem = self._cancel_earlier(job, run_id)
-            if problem is not None:
-                return not_started(problem)
-        problem = self.prepare(stack, envs, logs) if runtime == "venv" else None
+        problem = self._cancel_earlier(job, run_id) if os.path.lexists(script) else None
+        if problem is None and runtime == "venv":
+            problem = self.prepare(stack, envs, logs)
         if problem is not None:
-            return not_started(problem)
+            return job_folder.not_started(logs, job, started, problem, annotations)
         cache = None
         if runtime == "venv" and job.cache == "warm" and job.cache_dir is not None:
             cache = str(make_folder(Path(job.cache_dir) / job.stack, Path(job.cache_dir)))  # one per stack
@@ -150,11 +139,10 @@ class SlurmBackend:
         )
         try:
             text = batch_script(job, run_id, stack, layout, self.settings, self.limits)
-            spec = job_spec_for(job, run_id, self.settings.runtime, layout)
+            spec = job_spec_for(job, run_id, runtime, layout)
         except HarnessError as error:
-            return not_started(str(error))
+            return job_folder.not_started(logs, job, started, str(error), annotations)
         job_folder.write_spec(work, spec)
-        script = logs / f"{job.framework}.sbatch.sh"
         with job_folder.open_log(logs, script.name) as sink:
             sink.write(text.encode())
         slurm_out, slurm_err = work / "slurm.stdout", work / "slurm.stderr"
@@ -164,7 +152,7 @@ class SlurmBackend:
                 [f"--output={_slurm_path(slurm_out.resolve())}", f"--error={_slurm_path(slurm_err.resolve())}"],
             )
         except HarnessError as error:
-            return not_started(str(error))
+            return job_folder.not_started(logs, job, started, str(error), annotations)
         annotations["slurm"]["job_id"] = job_id
         self.say(f"   Slurm job {job_id} submitted")
         state: control.JobState | None = None
@@ -285,8 +273,7 @@ def check_options(options: BackendOptions) -> SlurmSettings:
         raise HarnessError(
             "--python picks local interpreters; the slurm backend uses the stacks' locks (drop --python)"
         )
-    wheelhouse = str(options.wheelhouse) if options.wheelhouse else None
-    settings = from_environment(wheelhouse=wheelhouse, gpus=options.gpus)
+    settings = from_environment(wheelhouse=str(options.wheelhouse) if options.wheelhouse else None, gpus=options.gpus)
     if settings.runtime == "apptainer" and settings.images is None:
         raise HarnessError(
             "HARNESS_SLURM_RUNTIME=apptainer needs HARNESS_SLURM_IMAGES (a folder of .sif files or docker://REGISTRY)"

@@ -153,12 +153,8 @@ def jobs_with_comment(comment: str) -> list[tuple[str, str, str]]:
     proc = _run(["squeue", f"--user={os.getuid()}", "--noheader", "--format=%i|%j|%k|%T"])
     if proc.returncode != 0:
         raise HarnessError(f"squeue failed: {plain(proc.stderr.strip())[-300:] or f'exit code {proc.returncode}'}")
-    found = []
-    for line in proc.stdout.splitlines():
-        parts = [part.strip() for part in line.split("|")]
-        if len(parts) == 4 and parts[2] == comment and parts[0]:
-            found.append((parts[0], parts[1], parts[3]))
-    return found
+    rows = [[part.strip() for part in line.split("|")] for line in proc.stdout.splitlines()]
+    return [(parts[0], parts[1], parts[3]) for parts in rows if len(parts) == 4 and parts[2] == comment and parts[0]]
 
 
 def cancel(job_id: str) -> None:

@@ -41,15 +41,6 @@ ROOT_IN_SCRIPT = 'root="$(cd "$(dirname "$0")" && pwd)"'
 STEPD_END = re.compile(r"\*\*\* JOB (\d+) ON \S+ CANCELLED AT \S+(?: DUE TO ([A-Z ]+?))? \*\*\*")
 
 
-def _stacks(plan: Plan) -> dict[str, Stack]:
-    stacks: dict[str, Stack] = {}
-    for job in plan.jobs:
-        if job.skip_reason is None:
-            stack = Stack.of(job.stack, variant_for(job.device))
-            stacks[stack.name] = stack
-    return stacks
-
-
 def _job_layout(job: Job, stack: Stack, envs: str | None) -> Layout:
     return Layout(
         code='"$root"/code',
@@ -88,13 +79,14 @@ def export(plan: Plan, out: Path, settings: SlurmSettings, limits: Limits) -> li
     """Write the folder; every script is generated (and so validated) before the first file is written."""
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise HarnessError(f"--out {out} exists and is not an empty folder; give a new folder for the export")
-    stacks = _stacks(plan)
+    stacks: dict[str, Stack] = {}
     documents: dict[str, str] = {}
     specs: dict[str, str] = {}  # jobs/<framework>/job.json: each job's folder holds its spec before it runs
     for job in plan.jobs:
         if job.skip_reason is not None:
             continue
         stack = Stack.of(job.stack, variant_for(job.device))
+        stacks[stack.name] = stack
         layout = _job_layout(job, stack, settings.envs)
         documents[f"job-{job.framework}.sh"] = batch_script(
             job,

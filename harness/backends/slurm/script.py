@@ -251,8 +251,7 @@ def _cuda_env(flag: str) -> str:
     return f'${{CUDA_VISIBLE_DEVICES+{flag}"CUDA_VISIBLE_DEVICES=$CUDA_VISIBLE_DEVICES"}}'
 
 
-def _venv_lines(job: Job, run_id: str, stack: Stack, layout: Layout, settings: SlurmSettings) -> list[str]:
-    args = _job_args("venv")
+def _venv_lines(job: Job, stack: Stack, layout: Layout, settings: SlurmSettings) -> list[str]:
     return [
         *env_function(stack, settings),
         f'ensure_env || {{ echo "harness: the {stack.stack} environment could not be prepared" >&2; '
@@ -262,27 +261,19 @@ def _venv_lines(job: Job, run_id: str, stack: Stack, layout: Layout, settings: S
         'cd "$out" || exit 1',
         "# Nothing of the submitter's environment reaches the job: only what it needs, as in a container.",
         f'env -i PATH="$PATH" HOME="$scratch" TMPDIR="$scratch" PYTHONPATH="$code" PYTHONUNBUFFERED=1 '
-        f'{_cuda_env("")} "$env_dir/bin/python" {args}',
+        f'{_cuda_env("")} "$env_dir/bin/python" {_job_args("venv")}',
     ]
-
-
-def _mount(source: str, target: str, read_only: bool) -> str:
-    return f'"{source}:{target}{":ro" if read_only else ""}"'
 
 
 def _container_mounts(flag: str, layout: Layout) -> list[str]:
-    mounts = [
-        f"{flag} " + _mount("$code/suites", f"{WORKDIR}/suites", True),
-        f"{flag} " + _mount("$out", OUT_MOUNT, False),
-    ]
+    mounts = [("$code/suites", f"{WORKDIR}/suites", ":ro"), ("$out", OUT_MOUNT, "")]
     if layout.data is not None:
-        mounts.append(f'{flag} "$data:{DATA_MOUNT}:ro"')
-    return mounts
+        mounts.append(("$data", DATA_MOUNT, ":ro"))
+    return [f'{flag} "{source}:{target}{mode}"' for source, target, mode in mounts]
 
 
-def _apptainer_lines(job: Job, run_id: str, stack: Stack, layout: Layout, settings: SlurmSettings) -> list[str]:
+def _apptainer_lines(job: Job, stack: Stack, layout: Layout, settings: SlurmSettings) -> list[str]:
     image = stack.image_ref("apptainer", settings.images)
-    args = _job_args("apptainer")
     lines = [
         "cli=$(command -v apptainer || command -v singularity) || "
         f'{{ echo "harness: neither apptainer nor singularity is on PATH on $(hostname)" >&2; exit {PREPARE_FAILED}; }}',
@@ -309,13 +300,12 @@ def _apptainer_lines(job: Job, run_id: str, stack: Stack, layout: Layout, settin
     ]
     if job.device == "gpu":
         options += ["--nv", _cuda_env("--env ")]
-    lines.append('"$cli" ' + " ".join(options) + f' "$image" python {args}')
+    lines.append('"$cli" ' + " ".join(options) + f' "$image" python {_job_args("apptainer")}')
     return lines
 
 
-def _podman_lines(job: Job, run_id: str, stack: Stack, layout: Layout, settings: SlurmSettings) -> list[str]:
+def _podman_lines(job: Job, stack: Stack, layout: Layout, settings: SlurmSettings) -> list[str]:
     image = stack.image_ref("podman", settings.images)
-    args = _job_args("podman")
     lines = [
         f'command -v podman >/dev/null || {{ echo "harness: podman is not on PATH on $(hostname)" >&2; '
         f"exit {PREPARE_FAILED}; }}",
@@ -348,7 +338,7 @@ def _podman_lines(job: Job, run_id: str, stack: Stack, layout: Layout, settings:
     if job.device == "gpu":
         # CDI names the NVIDIA devices (NVIDIA Container Toolkit: nvidia-ctk cdi generate).
         options += ["--device nvidia.com/gpu=all", _cuda_env("-e ")]
-    lines.append("podman " + " ".join(options) + f" {shlex.quote(image)} python {args}")
+    lines.append("podman " + " ".join(options) + f" {shlex.quote(image)} python {_job_args('podman')}")
     return lines
 
 
@@ -367,12 +357,8 @@ def batch_script(
     runtime = settings.runtime
     if runtime != "venv" and any(c in text for text in (layout.code, layout.out) for c in ":,"):
         raise HarnessError(f"a folder with ':' or ',' cannot be bound into a container: {layout.out}")
-    if runtime == "venv":
-        body = _venv_lines(job, run_id, stack, layout, settings)
-    elif runtime == "apptainer":
-        body = _apptainer_lines(job, run_id, stack, layout, settings)
-    else:
-        body = _podman_lines(job, run_id, stack, layout, settings)
+    lines_for = {"venv": _venv_lines, "apptainer": _apptainer_lines}.get(runtime, _podman_lines)
+    body = lines_for(job, stack, layout, settings)
     lines = [
         "#!/bin/bash",
         *directives(job, run_id, settings, limits, output, error),
