@@ -40,13 +40,11 @@ def home(environ: Mapping[str, str] | None = None) -> Path:
     env = os.environ if environ is None else environ
     given = env.get(ENV_VAR, "")
     if given.strip():
-        path = _check(given, ENV_VAR)
-    else:
-        xdg = env.get("XDG_CACHE_HOME", "")
-        # The XDG spec: a relative XDG_CACHE_HOME is invalid and is ignored.
-        base = Path(xdg) if xdg and os.path.isabs(xdg) and "\0" not in xdg else _user_home(env) / ".cache"
-        path = _check(str(base / "harness"), f"the default cache home (set {ENV_VAR} to choose another)")
-    return path
+        return _check(given, ENV_VAR)
+    xdg = env.get("XDG_CACHE_HOME", "")
+    # The XDG spec: a relative XDG_CACHE_HOME is invalid and is ignored.
+    base = Path(xdg) if xdg and os.path.isabs(xdg) and "\0" not in xdg else _user_home(env) / ".cache"
+    return _check(str(base / "harness"), f"the default cache home (set {ENV_VAR} to choose another)")
 
 
 def _user_home(env: Mapping[str, str]) -> Path:

@@ -19,7 +19,8 @@ from typing import Any
 from harness.core.result_types import Result
 
 
-def _at(doc: Any, *path: str) -> Any:
+def field_at(doc: Any, *path: str) -> Any:
+    """doc[path[0]][path[1]]..., or None where a level is missing or not an object."""
     for key in path:
         if not isinstance(doc, dict):
             return None
@@ -37,7 +38,7 @@ def _scalar(value: Any) -> str | int | float | None:
 
 
 def _gpu_names(result: Result) -> list[str]:
-    gpus = _at(result, "environment", "nvml", "gpus")
+    gpus = field_at(result, "environment", "nvml", "gpus")
     if not isinstance(gpus, list):
         return []
     names = [_scalar(g.get("name")) for g in gpus[:64] if isinstance(g, dict)]
@@ -48,13 +49,13 @@ def facts(result: Result) -> dict[str, Any]:
     """The facts that must be equal for two results to come from one machine (as far as records tell)."""
     device = _scalar(result.get("device"))
     return {
-        "cpu": _scalar(_at(result, "environment", "machine", "cpu", "model")),
-        "logical_cores": _scalar(_at(result, "environment", "machine", "cpu", "logical_cores")),
-        "arch": _scalar(_at(result, "environment", "machine", "machine")),
-        "memory_bytes": _scalar(_at(result, "environment", "machine", "memory_bytes")),
+        "cpu": _scalar(field_at(result, "environment", "machine", "cpu", "model")),
+        "logical_cores": _scalar(field_at(result, "environment", "machine", "cpu", "logical_cores")),
+        "arch": _scalar(field_at(result, "environment", "machine", "machine")),
+        "memory_bytes": _scalar(field_at(result, "environment", "machine", "memory_bytes")),
         "device": device,
         "gpus": _gpu_names(result) if device == "gpu" else [],
-        "threads": _scalar(_at(result, "settings", "threads")),
+        "threads": _scalar(field_at(result, "settings", "threads")),
     }
 
 
@@ -71,7 +72,7 @@ def differences(a: Result, b: Result) -> list[str]:
 
 def threads(result: Result) -> int | None:
     """The threads the job was asked to use (`--threads`), None for the framework's own default."""
-    value = _at(result, "settings", "threads")
+    value = field_at(result, "settings", "threads")
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
@@ -84,7 +85,7 @@ def name(result: Result) -> str:
     """`AMD EPYC 7B13 (8 cores)`, `2x NVIDIA H100 80GB HBM3`: the machine in a few words (raw text)."""
     fact = facts(result)
     if fact["device"] == "gpu":
-        gpus = fact["gpus"] or [str(n) for n in [_scalar(_at(result, "environment", "device", "name"))] if n]
+        gpus = fact["gpus"] or [str(n) for n in [_scalar(field_at(result, "environment", "device", "name"))] if n]
         if gpus:
             counts = {gpu: gpus.count(gpu) for gpu in gpus}
             return ", ".join(f"{count}x {gpu}" if count > 1 else gpu for gpu, count in counts.items())

@@ -105,10 +105,6 @@ def read_bytes(path: Path, limit: int, *, single_link: bool = False, what: str =
         os.close(fd)
 
 
-def read_text(path: Path, limit: int) -> str:
-    return read_bytes(path, limit).decode("utf-8", errors="replace")
-
-
 def read_tail(path: Path, max_bytes: int) -> bytes:
     """The last `max_bytes` of a regular file (no link followed); b'' when it is missing."""
     try:

@@ -170,12 +170,9 @@ def describe(tp: Any, plural: bool = False) -> str:
 def _describe(base: Any, meta: list[Any], plural: bool) -> str:
     low = _bound(meta, Ge)
     low = low if low is not None and low >= 0 else None  # the magnitude cap goes without saying
-    if base is float:
-        text = "finite numbers" if plural else "a finite number"
-        return text + (f" >= {low}" if low is not None else "")
-    if base is int:
-        text = "integers" if plural else "an integer"
-        return text + (f" >= {low}" if low is not None else "")
+    if base is float or base is int:
+        many, one = ("finite numbers", "a finite number") if base is float else ("integers", "an integer")
+        return (many if plural else one) + (f" >= {low}" if low is not None else "")
     if base is str:
         return "strings" if plural else ("a non-empty string" if _bound(meta, MinLen) else "a string")
     if base is bool:
@@ -197,8 +194,7 @@ def _step(tp: Any, node: Any, key: Any) -> tuple[Any, Any] | None:
     """(type, value) one step down from `tp` along a pydantic error location, or None at a leaf."""
     base = _strip(tp)[0]
     if is_typeddict(base) and isinstance(key, str):
-        hints = get_type_hints(base, include_extras=True)
-        child = hints.get(key)
+        child = get_type_hints(base, include_extras=True).get(key)
     elif get_origin(base) is list and isinstance(key, int):
         child = get_args(base)[0]
     elif get_origin(base) is dict and isinstance(key, str):
@@ -435,10 +431,7 @@ def validate(doc: Any, source: str, *, nesting_checked: bool = False) -> Result:
 
     `nesting_checked`: `doc` comes from `parse_json`, which has measured its depth (a walk over
     every value: not twice for a file at the caps)."""
-    if not isinstance(doc, dict):
-        problem: str | None = "top level is not a JSON object"
-    else:
-        problem = version_problem(doc.get("schema_version"))
+    problem = version_problem(doc.get("schema_version")) if isinstance(doc, dict) else "top level is not a JSON object"
     if problem is None:
         doc = migrate(doc)
         problem = _problem(doc, nesting_checked)
@@ -454,8 +447,7 @@ def parse_json(data: bytes, source: str, error: type[HarnessError] = HarnessErro
     except RecursionError:
         raise error(f"{source}: nested too deeply to be a run file; the file is corrupt or hostile") from None
     except (UnicodeDecodeError, ValueError) as problem:
-        message = plain(problem)[:200]
-        raise error(f"{source}: not valid JSON ({message}); the file is truncated or corrupt") from None
+        raise error(f"{source}: not valid JSON ({plain(problem)[:200]}); the file is truncated or corrupt") from None
     if depth(doc) > MAX_DEPTH:
         raise error(f"{source}: nested deeper than {MAX_DEPTH} levels; the file is corrupt or hostile")
     return doc
@@ -493,9 +485,8 @@ def summary_problem(doc: Any) -> str | None:
     for key in ("backend", "harness_version", "started_at", "finished_at"):
         if doc.get(key) is not None and not isinstance(doc[key], str):
             return f"{key}: expected a string or null"
-    for key in ("interrupted",):
-        if doc.get(key) is not None and not isinstance(doc[key], bool):
-            return f"{key}: expected true or false"
+    if doc.get("interrupted") is not None and not isinstance(doc["interrupted"], bool):
+        return "interrupted: expected true or false"
     if doc.get("rounds") is not None and not (_integer(doc["rounds"]) and doc["rounds"] >= 1):
         return "rounds: expected a whole number >= 1"
     command = doc.get("command")

@@ -73,10 +73,6 @@ class Summary:
     ci_coverage: float = CONFIDENCE  # what [ci_low, ci_high] really covers (below 95 % for small n)
     ci_claimed: str = ""  # that coverage as printed next to the interval; '' at the nominal 95 %
 
-    @property
-    def relative_iqr(self) -> float:
-        return self.iqr / abs(self.median) if self.median else 0.0
-
 
 def _percentile(sorted_values: Sequence[float], q: float) -> float:
     pos = q * (len(sorted_values) - 1)
@@ -126,9 +122,8 @@ def bootstrap_median_ci(samples: Sequence[float], seed: int = 0) -> tuple[float,
 def bootstrap_ratio_ci(a: Sequence[float], b: Sequence[float], seed: int = 0) -> tuple[float, float]:
     """Interval of median(b) / median(a), resampling each side independently."""
     rng = random.Random(seed)
-    medians_a = bootstrap_medians(a, rng)
-    medians_b = bootstrap_medians(b, rng)
-    ratios = sorted(mb / ma for ma, mb in zip(medians_a, medians_b, strict=True) if ma != 0)
+    medians = zip(bootstrap_medians(a, rng), bootstrap_medians(b, rng), strict=True)  # a's draws first
+    ratios = sorted(mb / ma for ma, mb in medians if ma != 0)
     if not ratios:
         return math.nan, math.nan
     tail = (1 - CONFIDENCE) / 2
@@ -167,11 +162,7 @@ def median_coverage(n: int, k: int) -> float:
 
 def order_statistic_rank(n: int, target: float) -> int:
     """The largest k whose interval [x_(k), x_(n+1-k)] still covers `target`; 1 if none does."""
-    best = 1
-    for k in range(1, (n + 1) // 2 + 1):
-        if median_coverage(n, k) >= target:
-            best = k
-    return best
+    return max((k for k in range(1, (n + 1) // 2 + 1) if median_coverage(n, k) >= target), default=1)
 
 
 def ratio_interval(a: Sequence[float], b: Sequence[float], seed: int = 0) -> Interval:
@@ -209,7 +200,6 @@ def median_interval(samples: Sequence[float]) -> Interval:
 def describe(samples: Sequence[float]) -> Summary:
     base = summarize(samples)
     interval = median_interval(samples)
-    low, high = interval.low, interval.high
     rel_iqr = base["iqr"] / abs(base["median"]) if base["median"] else 0.0
     return Summary(
         n=int(base["n"]),
@@ -221,8 +211,8 @@ def describe(samples: Sequence[float]) -> Summary:
         max=base["max"],
         mean=base["mean"],
         stdev=base["stdev"],
-        ci_low=low,
-        ci_high=high,
+        ci_low=interval.low,
+        ci_high=interval.high,
         outliers=outliers(samples),
         unstable=rel_iqr > UNSTABLE_RELATIVE_IQR,
         ci_coverage=interval.coverage,
@@ -291,16 +281,10 @@ def rank_sum_distribution(n1: int, groups: tuple[int, ...]) -> tuple[int, int, t
         doubled += [2 * below + t + 1] * t
         below += t
     first = doubled[0]
-    step = 0
-    for r in doubled:
-        step = math.gcd(step, r - first)
-    step = step or 1  # one run of equal values: a single possible sum
+    step = math.gcd(*(r - first for r in doubled)) or 1  # 0: one run of equal values, a single possible sum
     ranks = [(r - first) // step for r in doubled]  # ascending, from 0
-    low, high = [0], [0]  # low[k] / high[k]: the sum of the k smallest / largest ranks
-    for e in ranks:
-        low.append(low[-1] + e)
-    for e in reversed(ranks):
-        high.append(high[-1] + e)
+    # low[k] / high[k]: the sum of the k smallest / largest ranks
+    low, high = [0, *itertools.accumulate(ranks)], [0, *itertools.accumulate(reversed(ranks))]
     width = 1 + max(
         high[n1] - low[n1 + 1] if n1 < n else 0,  # row n1's top below row n1 + 1's bottom
         high[n1 - 1] - low[n1] if n1 > 0 else 0,  # row n1 - 1's top below row n1's bottom
@@ -322,12 +306,8 @@ def rank_sum_distribution(n1: int, groups: tuple[int, ...]) -> tuple[int, int, t
     span = high[n1] - low[n1] + 1
     row = (product >> (bits * (start - offset))).to_bytes(bits // 8 * span, "little")
     size = bits // 8
-    cumulative: list[int] = []
-    running = 0
-    for i in range(span):
-        running += int.from_bytes(row[i * size : (i + 1) * size], "little")
-        cumulative.append(running)
-    return step, n1 * first + step * low[n1], tuple(cumulative)
+    counts = (int.from_bytes(row[i * size : (i + 1) * size], "little") for i in range(span))
+    return step, n1 * first + step * low[n1], tuple(itertools.accumulate(counts))
 
 
 def _exact_tied_pvalue(doubled_rank_sum: int, n1: int, groups: tuple[int, ...]) -> float:
@@ -361,8 +341,7 @@ def mann_whitney_u(a: Sequence[float], b: Sequence[float]) -> tuple[float, float
     # x's doubled (mid-)rank: the values below it, plus those up to the end of its run of equal
     # values, plus 1 (twice the middle of the run), an integer.
     doubled_r1 = sum(bisect_left(pooled, x) + bisect_right(pooled, x) + 1 for x in a)
-    r1 = doubled_r1 / 2
-    u1 = r1 - n1 * (n1 + 1) / 2
+    u1 = doubled_r1 / 2 - n1 * (n1 + 1) / 2
     if n1 == 0 or n2 == 0:
         return u1, 1.0
     exact = max(n1, n2) <= EXACT_MAX_N or n1 * n2 <= EXACT_MAX_PRODUCT

@@ -74,10 +74,5 @@ def differences(a: Result, b: Result, metric_a: Metric | None = None, metric_b: 
 
 def plan_key(suite: str, params: Mapping[str, Any], precision: str, device: str) -> str:
     """The workload as a plan knows it before any job ran (no dataset fingerprint, no variant)."""
-    fields = {
-        "suite": suite,
-        "params": _params_text(params),
-        "precision": precision,
-        "device": device,
-    }
+    fields = {"suite": suite, "params": _params_text(params), "precision": precision, "device": device}
     return json.dumps(fields, sort_keys=True)

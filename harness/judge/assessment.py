@@ -21,12 +21,12 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
-from harness.core.result_types import Check, Metric
+from harness.core.result_types import Check, Metric, Result
 from harness.core.schema import missing_rounds
 from harness.core.stack_facts import STACKS
 from harness.core.statistics import Interval, Summary, describe, ratio_interval
@@ -207,13 +207,7 @@ class Assessment:
 
     @cached_property
     def _metrics(self) -> dict[Key, Metric]:
-        """Every metric of an ok job (a failed job's partial metrics are not numbers to judge)."""
-        return {
-            (fw, m["name"]): m
-            for fw, result in self.run.results.items()
-            if result["status"] == "ok"
-            for m in result["metrics"]
-        }
+        return {(fw, m["name"]): m for fw, _, m in ok_metrics(self.run)}
 
     @cached_property  # filled on first use: a run's bootstrap intervals are not free
     def _summaries(self) -> dict[Key, Summary]:
@@ -224,19 +218,22 @@ class Assessment:
         return {}
 
 
+def ok_metrics(run: Run) -> Iterator[tuple[str, Result, Metric]]:
+    """(framework, result, metric) for every metric of an ok job: a failed job's partial metrics are
+    not numbers to judge."""
+    for fw, result in run.results.items():
+        if result["status"] == "ok":
+            for metric in result["metrics"]:
+                yield fw, result, metric
+
+
 def assess(run: Run) -> Assessment:
     """Judge a run once. Reads the run's calibration copy (a broken one joins `run.problems`)."""
     checks = tuple(evaluate(run))
     gate_failed = frozenset(failing_frameworks(list(checks)))
     ceilings = ceilings_for_run(run)
     findings = tuple(lint(run, ceilings))
-    sync_states = {
-        (fw, m["name"]): sync_state(m)
-        for fw, result in run.results.items()
-        if result["status"] == "ok"
-        for m in result["metrics"]
-        if m["kind"] == "time"
-    }
+    sync_states = {(fw, m["name"]): sync_state(m) for fw, _, m in ok_metrics(run) if m["kind"] == "time"}
     exclusions: dict[Key, str] = {key: SYNC_ESCAPED for key, state in sync_states.items() if state == "escaped"}
     for f in findings:
         if not f.plausible:
@@ -252,7 +249,6 @@ def assess(run: Run) -> Assessment:
     not_comparable = {fw: GATE for fw in sorted(gate_failed, key=list(run.results).index)}
     for fw, why in [*mismatches.items(), *unfair.items()]:
         not_comparable[fw] = f"{not_comparable[fw]}; {why}" if fw in not_comparable else why
-    all_ran = all(r["status"] in ("ok", "skipped") for r in run.results.values()) and not run.problems
     return Assessment(
         run=run,
         checks=checks,
@@ -264,7 +260,7 @@ def assess(run: Run) -> Assessment:
         measured=measured,
         precision_mismatches=mismatches,
         not_comparable=not_comparable,
-        all_ran=all_ran,
+        all_ran=all(r["status"] in ("ok", "skipped") for r in run.results.values()) and not run.problems,
         interrupted=bool(run.summary.get("interrupted")),
         contention=contention,
         fairness_mismatches=unfair,
@@ -272,14 +268,11 @@ def assess(run: Run) -> Assessment:
 
 
 def _contention(run: Run) -> dict[Key, tuple[int, int]]:
-    found = {}
-    for fw, result in run.results.items():
-        if result["status"] != "ok":
-            continue
-        for m in result["metrics"]:
-            if m["kind"] == "time" and isinstance(m.get("contention"), dict):
-                found[(fw, m["name"])] = (len(disturbed_samples(m)), len(m["samples"]))
-    return found
+    return {
+        (fw, m["name"]): (len(disturbed_samples(m)), len(m["samples"]))
+        for fw, _, m in ok_metrics(run)
+        if m["kind"] == "time" and isinstance(m.get("contention"), dict)
+    }
 
 
 # Which samples and rounds the machine disturbed: the one rule every verdict filters by (compare,

@@ -17,10 +17,10 @@ import math
 import statistics
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
-from typing import Any
 
 from harness.core import workload
 from harness.core.errors import HarnessError
+from harness.core.machine_id import field_at
 from harness.core.result_types import Metric, Result
 from harness.core.statistics import (
     ALPHA,
@@ -162,16 +162,6 @@ class Comparison:
         return max(bad, key=lambda c: c.slowdown, default=None)
 
 
-def field_at(doc: Any, *path: str) -> Any:
-    """doc[path[0]][path[1]]..., or None where a level is missing or not an object."""
-    node: Any = doc
-    for key in path:
-        if not isinstance(node, dict):
-            return None
-        node = node.get(key)
-    return node
-
-
 def metadata_warnings(a: Run, b: Run) -> list[str]:
     warnings = []
     for fw in a.results:
@@ -228,11 +218,8 @@ def _why_absent(run: Run, side: str, framework: str, metric: str | None = None) 
     result = run.results.get(framework)
     if result is None:
         return f"missing in {side} (no {framework} job)"
-    if result["status"] == "skipped":
-        return f"skipped in {side}: {plain(result.get('reason') or 'no reason given')}"
-    if result["status"] != "ok":
-        reason = plain(result.get("reason") or "no reason given")
-        return f"{result['status']} in {side}: {reason}"
+    if result["status"] != "ok":  # skipped, failed, interrupted, ...
+        return f"{result['status']} in {side}: {plain(result.get('reason') or 'no reason given')}"
     if metric is not None and all(m["name"] != metric for m in result["metrics"]):
         return f"missing in {side} (the {framework} job measured no {metric})"
     return None
@@ -294,7 +281,6 @@ def compare_runs(judged_a: Assessment, judged_b: Assessment) -> Comparison:
         # the rounds the machine disturbed are left out of the test and of the ratio alike.
         (xa, out_a), (xb, out_b) = assessment.quiet_rounds(ma), assessment.quiet_rounds(mb)
         rounds = bool(xa) and bool(xb)
-        basis = ROUNDS if rounds else SAMPLES
         processes = (len(xa), len(xb)) if rounds else (len(xa) or 1, len(xb) or 1)
         if not rounds:
             xa, xb = ma["samples"], mb["samples"]
@@ -329,7 +315,7 @@ def compare_runs(judged_a: Assessment, judged_b: Assessment) -> Comparison:
                 p_value=p,
                 excluded=excluded,
                 ci_coverage=interval.coverage,
-                basis=basis,
+                basis=ROUNDS if rounds else SAMPLES,
                 processes=processes,
                 disturbed=disturbed,
                 left_out=(out_a, out_b) if rounds else (0, 0),

@@ -18,11 +18,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from harness.core import machine_id, workload
-from harness.core.result_types import Metric, Result
+from harness.core.result_types import Result
 from harness.core.statistics import Summary
 from harness.judge import change_points
-from harness.judge.assessment import Assessment
-from harness.judge.compare import field_at
+from harness.judge.assessment import Assessment, ok_metrics
 from harness.store.run_folder import Run
 from harness.text.escape import plain
 
@@ -93,42 +92,37 @@ class ChangePoint:
         return self.ratio - 1 if self.series.better == "lower" else 1 / self.ratio - 1
 
 
-def _why_left_out(judged: Assessment, fw: str, result: Result, metric: Metric) -> str | None:
-    if not judged.comparable(fw):
-        return judged.not_comparable[fw]
-    return judged.excluded(fw, metric["name"])
-
-
 def series_of(runs: Sequence[tuple[Run, Assessment]]) -> list[Series]:
     """Every (framework, metric, workload, threads, machine) series of these runs (one suite, oldest first)."""
     found: dict[tuple[str, str, str], Series] = {}
     machines: dict[str, Result] = {}  # machine_id.identity -> the first result measured there
     for position, (run, judged) in enumerate(runs):
         run_id = plain(run.summary.get("run_id"))
-        for fw, result in run.results.items():
-            if result["status"] != "ok":
-                continue
-            for metric in result["metrics"]:
-                key = (fw, metric["name"], workload.series_key(result, metric))
-                identity = machine_id.identity(result)
-                machines.setdefault(identity, result)
-                if key not in found:
-                    found[key] = Series(fw, metric["name"], metric["unit"], metric["better"], workload.label(result))
-                    found[key].machine_key = identity
-                    found[key].fingerprint = machine_id.fingerprint(result)
-                    found[key].threads = machine_id.threads(result)
-                    found[key].series_key, found[key].workload_key = key[2], workload.key(result, metric)
-                series = found[key]
-                median = metric["stats"]["median"]
-                why = _why_left_out(judged, fw, result, metric) or (None if median > 0 else "median not above 0")
-                n = len(metric["samples"])
-                point = Point(position, run_id, median, result, run.summary, fw, metric["name"], n, judged, why)
-                if n:
-                    series.every.append(point)
-                if why is not None:
-                    series.left_out.append(f"run {run_id}: {why}")
-                else:
-                    series.points.append(point)
+        for fw, result, metric in ok_metrics(run):
+            key = (fw, metric["name"], workload.series_key(result, metric))
+            identity = machine_id.identity(result)
+            machines.setdefault(identity, result)
+            if key not in found:
+                found[key] = Series(fw, metric["name"], metric["unit"], metric["better"], workload.label(result))
+                found[key].machine_key = identity
+                found[key].fingerprint = machine_id.fingerprint(result)
+                found[key].threads = machine_id.threads(result)
+                found[key].series_key, found[key].workload_key = key[2], workload.key(result, metric)
+            series = found[key]
+            median = metric["stats"]["median"]
+            why = (
+                judged.not_comparable.get(fw)
+                or judged.excluded(fw, metric["name"])
+                or (None if median > 0 else "median not above 0")
+            )
+            n = len(metric["samples"])
+            point = Point(position, run_id, median, result, run.summary, fw, metric["name"], n, judged, why)
+            if n:
+                series.every.append(point)
+            if why is not None:
+                series.left_out.append(f"run {run_id}: {why}")
+            else:
+                series.points.append(point)
     names = machine_id.labels(machines)
     for series in found.values():
         series.machine, series.several_machines = names[series.machine_key], len(names) > 1
@@ -150,15 +144,15 @@ FACTS: tuple[tuple[str, str, tuple[str, ...], int], ...] = (
 
 
 def _fact(point: Point, source: str, path: tuple[str, ...], cut: int) -> Any:
-    value = field_at(point.summary if source == "summary" else point.result, *path)
+    value = machine_id.field_at(point.summary if source == "summary" else point.result, *path)
     return str(value)[:cut] if cut and value is not None else value
 
 
 def provenance_diff(a: Point, b: Point) -> list[str]:
     """What differs between two runs of one series, in words: where to look for the cause."""
     changed = []
-    versions_a = field_at(a.result, "environment", "versions") or {}
-    versions_b = field_at(b.result, "environment", "versions") or {}
+    versions_a = machine_id.field_at(a.result, "environment", "versions") or {}
+    versions_b = machine_id.field_at(b.result, "environment", "versions") or {}
     for package in dict.fromkeys([*versions_a, *versions_b]):
         if versions_a.get(package) != versions_b.get(package):
             changed.append(f"{package} {versions_a.get(package, '-')} -> {versions_b.get(package, '-')}")

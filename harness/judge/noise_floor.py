@@ -93,34 +93,25 @@ def between_processes(run: Run) -> dict[str, dict[str, float]]:
     """framework -> metric -> standard deviation of log(round median), from a run with rounds, over
     exactly the rounds `compare` judges with (a contended or throttled round is left out of both)."""
     found: dict[str, dict[str, float]] = {}
-    for fw, result in run.results.items():
-        for metric in result["metrics"] if result["status"] == "ok" else []:
-            kept = _kept(result, metric["name"])
-            if kept:
-                found.setdefault(fw, {})[metric["name"]] = statistics.stdev(math.log(m) for m in kept)
+    for fw, result, metric in assessment.ok_metrics(run):
+        kept = _kept(result, metric["name"])
+        if kept:
+            found.setdefault(fw, {})[metric["name"]] = statistics.stdev(math.log(m) for m in kept)
     return found
 
 
 def left_out(runs: list[Run]) -> int:
     """Rounds of these runs left out of the floor because the machine disturbed them."""
-    return sum(
-        assessment.quiet_rounds(m)[1]
-        for run in runs
-        for r in run.results.values()
-        if r["status"] == "ok"
-        for m in r["metrics"]
-    )
+    return sum(assessment.quiet_rounds(m)[1] for run in runs for _, _, m in assessment.ok_metrics(run))
 
 
 def _identity(result: Result) -> dict[str, Any]:
     """What must be equal, framework by framework, across the runs of one floor: the stack."""
-    image = result.get("image")
-    env = result.get("environment")
     return {
         "stack": result.get("stack"),
         "backend": result.get("backend"),
-        "versions": env.get("versions") if isinstance(env, dict) else None,
-        "image": image.get("id") if isinstance(image, dict) else None,
+        "versions": machine_id.field_at(result, "environment", "versions"),
+        "image": machine_id.field_at(result, "image", "id"),
     }
 
 
@@ -235,12 +226,11 @@ def degrees(runs: list[Run]) -> dict[str, dict[str, int]]:
     """framework -> metric -> degrees of freedom of its pooled process noise: kept rounds - 1, summed."""
     found: dict[str, dict[str, int]] = {}
     for run in runs:
-        for fw, result in run.results.items():
-            for metric in result["metrics"] if result["status"] == "ok" else []:
-                kept = _kept(result, metric["name"])
-                if kept:
-                    per = found.setdefault(fw, {})
-                    per[metric["name"]] = per.get(metric["name"], 0) + len(kept) - 1
+        for fw, result, metric in assessment.ok_metrics(run):
+            kept = _kept(result, metric["name"])
+            if kept:
+                per = found.setdefault(fw, {})
+                per[metric["name"]] = per.get(metric["name"], 0) + len(kept) - 1
     return found
 
 
@@ -508,8 +498,7 @@ def plan_rounds(plan: Plan, detect: str, *, interleaved: bool) -> tuple[int, str
             f"--detect {detect}: even {MAX_ROUNDS} rounds cannot see a change that small here "
             f"(between-process noise up to {fmt_share(max(sigmas))}); ask for a larger change"
         )
-    sides = 2 if interleaved else 1
-    cost = found * entry["seconds_per_round"] * sides
+    cost = found * entry["seconds_per_round"] * (2 if interleaved else 1)
     each = f"{found} rounds a side" if interleaved else f"{found} rounds"
     then = "" if interleaved else f"; compare the run with another of {found} rounds"
     return found, (

@@ -102,18 +102,15 @@ def _number(value: Any) -> float | None:
 
 
 def _finding(
-    fw: str, metric: Metric, quantity: str, amount: float, peak: Peak | str, achievable: tuple[float | None, str | None]
-) -> Finding | None:
+    fw: str, metric: Metric, quantity: str, rate: float, peak: Peak | str, achievable: tuple[float | None, str | None]
+) -> Finding:
     """`peak`: the datasheet peak, or why there is none; `achievable`: (ceiling, why there is none)."""
-    median = _number(metric["stats"]["median"])
-    if median is None:
-        return None
     found = peak if isinstance(peak, Peak) else None
     return Finding(
         framework=fw,
         metric=metric["name"],
         quantity=quantity,
-        achieved=amount / median,
+        achieved=rate,
         peak=found.value if found else None,
         basis=found.basis if found else str(peak),
         synchronised=bool(metric.get("synchronised", True)),
@@ -148,20 +145,17 @@ def lint(run: Run, ceilings: Ceilings | None) -> list[Finding]:
         if result["status"] != "ok":
             continue
         for metric in result["metrics"]:
-            if metric["kind"] != "time":
+            median = _number(metric["stats"]["median"])
+            if metric["kind"] != "time" or median is None:
                 continue
             flops, moved = _number(metric.get("flops")), _number(metric.get("bytes"))
             dtype = metric.get("dtype")
             if flops is not None:
                 achievable = _flops_ceiling(ceilings, result, dtype)
-                finding = _finding(fw, metric, "flops", flops, peak_or_why(result, dtype), achievable)
-                if finding is not None:
-                    findings.append(finding)
+                findings.append(_finding(fw, metric, "flops", flops / median, peak_or_why(result, dtype), achievable))
             if moved is not None:
                 achievable = _bandwidth_ceiling(ceilings)
-                finding = _finding(fw, metric, "bytes", moved, bandwidth_or_why(result), achievable)
-                if finding is not None:
-                    findings.append(finding)
+                findings.append(_finding(fw, metric, "bytes", moved / median, bandwidth_or_why(result), achievable))
     return findings
 
 
