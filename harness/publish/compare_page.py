@@ -13,9 +13,8 @@ from harness.publish.collect import PublishedRun
 from harness.publish.flags import FlagBook
 from harness.publish.names import INDEX, run_file
 from harness.publish.page import Markup, join, lines, link, page, table, tag
-from harness.report.comparison import evidence_lines, p_cell, ratio_cell, value_cell
+from harness.report.comparison import evidence_lines, geomean_lines, p_cell, ratio_cell, value_cell
 from harness.text.escape import plain
-from harness.text.numbers import fmt_geomean
 
 
 def _verdict_class(change: Change) -> str:
@@ -54,15 +53,6 @@ def _changes(comparison: Comparison, a: PublishedRun, b: PublishedRun, book: Fla
     return table(headers, rows, [_verdict_class(c) for c in comparison.changes], id="changes", class_="data")
 
 
-def _summary(comparison: Comparison) -> list[str]:
-    found = [
-        f"geometric mean of time ratios B/A, {plain(fw)}: {fmt_geomean(comparison.geomean(fw))}"
-        for fw in dict.fromkeys(c.framework for c in comparison.changes)
-    ]
-    found.append(f"geometric mean of time ratios B/A, all: {fmt_geomean(comparison.geomean())}")
-    return found
-
-
 def _side(name: str, entry: PublishedRun) -> Markup:
     return tag(
         "p",
@@ -92,7 +82,7 @@ def compare_page(a: PublishedRun, b: PublishedRun, book: FlagBook, suite_href: s
         body.append(lines([f"WARNING: {plain(w)}" for w in comparison.warnings], class_="warnings"))
     body += [
         _changes(comparison, a, b, book),
-        lines(_summary(comparison) + [plain(line) for line in evidence_lines(comparison)]),
+        lines([plain(line) for line in geomean_lines(comparison) + evidence_lines(comparison)]),
         tag(
             "p",
             '"excluded" when a metric is flagged in either run or the runs measured different work; "no verdict" '

@@ -24,7 +24,6 @@ NOT_COMPARABLE_WORD = "NOT COMPARABLE"
 
 def run_flags(judged: Assessment) -> dict[Key, list[str]]:
     """(framework, metric) -> its flags, each one line starting with its word in capitals."""
-    run = judged.run
     flags: dict[Key, list[str]] = {}
     for key in sorted(judged.escaped):
         flags.setdefault(key, []).append(f"{ESCAPED_WORD}: {ESCAPED}")
@@ -34,7 +33,7 @@ def run_flags(judged: Assessment) -> dict[Key, list[str]]:
             f"{fmt_giga(finding.ceiling or 0)} {finding.unit} ({finding.basis}); {IMPLAUSIBLE}"
         )
     for fw, why in judged.not_comparable.items():
-        result = run.results[fw]
+        result = judged.run.results[fw]
         for metric in result["metrics"] if result["status"] == "ok" else []:
             flags.setdefault((fw, metric["name"]), []).append(f"{NOT_COMPARABLE_WORD} (†): {why}")
     return {key: [plain(f) for f in found] for key, found in flags.items()}
@@ -42,9 +41,8 @@ def run_flags(judged: Assessment) -> dict[Key, list[str]]:
 
 def run_notes(judged: Assessment) -> dict[Key, list[str]]:
     """Caveats that leave a number usable but worth a word: a time whose sync was not checked."""
-    run = judged.run
     notes: dict[Key, list[str]] = {}
-    for fw, result in run.results.items():
+    for fw, result in judged.run.results.items():
         for metric in result["metrics"] if result["status"] == "ok" else []:
             if metric["kind"] == "time" and judged.sync(fw, metric["name"]) == "unchecked":
                 why = (metric.get("sync") or {}).get("why", "no barrier evidence in the result")

@@ -16,8 +16,7 @@ def _flag_cell(count: int) -> str:
 
 def index_page(catalogue: Catalogue, book: FlagBook, source: str, generated: str) -> str:
     suites = catalogue.suites()
-    suite_rows = []
-    suite_classes = []
+    suite_rows, suite_classes = [], []
     for number, (name, runs) in enumerate(suites.items()):
         flagged = sum(book.count(entry) for entry in runs)
         suite_rows.append(
@@ -30,8 +29,7 @@ def index_page(catalogue: Catalogue, book: FlagBook, source: str, generated: str
             ]
         )
         suite_classes.append("flagged" if flagged else "")
-    run_rows = []
-    run_classes = []
+    run_rows, run_classes = [], []
     for entry in catalogue.runs:
         count = book.count(entry)
         run_rows.append(

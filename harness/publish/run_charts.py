@@ -13,6 +13,7 @@ or point.
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -54,9 +55,7 @@ def _drawn_curves(curves: LearningCurves) -> list[Curve]:
 
 
 def _undrawn_words(curves: LearningCurves) -> str:
-    total: dict[str, int] = {}
-    for c in curves.curves:
-        total[c.framework] = total.get(c.framework, 0) + 1
+    total = Counter(c.framework for c in curves.curves)
     left = [f"{plain(fw)} {n - MAX_ROUND_LINES}" for fw, n in total.items() if n > MAX_ROUND_LINES]
     if not left:
         return ""
@@ -166,19 +165,16 @@ def _learning_data(curves: LearningCurves) -> dict[str, Any]:
         "bands": [_band_data(curves, b) for b in curves.bands],
         "charts": [
             {
-                "id": "chart-accuracy",
-                "field": "accuracy",
-                "title": f"{plain(curves.suite)}: test accuracy against training time",
+                "id": f"chart-{field}",
+                "field": field,
+                "title": f"{plain(curves.suite)}: {what} against training time",
                 "x": x,
-                "y": "test accuracy (%)",
-            },
-            {
-                "id": "chart-loss",
-                "field": "loss",
-                "title": f"{plain(curves.suite)}: train loss against training time",
-                "x": x,
-                "y": "mean train loss of the epoch",
-            },
+                "y": y,
+            }
+            for field, what, y in (
+                ("accuracy", "test accuracy", "test accuracy (%)"),
+                ("loss", "train loss", "mean train loss of the epoch"),
+            )
         ],
     }
 
@@ -332,15 +328,11 @@ def _series_data(timeline: Timeline, series: TimelineSeries) -> dict[str, Any]:
     }
 
 
-def _timeline_scale(timeline: Timeline) -> tuple[float, str]:
-    samples = sorted(s for series in timeline.series for s in series.samples)
-    return time_unit(samples[len(samples) // 2] if samples else 1.0)
-
-
 def _timeline_data(number: int, timeline: Timeline) -> dict[str, Any]:
-    scale, unit = _timeline_scale(timeline)
+    samples = sorted(s for series in timeline.series for s in series.samples)
+    scale, unit = time_unit(samples[len(samples) // 2] if samples else 1.0)
     metric = plain(timeline.metric)
-    log = wide([s for series in timeline.series for s in series.samples])  # as the PNG timeline does
+    log = wide(samples)  # as the PNG timeline does
     return {
         "id": f"chart-timeline-{number}",
         "metric": metric,
@@ -368,13 +360,9 @@ def first_calls_line(timeline: Timeline) -> str:
     return "first calls: " + "; ".join(parts)
 
 
-def rounds_of(timeline: Timeline) -> int:
-    return max((len(s.round_sizes) for s in timeline.series), default=1)
-
-
 def _timeline_figure(number: int, timeline: Timeline) -> Markup:
     metric = plain(timeline.metric)
-    rounds = rounds_of(timeline)
+    rounds = max((len(s.round_sizes) for s in timeline.series), default=1)
     alt = f"Time of every steady sample of {metric} in the order taken, for {_words([s.framework for s in timeline.series])}"
     if rounds > 1:
         alt += f"; {rounds} rounds, {_count(rounds - 1, 'round boundary')}"
@@ -409,13 +397,10 @@ def _timeline_figure(number: int, timeline: Timeline) -> Markup:
 # ---------------------------------------------------------------------------------------------
 
 
-def _figure(chart_id: str, alt: str, read: str, extra: Markup | None = None) -> Markup:
+def _figure(chart_id: str, alt: str, read: str, extra: Markup = Markup("")) -> Markup:
     """A chart's figure: the container site.js draws into, what it shows (aria-label), how to read it."""
-    parts = [tag("div", "", id=chart_id, class_="chart picture", role="img", aria_label=alt)]
-    if extra is not None:
-        parts.append(extra)
-    parts.append(tag("figcaption", read))
-    return tag("figure", join(parts), class_="picture")
+    chart = tag("div", "", id=chart_id, class_="chart picture", role="img", aria_label=alt)
+    return tag("figure", join([chart, extra, tag("figcaption", read)]), class_="picture")
 
 
 def chart_data(pictures: RunPictures) -> dict[str, Any]:

@@ -81,6 +81,5 @@ def run_page(entry: PublishedRun, book: FlagBook, suite_href: str) -> str:
     ]
     if entry.run.problems:
         body += [tag("h2", "Rejected files"), lines([plain(p) for p in entry.run.problems], class_="skipped")]
-    if pictures.empty:
-        return page(f"run {entry.run_id}", join(body))
-    return page(f"run {entry.run_id}", join(body), data=chart_data(pictures), charts=True)
+    charts = not pictures.empty
+    return page(f"run {entry.run_id}", join(body), data=chart_data(pictures) if charts else None, charts=charts)

@@ -18,7 +18,6 @@ from pathlib import Path
 
 from harness.core import workload
 from harness.core.errors import HarnessError
-from harness.core.result_types import Metric, Result
 from harness.core.safe_files import MissingFile, UnsafeFile, read_bytes, real_folder, write_bytes_atomic
 from harness.judge.verdicts import Verdicts
 from harness.publish.bisect_page import bisect_label, bisect_page
@@ -74,8 +73,7 @@ def workload_pairs(runs: list[PublishedRun], max_pairs: int) -> list[tuple[int, 
     groups: dict[str, list[int]] = {}
     for position, entry in enumerate(runs):
         groups.setdefault(run_workload(entry), []).append(position)
-    found = [(group[i], group[j]) for group in groups.values() for i, j in pairs_to_compare(len(group), max_pairs)]
-    return sorted(found)
+    return sorted((group[i], group[j]) for group in groups.values() for i, j in pairs_to_compare(len(group), max_pairs))
 
 
 def _change_points(runs: list[PublishedRun], book: FlagBook) -> Changes:
@@ -87,14 +85,10 @@ def _change_points(runs: list[PublishedRun], book: FlagBook) -> Changes:
         print(f"publish: no change points on the charts: {error}", file=sys.stderr)
         return {}
     for shift in shifts:
-        series = shift.series
-        key = workload.series_key(series.points[0].result, _metric(series.points[0].result, series.metric))
-        found.setdefault((series.metric, key), []).append(shift)
+        series, first = shift.series, shift.series.points[0].result
+        metric = next((m for m in first["metrics"] if m["name"] == series.metric), None)
+        found.setdefault((series.metric, workload.series_key(first, metric)), []).append(shift)
     return found
-
-
-def _metric(result: Result, name: str) -> Metric | None:
-    return next((m for m in result["metrics"] if m["name"] == name), None)
 
 
 _PAGES: list[str] = []  # the pages this publish wrote, for its manifest
@@ -191,9 +185,8 @@ def publish_site(results_dir: Path, out: Path, max_pairs: int = DEFAULT_MAX_PAIR
     _clear_old_pages(out)
     _PAGES.clear()
     book = FlagBook(Verdicts())
-    published = Published(index=out / INDEX, runs=len(catalogue.runs), skipped=catalogue.skipped)
     suites = catalogue.suites()
-    published.suites = len(suites)
+    published = Published(index=out / INDEX, runs=len(catalogue.runs), suites=len(suites), skipped=catalogue.skipped)
     for number, (suite, runs) in enumerate(suites.items()):
         bisects = [(bisect_file(entry.key), bisect_label(entry)) for entry in catalogue.suite_bisects(suite)]
         published.comparisons += _publish_suite(out, number, suite, runs, book, max_pairs, bisects)

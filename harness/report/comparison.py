@@ -89,11 +89,6 @@ def evidence_lines(comparison: Comparison) -> list[str]:
     return lines + comparison.floor
 
 
-def _table(comparison: Comparison, tablefmt: str) -> str:
-    headers, rows = _rows(comparison)
-    return escape.table(rows, headers, tablefmt)
-
-
 def _rows(comparison: Comparison) -> tuple[list[str], list[list[str]]]:
     headers = ["framework", "metric", "A", "B", "B/A [interval]", f"p ({CORRECTION}-adjusted)", "verdict"]
     rows = [
@@ -111,11 +106,17 @@ def _rows(comparison: Comparison) -> tuple[list[str], list[list[str]]]:
     return headers, rows
 
 
+def geomean_lines(comparison: Comparison) -> list[str]:
+    """The geometric mean of the time ratios per framework, then over all (`compare` and the site's page)."""
+    each = [
+        f"geometric mean of time ratios B/A, {fw}: {fmt_geomean(comparison.geomean(fw))}"
+        for fw in dict.fromkeys(c.framework for c in comparison.changes)
+    ]
+    return each + [f"geometric mean of time ratios B/A, all: {fmt_geomean(comparison.geomean())}"]
+
+
 def _summary_lines(comparison: Comparison) -> list[str]:
-    lines = []
-    for fw in dict.fromkeys(c.framework for c in comparison.changes):
-        lines.append(f"geometric mean of time ratios B/A, {fw}: {fmt_geomean(comparison.geomean(fw))}")
-    lines.append(f"geometric mean of time ratios B/A, all: {fmt_geomean(comparison.geomean())}")
+    lines = geomean_lines(comparison)
     lines.append(
         "intervals: 95 % unless the coverage they really have is printed inside the brackets (few samples); "
         "(rounds) = per-round medians of interleaved rounds were the observations, else the samples of one "
@@ -143,10 +144,11 @@ def render_comparison(comparison: Comparison, fmt: Format) -> str:
             "warnings": comparison.warnings,
         }
         return json.dumps(doc, indent=2)
+    headers, rows = _rows(comparison)
     if fmt is Format.html:
-        headers, rows = _rows(comparison)
         body = html.table(headers, rows) + html.tag("pre", "\n".join(_summary_lines(comparison)))
         return html_page(head, body)
     tablefmt = "github" if fmt is Format.markdown else "simple"
     line = escape.for_tablefmt(tablefmt)
-    return "\n".join([line(head), "", _table(comparison, tablefmt), ""] + [line(s) for s in _summary_lines(comparison)])
+    table = escape.table(rows, headers, tablefmt)
+    return "\n".join([line(head), "", table, ""] + [line(s) for s in _summary_lines(comparison)])

@@ -84,7 +84,6 @@ def run_document(judged: Assessment) -> dict[str, Any]:
 
 
 def render_run(judged: Assessment, fmt: Format) -> str:
-    run = judged.run
     if fmt is Format.table:
         return render(judged)
     if fmt is Format.markdown:
@@ -105,4 +104,4 @@ def render_run(judged: Assessment, fmt: Format) -> str:
         ],
         "\n",
     )
-    return html_page(f"{run.summary.get('suite')} - {run.summary.get('run_id')}", body)
+    return html_page(f"{judged.run.summary.get('suite')} - {judged.run.summary.get('run_id')}", body)

@@ -45,7 +45,7 @@ def _time_metrics(run: Run) -> tuple[list[str], list[str], dict[tuple[str, str],
 
 def _grouped_bars(
     ax: Any, names: list[str], frameworks: list[str], value: Any, err: Any = None, style: Any = None
-) -> list[float]:
+) -> None:
     width = 0.8 / max(len(frameworks), 1)
     shown: list[float] = []
     for i, fw in enumerate(frameworks):
@@ -70,20 +70,21 @@ def _grouped_bars(
     if positive and wide(positive):  # the jit suite spans four decades
         ax.set_yscale("log")
     ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize="small")
-    return shown
-
-
-def _save(fig: Any, path: Path) -> None:
-    """PNG bytes replace the file in one rename: a link planted at `path` is replaced, not written through."""
-    buffer = io.BytesIO()
-    fig.savefig(buffer, format="png", dpi=120)
-    write_bytes_atomic(path, buffer.getvalue())
 
 
 @dataclass(frozen=True)
 class Figure:
     path: Path
     alt: str  # what the picture shows, in a sentence (plain text: the medium escapes it)
+
+
+def _save(plt: Any, fig: Any, path: Path, alt: str) -> Figure:
+    """PNG bytes replace the file in one rename: a link planted at `path` is replaced, not written through."""
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=120)
+    write_bytes_atomic(path, buffer.getvalue())
+    plt.close(fig)
+    return Figure(path, alt)
 
 
 def write_figures(judged: Assessment, folder: Path) -> list[Figure]:
@@ -103,10 +104,7 @@ def _pictures(plt: Any, judged: Assessment, folder: Path, suite: str) -> list[Fi
     made: list[Figure] = []
 
     def save(fig: Any, name: str, alt: str) -> None:
-        path = folder / f"{suite}-{name}.png"
-        _save(fig, path)
-        plt.close(fig)
-        made.append(Figure(path, alt))
+        made.append(_save(plt, fig, folder / f"{suite}-{name}.png", alt))
 
     flags = pictures.flag_reasons(judged)
     curves = pictures.learning_curves(judged)
@@ -134,7 +132,6 @@ def _bars(plt: Any, run: Run, folder: Path, suite: str) -> list[Figure]:
     frameworks, names, found = _time_metrics(run)
     if not names:
         return []
-    written = []
 
     def median(fw: str, name: str) -> float | None:
         m = found.get((fw, name))
@@ -146,13 +143,10 @@ def _bars(plt: Any, run: Run, folder: Path, suite: str) -> list[Figure]:
 
     fig, ax = plt.subplots(figsize=(max(6, 1.2 * len(names) * max(len(frameworks), 1) / 2), 4.5))
     _grouped_bars(ax, names, frameworks, median, quartiles)
-    ax.set_ylabel("steady time per call (s), bars: median, whiskers: IQR")
-    ax.set_title(f"{suite}: steady state")
+    ax.set(ylabel="steady time per call (s), bars: median, whiskers: IQR", title=f"{suite}: steady state")
     fig.tight_layout()
-    path = folder / f"{suite}-steady.png"
-    _save(fig, path)
-    plt.close(fig)
-    written.append(Figure(path, f"steady time per call, median with IQR whiskers, per metric for {_names(frameworks)}"))
+    alt = f"steady time per call, median with IQR whiskers, per metric for {_names(frameworks)}"
+    steady = _save(plt, fig, folder / f"{suite}-steady.png", alt)
 
     # First call next to steady so compile cost is visible: two bars per framework and metric.
     series = [f"{fw} {kind}" for fw in frameworks for kind in ("first call", "steady")]
@@ -173,11 +167,7 @@ def _bars(plt: Any, run: Run, folder: Path, suite: str) -> list[Figure]:
 
     fig, ax = plt.subplots(figsize=(max(6, 1.2 * len(names) * len(series) / 3), 4.5))
     _grouped_bars(ax, names, series, either, style=look)
-    ax.set_ylabel("time (s)")
-    ax.set_title(f"{suite}: first call (trace/compile + run) vs steady")
+    ax.set(ylabel="time (s)", title=f"{suite}: first call (trace/compile + run) vs steady")
     fig.tight_layout()
-    path = folder / f"{suite}-first-vs-steady.png"
-    _save(fig, path)
-    plt.close(fig)
-    written.append(Figure(path, f"first call (hatched) against the steady median, per metric for {_names(frameworks)}"))
-    return written
+    alt = f"first call (hatched) against the steady median, per metric for {_names(frameworks)}"
+    return [steady, _save(plt, fig, folder / f"{suite}-first-vs-steady.png", alt)]

@@ -31,9 +31,8 @@ def environment_markdown(run: Run, only: tuple[str, ...] | None = None) -> str:
 
 
 def write_report(judged: Assessment, out: Path, figures: bool = True) -> Path:
-    run = judged.run
     # A folder the user named may be a link; one inside the run folder (the default) may not.
-    real_folder(out, allow_link=run.path.resolve() not in out.absolute().parents)
+    real_folder(out, allow_link=judged.run.path.resolve() not in out.absolute().parents)
     try:
         return _write_report(judged, out, figures)
     except OSError as error:

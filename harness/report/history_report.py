@@ -77,10 +77,7 @@ def _footer(suite: str, series: list[Series], changes: list[ChangePoint]) -> lis
         runs = dict.fromkeys(p.run_id for p in sorted((p for s in theirs for p in s.points), key=lambda p: p.position))
         where = f"{len(runs)} runs, {next(iter(runs))} to {list(runs)[-1]}" if runs else "no trusted run"
         lines.append(f"{machine}: {len(theirs)} series, {where}")
-    for s in series:
-        for why in s.left_out:
-            lines.append(f"left out of {s.title}: {why}")
-    return lines
+    return lines + [f"left out of {s.title}: {why}" for s in series for why in s.left_out]
 
 
 def render_history(suite: str, series: list[Series], changes: list[ChangePoint], fmt: Format) -> str:

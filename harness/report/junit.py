@@ -60,21 +60,14 @@ def comparison_junit(comparison: Comparison, fail_above: float | None) -> str:
     suite = str(comparison.a.summary.get("suite"))
     a, b = comparison.a.summary.get("run_id"), comparison.b.summary.get("run_id")
     cases = comparison.changes
-    failures = sum(1 for c in cases if not c.disturbed and not skipped(c) and fails(c, fail_above))
-    errors = sum(1 for c in cases if c.disturbed and c.failed is None)
-    skips = sum(1 for c in cases if skipped(c))
-    root = ET.Element(
-        "testsuites", name="harness compare", tests=str(len(cases)), failures=str(failures), errors=str(errors)
-    )
-    group = ET.SubElement(
-        root,
-        "testsuite",
-        name=plain(f"compare {a} {b} ({suite})"),
-        tests=str(len(cases)),
-        failures=str(failures),
-        errors=str(errors),
-        skipped=str(skips),
-    )
+    counts = {
+        "tests": str(len(cases)),
+        "failures": str(sum(1 for c in cases if not c.disturbed and not skipped(c) and fails(c, fail_above))),
+        "errors": str(sum(1 for c in cases if c.disturbed and c.failed is None)),
+    }
+    root = ET.Element("testsuites", {"name": "harness compare", **counts})
+    skips = str(sum(1 for c in cases if skipped(c)))
+    group = ET.SubElement(root, "testsuite", {"name": plain(f"compare {a} {b} ({suite})"), **counts, "skipped": skips})
     properties = ET.SubElement(group, "properties")
     for name, value in (("run_a", a), ("run_b", b), ("suite", suite)):
         ET.SubElement(properties, "property", name=name, value=plain(value))

@@ -25,7 +25,3 @@ def colour(framework: str) -> str:
         return FRAMEWORKS[framework].colour
     digest = hashlib.sha256(framework.encode("utf-8", "replace")).digest()
     return _SPARE[digest[0] % len(_SPARE)]
-
-
-def colours(frameworks: list[str]) -> dict[str, str]:
-    return {fw: colour(fw) for fw in frameworks}

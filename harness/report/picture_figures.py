@@ -8,6 +8,7 @@ in the flag colour or as a red ring and says FLAGGED in the legend, never as a p
 
 from __future__ import annotations
 
+import itertools
 import math
 from typing import Any
 
@@ -125,16 +126,7 @@ def roofline_figure(plt: Any, roof: Roofline) -> Any:
 
 def _boundaries(series: TimelineSeries) -> list[float]:
     """Between the last sample of a round and the first of the next (x is the 1-based sample number)."""
-    edges, total = [], 0
-    for size in series.round_sizes[:-1]:
-        total += size
-        edges.append(total + 0.5)
-    return edges
-
-
-def _log_if_wide(ax: Any, values: list[float]) -> None:
-    if wide(values):
-        ax.set_yscale("log")
+    return [total + 0.5 for total in itertools.accumulate(series.round_sizes[:-1])]
 
 
 def timeline_figure(plt: Any, timeline: Timeline, suite: str) -> Any:
@@ -169,8 +161,9 @@ def timeline_figure(plt: Any, timeline: Timeline, suite: str) -> Any:
             rounds = list(range(1, len(s.first_calls) + 1))
             first_ax.plot(rounds, s.first_calls, "D", color=colour, ms=6, label=name, gid=f"first:{s.framework}")
             firsts += s.first_calls
-    _log_if_wide(ax, samples)
-    _log_if_wide(first_ax, firsts)
+    for axes, values in ((ax, samples), (first_ax, firsts)):
+        if wide(values):
+            axes.set_yscale("log")
     title = f"{plot_label(suite)} {plot_label(timeline.metric)}: every steady sample in order"
     ax.set(title=title, xlabel="sample number (in the order taken; rounds one after another)",
            ylabel="time per call (s)")  # fmt: skip
@@ -187,8 +180,5 @@ def timeline_figure(plt: Any, timeline: Timeline, suite: str) -> Any:
 
 def timeline_caption(timeline: Timeline) -> str:
     """The first calls in words (the figure's left panel), for report.md and the terminal."""
-    parts = []
-    for s in timeline.series:
-        calls = ", ".join(fmt_time(v) for v in s.first_calls) or "not recorded"
-        parts.append(f"{s.framework} {calls}")
-    return "first calls: " + "; ".join(parts)
+    calls = [(s.framework, ", ".join(fmt_time(v) for v in s.first_calls) or "not recorded") for s in timeline.series]
+    return "first calls: " + "; ".join(f"{fw} {each}" for fw, each in calls)

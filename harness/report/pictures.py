@@ -16,6 +16,7 @@ A flagged (framework, metric) keeps its flags here, and every medium draws it as
 
 from __future__ import annotations
 
+import itertools
 import math
 import statistics
 from collections.abc import Mapping, Sequence
@@ -57,6 +58,10 @@ def flag_reasons(judged: Assessment) -> dict[Key, tuple[str, ...]]:
 
 def _ok(run: Run) -> list[tuple[str, Result]]:
     return [(fw, r) for fw, r in run.results.items() if r["status"] == "ok"]
+
+
+def _time_metrics(run: Run) -> list[tuple[str, Result, Metric]]:
+    return [(fw, r, m) for fw, r in _ok(run) for m in r["metrics"] if m["kind"] == "time"]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -104,10 +109,7 @@ class LearningCurves:
 
 
 def _curve(framework: str, process: int, doc: Mapping[str, Any]) -> Curve:
-    seconds, total = [], 0.0
-    for s in doc["epoch_seconds"]:
-        total += float(s)
-        seconds.append(total)
+    seconds = list(itertools.accumulate(float(s) for s in doc["epoch_seconds"]))
     tests = list(doc.get("test_accuracy") or [])
     points = tuple(
         CurvePoint(i + 1, seconds[i], float(loss), float(tests[i]) if i < len(tests) else None)
@@ -232,28 +234,22 @@ def roofline(judged: Assessment, flags: Mapping[Key, Sequence[str]] | None = Non
     points: list[RooflinePoint] = []
     left_out: list[str] = []
     sample_result: dict[str | None, Result] = {}
-    for fw, result in _ok(run):
-        for metric in result["metrics"]:
-            if metric["kind"] != "time":
-                continue
-            flops, moved = _positive(metric.get("flops")), _positive(metric.get("bytes"))
-            median = _positive(metric["stats"]["median"])
-            if flops is None or moved is None or median is None:
-                missing = [w for w, v in (("FLOP", flops), ("byte", moved)) if v is None]
-                if missing and (flops or moved):
-                    left_out.append(f"{fw} {metric['name']}: no {' or '.join(missing)} count")
-                continue
-            if not (math.isfinite(flops / moved) and math.isfinite(flops / median)):
-                # 1e150 FLOPs in 1e-300 s passes every per-field check and overflows here
-                left_out.append(f"{fw} {metric['name']}: intensity or rate beyond what a number can hold")
-                continue
-            dtype = metric.get("dtype")
-            sample_result.setdefault(dtype, result)
-            points.append(
-                RooflinePoint(
-                    fw, metric["name"], dtype, flops, moved, flops / median, tuple(flags.get((fw, metric["name"]), ()))
-                )
-            )
+    for fw, result, metric in _time_metrics(run):
+        flops, moved = _positive(metric.get("flops")), _positive(metric.get("bytes"))
+        median = _positive(metric["stats"]["median"])
+        if flops is None or moved is None or median is None:
+            missing = [w for w, v in (("FLOP", flops), ("byte", moved)) if v is None]
+            if missing and (flops or moved):
+                left_out.append(f"{fw} {metric['name']}: no {' or '.join(missing)} count")
+            continue
+        if not (math.isfinite(flops / moved) and math.isfinite(flops / median)):
+            # 1e150 FLOPs in 1e-300 s passes every per-field check and overflows here
+            left_out.append(f"{fw} {metric['name']}: intensity or rate beyond what a number can hold")
+            continue
+        dtype = metric.get("dtype")
+        sample_result.setdefault(dtype, result)
+        flagged = tuple(flags.get((fw, metric["name"]), ()))
+        points.append(RooflinePoint(fw, metric["name"], dtype, flops, moved, flops / median, flagged))
     if not points:
         return None
     roofs: list[Roof] = []
@@ -322,34 +318,25 @@ def _marks(metric: Metric) -> dict[int, tuple[str, ...]]:
 
 def timelines(judged: Assessment, flags: Mapping[Key, Sequence[str]] | None = None) -> list[Timeline]:
     """One timeline per time metric, in the order the metrics first appear."""
-    run = judged.run
     flags = flag_reasons(judged) if flags is None else flags
-    order: list[str] = []
     found: dict[str, list[TimelineSeries]] = {}
-    for fw, result in _ok(run):
-        for metric in result["metrics"]:
-            if metric["kind"] != "time":
-                continue
-            name = metric["name"]
-            if name not in found:
-                order.append(name)
-                found[name] = []
-            firsts = metric.get("first_calls") or []
-            if not firsts and metric.get("first_call") is not None:
-                firsts = [metric["first_call"]]  # type: ignore[list-item]
-            found[name].append(
-                TimelineSeries(
-                    fw,
-                    tuple(float(s) for s in metric["samples"]),
-                    _round_sizes(metric),
-                    tuple(float(f) for f in firsts if f is not None),
-                    _marks(metric),
-                    tuple(flags.get((fw, name), ())),
-                )
+    for fw, _, metric in _time_metrics(judged.run):
+        name = metric["name"]
+        firsts = metric.get("first_calls") or []
+        if not firsts and metric.get("first_call") is not None:
+            firsts = [metric["first_call"]]  # type: ignore[list-item]
+        found.setdefault(name, []).append(
+            TimelineSeries(
+                fw,
+                tuple(float(s) for s in metric["samples"]),
+                _round_sizes(metric),
+                tuple(float(f) for f in firsts if f is not None),
+                _marks(metric),
+                tuple(flags.get((fw, name), ())),
             )
+        )
     drawn: list[Timeline] = []
-    for name in order:
-        present = sorted({r for s in found[name] for reasons in s.marks.values() for r in reasons})
-        reasons = {r: MARKS.get(r, r) for r in present}
-        drawn.append(Timeline(name, "s", tuple(found[name]), reasons))
+    for name, series in found.items():
+        present = sorted({r for s in series for reasons in s.marks.values() for r in reasons})
+        drawn.append(Timeline(name, "s", tuple(series), {r: MARKS.get(r, r) for r in present}))
     return drawn

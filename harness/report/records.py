@@ -14,6 +14,7 @@ RECORD_FIELDS = (
     "sync", "plausible", "excluded", "comparable", "not_comparable_reason",
     "ratio_to_baseline", "ratio_ci_low", "ratio_ci_high", "ratio_ci_coverage", "ratio_ci_basis", "ci_coverage",
 )  # fmt: skip
+_SUMMARY_FIELDS = ("n", "median", "q1", "q3", "iqr", "min", "max", "mean", "stdev", "ci_low", "ci_high")
 
 
 def metric_records(judged: Assessment) -> list[dict[str, Any]]:
@@ -45,17 +46,7 @@ def metric_records(judged: Assessment) -> list[dict[str, Any]]:
                     "kind": metric["kind"],
                     "unit": metric["unit"],
                     "better": metric["better"],
-                    "n": summary.n,
-                    "median": summary.median,
-                    "q1": summary.q1,
-                    "q3": summary.q3,
-                    "iqr": summary.iqr,
-                    "min": summary.min,
-                    "max": summary.max,
-                    "mean": summary.mean,
-                    "stdev": summary.stdev,
-                    "ci_low": summary.ci_low,
-                    "ci_high": summary.ci_high,
+                    **{name: getattr(summary, name) for name in _SUMMARY_FIELDS},
                     "outliers": len(summary.outliers),
                     "unstable": summary.unstable,
                     "first_call": metric.get("first_call"),

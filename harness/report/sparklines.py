@@ -24,12 +24,6 @@ MAX_CURVE_LINES = 8  # processes printed per framework; the PNG and the site dra
 MARK_LETTERS = {"escaped": "E", "contended": "C", "throttled": "T"}
 
 
-def _scale(values: Sequence[float]) -> tuple[float, float, bool]:
-    low, high = min(values), max(values)
-    log = wide(values)
-    return (math.log(low), math.log(high), True) if log else (low, high, False)
-
-
 def bar(value: float, low: float, high: float, log: bool) -> str:
     v = math.log(value) if log else value
     if high <= low:
@@ -64,7 +58,8 @@ def line(series: TimelineSeries, low: float, high: float, log: bool) -> str:
 
 def timeline_lines(timeline: Timeline) -> list[str]:
     values = [v for s in timeline.series for v in s.samples]
-    low, high, log = _scale(values)
+    log = wide(values)
+    low, high = (math.log(min(values)), math.log(max(values))) if log else (min(values), max(values))
     scale = "log scale" if log else "linear scale"
     out = [f"{plain(timeline.metric)} ({scale}, {fmt_time(min(values))} .. {fmt_time(max(values))})"]
     width = max(len(plain(s.framework)) for s in timeline.series)

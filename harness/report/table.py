@@ -28,22 +28,11 @@ NOT_COMPARABLE = "†"
 
 def _metric_names(run: Run) -> list[str]:
     """Metrics of the jobs that produced numbers (a failed job's partial metrics are not shown)."""
-    names: list[str] = []
-    for result in run.results.values():
-        for metric in _metrics(result).values():  # a failed job's partial metrics have no row
-            if metric["name"] not in names:
-                names.append(metric["name"])
-    return names
+    return list(dict.fromkeys(name for result in run.results.values() for name in _metrics(result)))
 
 
 def _metrics(result: Result) -> dict[str, Metric]:
     return {m["name"]: m for m in result["metrics"]} if result["status"] == "ok" else {}
-
-
-def _ratio(value: float, base: float | None) -> str:
-    if base is None or base == 0:
-        return ""
-    return f" ({fmt_ratio(value / base)})"
 
 
 def _ratio_text(ratio: Ratio | None) -> str:
@@ -295,12 +284,8 @@ def render(judged: Assessment, tablefmt: str = "simple") -> str:
         v = result["environment"].get("versions", {})
         if v:
             versions.append(bullet(f"  {fw}: " + ", ".join(f"{k} {val}" for k, val in v.items() if val)))
-    code = code_label(run.summary.get("code"))
-    if code:
-        versions.append(bullet(f"  {code}"))
-    side = session_label(run.summary.get("interleaved"))
-    if side:
-        versions.append(bullet(f"  {side}"))
+    labels = (code_label(run.summary.get("code")), session_label(run.summary.get("interleaved")))
+    versions += [bullet(f"  {label}") for label in labels if label]
     if versions:
         parts += title("stacks") + versions
     cold = [bullet(f"  {line}") for line in cold_path_lines(run)]
