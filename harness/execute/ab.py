@@ -160,7 +160,6 @@ def run_ab(request: Request, argv: list[str] | None = None) -> tuple[Path, Path]
     """Both sides' run folders, measured round by round, baseline first."""
     check_backend(request.backend)
     check_rounds(request.rounds)  # the sides were checked by the CLI, before anything (check_tree)
-    results_dir = request.results_dir
     plans = [request.plan, replace(request.plan, run_id=new_run_id(request.plan.suite))]
     while plans[1].run_id == plans[0].run_id:
         plans[1] = replace(request.plan, run_id=new_run_id(request.plan.suite))
@@ -168,7 +167,7 @@ def run_ab(request: Request, argv: list[str] | None = None) -> tuple[Path, Path]
     for side, plan, given, partner in zip(
         AB_SIDES, plans, (request.baseline, request.candidate), plans[::-1], strict=True
     ):
-        run_dir = open_run_folder(results_dir, plan.run_id, "run")
+        run_dir = open_run_folder(request.results_dir, plan.run_id, "run")
         tree = resolve_tree(given, run_dir)
         backend = make_backend(request.backend, replace(request.options, suites_dir=tree.suites))
         label = f"{side}: {plain(tree.given)}, suites {(tree.code or describe_code())['suites_sha256'][:12]}"

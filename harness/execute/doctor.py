@@ -124,9 +124,7 @@ def _stack_check(engine: Engine, stack: str, device: str) -> Check:
         return Check(
             f"{stack} image", False, f"{image.tag} is not built", f"harness build --stacks {stack} --variant {variant}"
         )
-    kwargs: dict[str, Any] = {}
-    if device == "gpu":
-        kwargs["device_requests"] = [GpuRequest().device_request()]
+    kwargs: dict[str, Any] = {"device_requests": [GpuRequest().device_request()]} if device == "gpu" else {}
     try:
         seen = probe(engine, image.tag, stack, **kwargs)
     except HarnessError as error:  # a probe that cannot run is exactly what doctor reports

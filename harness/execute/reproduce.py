@@ -17,7 +17,7 @@ from harness.core.errors import HarnessError
 from harness.core.result_types import Result
 from harness.core.safe_files import is_regular
 from harness.core.schema import InvalidResult, load_result
-from harness.store.plan import Job, Plan, get_suite, make_job, new_run_id
+from harness.store.plan import Job, Plan, get_framework, get_suite, make_job, new_run_id
 from harness.store.run_folder import Run, load_run, resolve_run
 from suites.contract.spec import SpecError
 
@@ -114,8 +114,6 @@ def plan_reproduction(
 
 def job_stack(doc: Mapping[str, Any]) -> str:
     """The stack the registry gives the recorded framework (the file's own `stack` is not trusted)."""
-    from harness.store.plan import get_framework
-
     return get_framework(get_suite(doc["suite"]), doc["framework"]).stack
 
 

@@ -34,8 +34,7 @@ def pool(docs: list[Result], run_id: str) -> Result:
     failed = next((d for d in docs if d["status"] != "ok"), None)
     if failed is not None:
         merged = copy.deepcopy(failed)
-        round_no = docs.index(failed) + 1
-        merged["reason"] = f"round {round_no}: {failed['reason']}"
+        merged["reason"] = f"round {docs.index(failed) + 1}: {failed['reason']}"
     else:
         merged = copy.deepcopy(docs[0])
         by_round = [{m["name"]: m for m in d["metrics"]} for d in docs]

@@ -219,7 +219,8 @@ def calibrate(
         todo = wanted if force else _missing(cached, wanted)
         if not todo:
             return cached
-        return _measure(todo, fp, cached, device=device, threads=threads, backend=backend, limits=limits)
+        measured = _measure(todo, fp, device, threads, backend)
+        return store(fp, device, measured, limits) if measured else cached
 
 
 def _peaks_here(device: str, backend: Backend) -> Limits:
@@ -235,16 +236,8 @@ def _missing(cached: dict[str, Any] | None, wanted: list[str]) -> list[str]:
     return [fw for fw in wanted if fw not in have]
 
 
-def _measure(
-    todo: list[str],
-    fp: str,
-    cached: dict[str, Any] | None,
-    *,
-    device: str,
-    threads: int | None,
-    backend: Backend,
-    limits: Limits,
-) -> dict[str, Any] | None:
+def _measure(todo: list[str], fp: str, device: str, threads: int | None, backend: Backend) -> dict[str, dict[str, Any]]:
+    """The calibrate suite run with `todo`: the figures of each framework that gave usable ones."""
     print(
         f"calibrating this machine (fingerprint {fp}, once): achievable FLOP/s and bandwidth with {', '.join(todo)}",
         file=sys.stderr,
@@ -266,6 +259,4 @@ def _measure(
             print(f"calibration: {job.framework} gave no usable figure ({result['status']})", file=sys.stderr)
             continue
         measured[job.framework] = {**rates, "run_id": plan.run_id, "measured_at": result.get("finished_at")}
-    if not measured:
-        return cached
-    return store(fp, device, measured, limits)
+    return measured

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.backends.base import BackendOptions, make_backend
-from harness.core.result_types import Metric, Result
+from harness.core.result_types import Result
 from harness.execute.runner import calibrate, execute
 from harness.judge.assessment import Assessment, assess
 from harness.store.calibration import attach
@@ -59,10 +59,6 @@ class Check:
 def installed(framework: str) -> bool:
     """Whether this interpreter can import the framework (found, not imported: the host never does)."""
     return all(importlib.util.find_spec(module) is not None for module in FRAMEWORKS[framework].modules)
-
-
-def _metrics(result: Result) -> dict[str, Metric]:
-    return {m["name"]: m for m in result["metrics"]}
 
 
 def check_result(suite: str, fw: str, result: Result, judged: Assessment) -> Iterator[Check]:
@@ -124,7 +120,7 @@ def _why(entry: dict[str, Any]) -> str:
 def _training_checks(result: Result, check: Callable[[str, bool | None, str], Check]) -> Iterator[Check]:
     """memory: the peak above the baseline was observed and recorded; steady: compilations were
     observable, none after epoch 1, and the data held on the device."""
-    metrics = _metrics(result)
+    metrics = {m["name"]: m for m in result["metrics"]}
     training = result.get("training") or {}
     memory = training.get("memory")
     if isinstance(memory, dict) and memory.get("peak") == "not observable":
@@ -163,9 +159,7 @@ def run_selftest(
     checks: list[Check] = []
     # Installed here, and able to compute on the device (numpy has no GPU variant: not run there).
     have = frameworks_for(device, [fw for fw in FRAMEWORKS if installed(fw)])
-    ceilings = None
-    if calibrate_first:
-        ceilings = calibrate(have, device=device, threads=None, cpus=None, backend=backend)
+    ceilings = calibrate(have, device=device, threads=None, cpus=None, backend=backend) if calibrate_first else None
     for suite in names:
         spec = get_suite(suite)
         chosen = [fw for fw in spec.frameworks if fw in have]

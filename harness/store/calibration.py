@@ -228,14 +228,12 @@ def load_cache(fp: str, limits: Limits | None = None) -> dict[str, Any] | None:
 
     `limits`: this machine's peaks; a framework's figures above them are dropped (it is measured
     again), as a result above the peak is never a record (plausibility.py)."""
-    doc, _ = _read_cache(fp, limits)
-    return doc
+    return _read_cache(fp, limits)[0]
 
 
 def cache_problem(fp: str, limits: Limits | None = None) -> str | None:
     """Why the cache file of this fingerprint is not (wholly) used, in one line; None: used, or none."""
-    _, problem = _read_cache(fp, limits)
-    return problem
+    return _read_cache(fp, limits)[1]
 
 
 def _read_cache(fp: str, limits: Limits | None) -> tuple[dict[str, Any] | None, str | None]:

@@ -237,13 +237,15 @@ def download_command(dest: Path, locks: list[Path], find_links: list[Path]) -> l
         "--dest", str(dest), "--python-version", "3.11", "--implementation", "cp",
         "--abi", "cp311", "--abi", "abi3", "--abi", "none",
     ]  # fmt: skip
-    for platform in _MANYLINUX:
-        cmd += ["--platform", platform]
-    for folder in find_links:
-        cmd += ["--find-links", str(folder)]
-    for lock in locks:
-        cmd += ["-r", str(lock)]
-    return cmd
+    cmd += [arg for platform in _MANYLINUX for arg in ("--platform", platform)]
+    cmd += pip_sources(find_links, no_index=False)
+    return cmd + [arg for lock in locks for arg in ("-r", str(lock))]
+
+
+def pip_sources(find_links: list[Path], no_index: bool) -> list[str]:
+    """pip's options for where wheels come from: each --find-links folder, then no index with --no-index."""
+    found = [arg for folder in find_links for arg in ("--find-links", str(folder))]
+    return [*found, "--no-index"] if no_index else found
 
 
 def fill_wheelhouse(dest: Path, images: list[StackImage], find_links: list[Path]) -> list[Path]:
@@ -406,9 +408,7 @@ def build(engine: Engine, image: StackImage, wheels: list[Path], offline: bool, 
             aux = chunk.get("aux")
             if isinstance(aux, dict) and "ID" in aux:
                 image_id = str(aux["ID"])
-    if image_id is None:
-        image_id = str(engine.client.images.get(image.tag).id)
-    return image_id
+    return image_id if image_id is not None else str(engine.client.images.get(image.tag).id)
 
 
 @dataclass(frozen=True)
@@ -478,7 +478,6 @@ def build_images(
 
 
 def fill_images_wheelhouse(dest: Path, stacks: list[str], variant: str, find_links: list[Path]) -> None:
-    images = [stack_image(stack, variant) for stack in stacks]
-    wheels = fill_wheelhouse(dest, images, find_links)
+    wheels = fill_wheelhouse(dest, [stack_image(stack, variant) for stack in stacks], find_links)
     total = sum(path.stat().st_size for path in wheels)
     print(f"{dest}: {len(wheels)} wheels, {fmt_bytes(total)}; build offline with `harness build --wheelhouse {dest}`")

@@ -116,10 +116,6 @@ class Peak:
     def ceiling(self) -> float:
         return self.limit if self.limit is not None else self.value
 
-    @property
-    def flops_per_s(self) -> float:  # the name the FLOP lint reads
-        return self.value
-
 
 @dataclass(frozen=True)
 class GpuMatch:
@@ -210,30 +206,25 @@ def _cores(cpu: dict[str, Any]) -> int | None:
     return None
 
 
-def cpu_peak(cpu: dict[str, Any], dtype: str | None) -> Peak | None:
+def _per_cycle_peak(cpu: dict[str, Any], table: dict[str, int], scale: int, unit: str, label: str = "") -> Peak | None:
+    """cores x clock x `table[vector] * scale` `unit` per cycle; None where the CPU leaves one unknown."""
     vector = cpu.get("vector")
     cores = _cores(cpu)
     clock = _clock(cpu)
-    if vector not in FP64_FLOP_PER_CYCLE or cores is None or clock is None:
+    if vector not in table or cores is None or clock is None:
         return None
     ghz, clock_note = clock
-    per_cycle = FP64_FLOP_PER_CYCLE[vector] * (1 if _dtype_class(dtype) == "fp64" else 2)
-    value = cores * ghz * 1e9 * per_cycle
-    basis = f"{cores} cores x {ghz:.2f} GHz ({clock_note}) x {per_cycle} FLOP/cycle ({vector})"
-    return Peak(value, basis)
+    per_cycle = table[vector] * scale
+    basis = f"{label}{cores} cores x {ghz:.2f} GHz ({clock_note}) x {per_cycle} {unit}/cycle ({vector})"
+    return Peak(cores * ghz * 1e9 * per_cycle, basis)
+
+
+def cpu_peak(cpu: dict[str, Any], dtype: str | None) -> Peak | None:
+    return _per_cycle_peak(cpu, FP64_FLOP_PER_CYCLE, 1 if _dtype_class(dtype) == "fp64" else 2, "FLOP")
 
 
 def cpu_bandwidth(cpu: dict[str, Any]) -> Peak | None:
-    vector = cpu.get("vector")
-    cores = _cores(cpu)
-    clock = _clock(cpu)
-    if vector not in L1_BYTES_PER_CYCLE or cores is None or clock is None:
-        return None
-    ghz, clock_note = clock
-    per_cycle = L1_BYTES_PER_CYCLE[vector]
-    value = cores * ghz * 1e9 * per_cycle
-    basis = f"L1 bound: {cores} cores x {ghz:.2f} GHz ({clock_note}) x {per_cycle} B/cycle ({vector})"
-    return Peak(value, basis)
+    return _per_cycle_peak(cpu, L1_BYTES_PER_CYCLE, 1, "B", "L1 bound: ")
 
 
 def gpu_bandwidth(match: GpuMatch) -> Peak | str:
@@ -328,39 +319,31 @@ def machine_limits(device: str, cpu: Mapping[str, Any], gpu_names: list[str]) ->
     Generous on purpose, so only the impossible is discarded: a CPU counts all its logical cores, a
     GPU name that several variants report counts its fastest, and so does the fastest of several
     GPUs. A device not in the tables gives no limit, and neither does half precision on a CPU."""
+    candidates: dict[str, list[Peak | str | None]]  # quantity -> the peaks it may have here
     if device == "gpu":
-        return _gpu_limits(gpu_names)
+        # The host sees names only (nvidia-smi): every variant a name may be is a candidate.
+        names = {_normal(n) for n in gpu_names}
+        rows = [GpuMatch(g) for g in GPU_PEAKS if names & {_normal(r) for r in g.reported}]
+        keys = [(f"float32/{cls}", "float32", cls) for cls in _MEASURED_COLUMN]
+        keys += [
+            ("bfloat16/bf16", "bfloat16", "bf16"),
+            ("float16/fp16", "float16", "fp16"),
+            ("float64/fp64", "float64", "fp64"),
+        ]
+        candidates = {key: [gpu_peak(m, dtype, arithmetic) for m in rows] for key, dtype, arithmetic in keys}
+        candidates["bandwidth"] = [gpu_bandwidth(m) for m in rows]
+    else:
+        every_core = {k: v for k, v in cpu.items() if k != "usable_cores"}  # not this process's affinity
+        candidates = {
+            key: [cpu_peak(every_core, dtype)]
+            for key, dtype in (("float32/fp32", "float32"), ("float64/fp64", "float64"))
+        }
+        candidates["bandwidth"] = [cpu_bandwidth(every_core)]
     found: dict[str, tuple[float, str]] = {}
-    every_core = {k: v for k, v in cpu.items() if k != "usable_cores"}  # not this process's affinity
-    for key, dtype in (("float32/fp32", "float32"), ("float64/fp64", "float64")):
-        peak = cpu_peak(every_core, dtype)
-        if peak is not None:
-            found[key] = (peak.ceiling, peak.basis)
-    bandwidth = cpu_bandwidth(every_core)
-    if bandwidth is not None:
-        found["bandwidth"] = (bandwidth.ceiling, bandwidth.basis)
-    return found
-
-
-def _gpu_limits(gpu_names: list[str]) -> dict[str, tuple[float, str]]:
-    # The host sees names only (nvidia-smi): every variant a name may be is a candidate.
-    rows = [GpuMatch(g) for g in GPU_PEAKS if any(_normal(n) in {_normal(r) for r in g.reported} for n in gpu_names)]
-    found: dict[str, tuple[float, str]] = {}
-    keys = [(f"float32/{cls}", "float32", cls) for cls in _MEASURED_COLUMN]
-    keys += [
-        ("bfloat16/bf16", "bfloat16", "bf16"),
-        ("float16/fp16", "float16", "fp16"),
-        ("float64/fp64", "float64", "fp64"),
-    ]
-    for key, dtype, arithmetic in keys:
-        peaks = [p for p in (gpu_peak(m, dtype, arithmetic) for m in rows) if isinstance(p, Peak)]
-        if peaks:
-            best = max(peaks, key=lambda p: p.ceiling)
+    for key, peaks in candidates.items():
+        best = max((p for p in peaks if isinstance(p, Peak)), key=lambda p: p.ceiling, default=None)
+        if best is not None:
             found[key] = (best.ceiling, best.basis)
-    moved = [p for p in (gpu_bandwidth(m) for m in rows) if isinstance(p, Peak)]
-    if moved:
-        best = max(moved, key=lambda p: p.ceiling)
-        found["bandwidth"] = (best.ceiling, best.basis)
     return found
 
 

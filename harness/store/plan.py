@@ -157,7 +157,7 @@ def check_device(spec: SuiteSpec, fw: Framework, device: str) -> None:
     started), not left to a job that would start, maybe build an image, and fail."""
     if device in fw.devices:
         return
-    able = [name for name in spec.frameworks if name in FRAMEWORKS and device in FRAMEWORKS[name].devices]
+    able = frameworks_for(device, list(spec.frameworks))
     fix = f"--frameworks {','.join(able)}" if able else f"another suite (suite {spec.name} has none)"
     raise HarnessError(
         f"--device {device}: {fw.name} runs on the {' and '.join(fw.devices)} only and has no {device} variant; "
@@ -178,13 +178,12 @@ def parse_params(spec: SuiteSpec, pairs: list[str], base: dict[str, ParamValue] 
         if "=" not in pair:
             raise HarnessError(f"--param {pair!r} is not of the form key=value (e.g. --param matrix_size=512)")
         key, raw = pair.split("=", 1)
-        if key.strip() in seen:  # the last would win silently, and the record would not say which was meant
-            raise HarnessError(
-                f"--param {key.strip()} is given twice ({seen[key.strip()]!r} and {pair!r}); give it once"
-            )
-        seen[key.strip()] = pair
+        key = key.strip()
+        if key in seen:  # the last would win silently, and the record would not say which was meant
+            raise HarnessError(f"--param {key} is given twice ({seen[key]!r} and {pair!r}); give it once")
+        seen[key] = pair
         try:
-            given[key.strip()] = spec.param(key.strip()).parse(raw)
+            given[key] = spec.param(key).parse(raw)
         except SpecError as error:
             raise HarnessError(str(error)) from None
     return spec.resolve(given)

@@ -149,32 +149,6 @@ def load_run(path: Path, summary: dict[str, Any] | None = None) -> Run:
 # Writing.
 
 
-def summary_entry(job: Job, result: Result) -> dict[str, Any]:
-    return {
-        "framework": job.framework,
-        "status": result["status"],
-        "reason": result["reason"],
-        "file": job.result_file(),
-    }
-
-
-def new_summary(
-    plan: Plan, backend: str, command: list[str] | None, code: dict[str, Any] | None = None
-) -> dict[str, Any]:
-    return {
-        "run_id": plan.run_id,
-        "suite": plan.suite,
-        "baseline": plan.baseline,
-        "backend": backend,
-        "harness_version": __version__,
-        "command": command if command is not None else sys.argv,
-        "started_at": utc_now(),
-        "finished_at": None,
-        "code": code if code is not None else describe_code(),
-        "jobs": [],
-    }
-
-
 def read_plan_record(folder: Path) -> Any:
     """The raw JSON of `plan.json` (hostile until `plan_from_record` has checked it)."""
     path = folder / PLAN_FILE
@@ -237,7 +211,18 @@ class RunWriter:
         self.anchor = within(run_dir)  # every write below it is made without following a link
         self.plan = plan
         self.backend = backend
-        self.summary = new_summary(plan, backend, command, code)
+        self.summary: dict[str, Any] = {
+            "run_id": plan.run_id,
+            "suite": plan.suite,
+            "baseline": plan.baseline,
+            "backend": backend,
+            "harness_version": __version__,
+            "command": command if command is not None else sys.argv,
+            "started_at": utc_now(),
+            "finished_at": None,
+            "code": code if code is not None else describe_code(),
+            "jobs": [],
+        }
 
     def start(self, *, plan_extra: dict[str, Any] | None = None, write_plan: bool = True) -> None:
         """The plan (unless resuming one) and an empty summary, before the first job starts."""
@@ -250,14 +235,18 @@ class RunWriter:
         """The disk filled up: free the room kept for the last records (see RESERVE)."""
         remove(self.dir / RESERVE, self.anchor)
 
-    def write_result(self, job: Job, result: Result) -> None:
-        write_json_atomic(self.dir / job.result_file(), result, self.anchor)
-
     def add(self, job: Job, result: Result, *, write: bool = True) -> None:
         """Index a finished job (writing its result unless it is already on disk)."""
         if write:
-            self.write_result(job, result)
-        self.summary["jobs"].append(summary_entry(job, result))
+            write_json_atomic(self.dir / job.result_file(), result, self.anchor)
+        self.summary["jobs"].append(
+            {
+                "framework": job.framework,
+                "status": result["status"],
+                "reason": result["reason"],
+                "file": job.result_file(),
+            }
+        )
         self._write_summary()
 
     def add_placeholder(self, job: Job, status: str, reason: str) -> None:
@@ -311,8 +300,7 @@ def run_lock(run_dir: Path) -> Iterator[None]:
             f"run {run_dir.name} is in use by another harness ({plain(holder)}); wait for it to finish or stop it"
         )
 
-    anchor = within(run_dir)
-    with flock_file(run_dir / LOCK_NAME, "run folder", refuse, anchor=anchor):
+    with flock_file(run_dir / LOCK_NAME, "run folder", refuse, anchor=within(run_dir)):
         yield
 
 

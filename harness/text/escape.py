@@ -93,7 +93,7 @@ def table(rows: Sequence[Sequence[Any]], headers: Sequence[Any], tablefmt: str) 
     )
 
 
-_SCRIPT_UNSAFE = {"<": "\\u003c", ">": "\\u003e", "&": "\\u0026", "\u2028": "\\u2028", "\u2029": "\\u2029"}
+_SCRIPT_UNSAFE = {ord(char): f"\\u{ord(char):04x}" for char in "<>&\u2028\u2029"}
 
 
 def script_json(data: object) -> str:
@@ -101,7 +101,4 @@ def script_json(data: object) -> str:
     `&` as \\u escapes, so no `</script>` or `<!--` in a file's text can close or change the
     element; U+2028/9 too (older JavaScript parsers end a line there). NaN and infinity are
     refused: JSON has no such numbers."""
-    text = json.dumps(data, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
-    for char, replacement in _SCRIPT_UNSAFE.items():
-        text = text.replace(char, replacement)
-    return text
+    return json.dumps(data, ensure_ascii=False, allow_nan=False, separators=(",", ":")).translate(_SCRIPT_UNSAFE)

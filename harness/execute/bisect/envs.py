@@ -16,7 +16,7 @@ from typing import Any
 
 from harness.core import cache_home
 from harness.core.errors import HarnessError
-from harness.store.images import sha256_file
+from harness.store.images import pip_sources, sha256_file
 from harness.text.escape import plain
 
 INSTALL_TIMEOUT_S = 1800.0
@@ -56,12 +56,7 @@ def env_for(stack: str, lock_text: str) -> Env:
 
 def install_command(python: Path, lock: Path, find_links: list[Path], no_index: bool) -> list[str]:
     cmd = [str(python), "-m", "pip", "install", "--require-hashes", "--only-binary=:all:"]
-    cmd += ["--disable-pip-version-check", "--quiet", "-r", str(lock)]
-    for folder in find_links:
-        cmd += ["--find-links", str(folder)]
-    if no_index:
-        cmd.append("--no-index")
-    return cmd
+    return cmd + ["--disable-pip-version-check", "--quiet", "-r", str(lock), *pip_sources(find_links, no_index)]
 
 
 def ensure_env(env: Env, lock: Path, label: str, find_links: list[Path], no_index: bool) -> bool:

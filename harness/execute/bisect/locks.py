@@ -13,7 +13,7 @@ import tempfile
 from pathlib import Path
 
 from harness.core.errors import HarnessError
-from harness.store.images import _MANYLINUX, normalize, sha256_file, wheel_fits
+from harness.store.images import _MANYLINUX, normalize, pip_sources, sha256_file, wheel_fits
 from harness.text.escape import plain
 
 VERSION = re.compile(r"[A-Za-z0-9][A-Za-z0-9.+!_-]{0,63}")  # PEP 440-ish, and never "." or ".."
@@ -53,12 +53,7 @@ def download_command(package: str, version: str, dest: Path, find_links: list[Pa
     platforms = [arg for tag in [*_MANYLINUX, "any"] for arg in ("--platform", tag)]
     cmd = [sys.executable, "-m", "pip", "download", f"{package}=={version}", "--no-deps", "--only-binary=:all:"]
     cmd += ["--python-version", "3.11", "--implementation", "cp", *platforms, "-d", str(dest)]
-    cmd += ["--disable-pip-version-check", "--quiet"]
-    for folder in find_links:
-        cmd += ["--find-links", str(folder)]
-    if no_index:
-        cmd.append("--no-index")
-    return cmd
+    return cmd + ["--disable-pip-version-check", "--quiet", *pip_sources(find_links, no_index)]
 
 
 def wheel_hashes(folder: Path, package: str) -> list[str]:

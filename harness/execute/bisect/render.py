@@ -15,19 +15,16 @@ def render(outcome: Outcome) -> str:
         f"bisect of {doc['package']} in the {doc['stack']} stack: {doc['suite']}/{doc['framework']}, "
         f"metric {doc['metric']}, {doc['rounds']} interleaved rounds"
     )
-    rows = []
-    for version, run in outcome.runs.items():
-        median = run.median
-        rounds = ", ".join(fmt_value(m, unit) for m in run.round_medians)
-        rows.append(
-            [
-                version,
-                doc["locks"][version]["lock_hash"][:12],
-                fmt_value(median, unit) if median is not None else "-",
-                rounds or "-",
-                run.problem or "",
-            ]
-        )
+    rows = [
+        [
+            version,
+            doc["locks"][version]["lock_hash"][:12],
+            fmt_value(median, unit) if (median := run.median) is not None else "-",
+            ", ".join(fmt_value(m, unit) for m in run.round_medians) or "-",
+            run.problem or "",
+        ]
+        for version, run in outcome.runs.items()
+    ]
     headers = ["version", "lock", "median", "round medians", "problem"]
     if not any(row[-1] for row in rows):
         headers, rows = headers[:-1], [row[:-1] for row in rows]

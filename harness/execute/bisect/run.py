@@ -280,7 +280,6 @@ def _conclude(
     unit, better = str(metric["unit"]), str(metric["better"])
     versions = request.versions
     pairs = judge([compare_pair(runs[a], runs[b], request.metric, unit, better) for a, b in pairwise(versions)])
-    text = answer(pairs)
     header = {
         "id": plan.run_id,
         "suite": request.suite,
@@ -296,7 +295,7 @@ def _conclude(
         "repeat": plan.jobs[0].repeat,
     }
     results = {v: record.version_record(runs[v], [f"{v}/round-{k}" for k in range(1, rounds + 1)]) for v in versions}
-    doc = record.make_record(header, locks, results, pairs, text)
+    doc = record.make_record(header, locks, results, pairs, answer(pairs))
     record.validate(doc)
     write_json_atomic(folder / record.FILE, doc, folder.parent)
     return Outcome(folder, doc, pairs, runs, unit)

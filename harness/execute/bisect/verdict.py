@@ -49,9 +49,7 @@ class Pair:
 
     @property
     def verdict(self) -> str:
-        if self.change is None:
-            return f"excluded: {self.excluded}"
-        return self.change.verdict
+        return f"excluded: {self.excluded}" if self.change is None else self.change.verdict
 
 
 def compare_pair(a: VersionRun, b: VersionRun, metric: str, unit: str, better: str) -> Pair:

@@ -7,7 +7,8 @@ local copy of either instead of the network.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+import shutil
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -57,12 +58,7 @@ def _cifar10(writer: NpzWriter, files: dict[str, Path]) -> dict[str, Any]:
         labels = [label for b in chosen for label in b[2]]
         if max(labels, default=0) > 9 or min(labels, default=0) < 0:
             raise HarnessError(f"CIFAR-10 {split}: a label outside 0..9")
-
-        def chunks(chosen: list[tuple[str, bytes, list[int], int]] = chosen) -> Iterator[bytes]:
-            for batch in chosen:
-                yield batch[1]
-
-        writer.add(f"{split}_images", (count, 32, 32, 3), "uint8", chunks())
+        writer.add(f"{split}_images", (count, 32, 32, 3), "uint8", (b[1] for b in chosen))
         writer.add(f"{split}_labels", (count,), "uint8", bytes(labels))
     return {}
 
@@ -134,5 +130,5 @@ def fetch(
         )
     finally:
         if not keep_archives:
-            store.remove_downloads(work)
+            shutil.rmtree(work, ignore_errors=True)
     return written

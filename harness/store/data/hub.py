@@ -24,12 +24,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
-
 from harness.core.errors import HarnessError, Unreachable
 from harness.store.data import store
 from harness.store.data.images import Unreadable, decode, pillow, square
+from harness.store.data.imports import check_split_options, count_bar
 from harness.store.data.npz import NpzWriter, add_image_splits
 
 INSTALL_HINT = "pip install 'fw-harness[data]'"
@@ -231,13 +229,6 @@ def _label(value: Any, classes: int, where: str) -> int:
     return value
 
 
-def _progress() -> Progress:
-    return Progress(
-        TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
-        console=Console(stderr=True),
-    )  # fmt: skip
-
-
 def convert(
     entry: HubDataset,
     loaded: Loaded,
@@ -264,16 +255,14 @@ def convert(
     for name, split in parts.items():
         _check_columns(entry, split, name)
     shape = entry.shape or (size, size, 3)
-    if entry.shape is None and not 8 <= size <= 1024:
-        raise HarnessError(f"--size {size} must be between 8 and 1024 pixels")
-    if entry.shape is None and not 0.0 < test_fraction < 1.0:
-        raise HarnessError(f"--test-fraction {test_fraction} must be between 0 and 1")
+    if entry.shape is None:
+        check_split_options(size, test_fraction)
     skipped: list[str] = []
     counts = {"train": 0, "test": 0}
     labels: dict[str, bytearray] = {"train": bytearray(), "test": bytearray()}
     with tempfile.TemporaryDirectory(dir=data_dir / entry.dataset) as tmp:
         raw = {part: Path(tmp) / f"{part}.u8" for part in counts}
-        with _progress() as bar, raw["train"].open("wb") as train_out, raw["test"].open("wb") as test_out:
+        with count_bar() as bar, raw["train"].open("wb") as train_out, raw["test"].open("wb") as test_out:
             outs = {"train": train_out, "test": test_out}
             for name, split in parts.items():
                 total = int(split.num_rows)

@@ -44,6 +44,14 @@ def _files(root: Path) -> list[tuple[Path, int]]:
     return found
 
 
+def count_bar() -> Progress:
+    """A bar counting images (or rows) on stderr, so stdout stays clean for what the command prints."""
+    return Progress(
+        TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
+        console=Console(stderr=True),
+    )  # fmt: skip
+
+
 def check_split_options(size: int, test_fraction: float) -> None:
     """--size and --test-fraction of an image dataset, refused before any download or decoding."""
     if not 8 <= size <= 1024:
@@ -69,11 +77,7 @@ def import_catsdogs(
     with tempfile.TemporaryDirectory(dir=data_dir / name) as tmp:
         raw = {part: Path(tmp) / f"{part}.u8" for part in split}
         labels: dict[str, bytearray] = {part: bytearray() for part in split}
-        bar = Progress(
-            TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
-            console=Console(stderr=True),
-        )  # fmt: skip
-        with bar:
+        with count_bar() as bar:
             task = bar.add_task("resizing images", total=len(files))
             for part, indices in split.items():
                 with raw[part].open("wb") as out:

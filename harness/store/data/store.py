@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import shutil
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -117,10 +116,6 @@ def write_dataset(
     return Written(folder, manifest)
 
 
-def remove_downloads(folder: Path) -> None:
-    shutil.rmtree(folder, ignore_errors=True)
-
-
 def require(data_dir: Path, dataset: str, suite: str | None = None) -> None:
     """Before any job starts: a named dataset must be in the data folder (the job checks again).
 
@@ -130,9 +125,7 @@ def require(data_dir: Path, dataset: str, suite: str | None = None) -> None:
         return
     if dataset == AUTO:
         target = _auto_target(suite)
-        if target is None:
-            return
-        if manifest(data_dir, target) is None:
+        if target is not None and manifest(data_dir, target) is None:
             raise HarnessError(auto_missing_message(target, data_dir))
         return
     if not valid_name(dataset) or manifest(data_dir, dataset) is None:
