@@ -27,6 +27,11 @@ os.environ.setdefault("HARNESS_CALIBRATE", "never")
 _SESSION_CACHE_HOME = tempfile.mkdtemp(prefix="harness-test-cache-home-")
 atexit.register(shutil.rmtree, _SESSION_CACHE_HOME, ignore_errors=True)
 os.environ["HARNESS_CACHE_HOME"] = _SESSION_CACHE_HOME
+# A shell without job control starts a background command (`... &`, nohup) with SIGINT ignored, and
+# every CLI started under test would inherit that: the Ctrl-C tests would then measure the shell, not
+# the harness. A handler (unlike an ignore) is reset to the default in an exec'd child.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.fixture(autouse=True)
