@@ -300,7 +300,8 @@ def run_lock(run_dir: Path) -> Iterator[None]:
             f"run {run_dir.name} is in use by another harness ({plain(holder)}); wait for it to finish or stop it"
         )
 
-    with flock_file(run_dir / LOCK_NAME, "run folder", refuse, anchor=within(run_dir)):
+    anchor = within(run_dir)  # resolved before the lock file is opened below it
+    with flock_file(run_dir / LOCK_NAME, "run folder", refuse, anchor=anchor):
         yield
 
 
