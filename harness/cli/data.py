@@ -40,13 +40,14 @@ def fetch_cmd(
     name: Annotated[str, typer.Argument(help=f"dataset: {_FETCHABLE}")],
     data_dir: DataDir = None,
     source: Annotated[
-        str,
+        Optional[str],
         typer.Option(
             "--source",
             help="hub: Hugging Face `datasets` (its cache and progress; needs the fw-harness data extra); "
-            "archive: the canonical archives with their published MD5s (mnist, cifar10)",
+            "archive: the canonical archives with their published MD5s (mnist, cifar10, tinyshakespeare). "
+            "Default: hub, or archive for a dataset the hub catalogue lacks (tinyshakespeare)",
         ),
-    ] = "hub",
+    ] = None,
     revision: Annotated[
         Optional[str], typer.Option("--revision", help="hub: branch, tag or commit of the dataset repository")
     ] = None,
@@ -130,13 +131,15 @@ def list_cmd(data_dir: DataDir = None) -> None:
             rows.append([name, "missing", "-", "-", "-", "-", fetch_command(name)])
             continue
         arrays = m["arrays"]
-        train, test = arrays.get("train_images", {}).get("shape"), arrays.get("test_images", {}).get("shape")
-        shape = "x".join(str(d) for d in train[1:]) if train else "-"
+        # Images (N, H, W, C) counted in samples, or a text corpus (N,) counted in bytes.
+        kind = "tokens" if "train_tokens" in arrays else "images"
+        train, test = arrays.get(f"train_{kind}", {}).get("shape"), arrays.get(f"test_{kind}", {}).get("shape")
+        shape = "text (bytes)" if kind == "tokens" else "x".join(str(d) for d in train[1:]) if train else "-"
         rows.append(
             [name, "present", f"{train[0] if train else '-'} / {test[0] if test else '-'}", shape,
              fmt_bytes(m["bytes"]), (m.get("revision") or "-")[:12], m.get("created_at", "")]
         )  # fmt: skip
     typer.echo(f"data folder: {folder}")
     typer.echo(
-        tabulate(rows, headers=["dataset", "status", "train / test", "image", "size", "revision", "fetched / how"])
+        tabulate(rows, headers=["dataset", "status", "train / test", "sample", "size", "revision", "fetched / how"])
     )

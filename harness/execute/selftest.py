@@ -36,7 +36,7 @@ from harness.store.run_folder import load_run, prepare_results_dir
 from harness.text.escape import plain
 from suites.contract.frameworks import FRAMEWORKS
 
-TRAINING_SUITES = ("mlp", "mnist", "cifar10", "resnet18")
+TRAINING_SUITES = ("mlp", "mnist", "cifar10", "resnet18", "gpt")
 # The training metric the memory check looks for (suites/runtime/training.py writes it).
 PEAK_MEMORY = "peak memory above baseline"
 MAX_WHY = 200  # characters of a file's reason on one line of the selftest

@@ -3,7 +3,8 @@
 Layout of the data folder (written by `harness data` on the host, read here):
 
     <data>/<name>/manifest.json   what the array file holds, where it came from, its sha256
-    <data>/<name>/<name>.npz      uint8 images (N, H, W, C) and uint8 labels (N,), per split
+    <data>/<name>/<name>.npz      uint8 images (N, H, W, C) and uint8 labels (N,), per split;
+                                  for a text corpus, uint8 bytes (N,) per split (TEXT_KEYS)
 
 The manifest helpers are standard library only, because the host imports them too (to list
 datasets and to refuse a run whose dataset is missing before any job starts). A manifest is
@@ -28,10 +29,13 @@ from suites.contract.errors import JobError
 
 SYNTHETIC = "synthetic"
 AUTO = "auto"  # the real dataset when it is in the data folder; otherwise a one-line refusal
+# Real data shipped inside a suite's folder: nothing to fetch, never in the data folder.
+BUNDLED = {"shakespeare": "tiny Shakespeare, in suites/gpt/corpus"}
 MANIFEST = "manifest.json"
 FORMAT = "harness-dataset"
 FORMAT_VERSION = 1
 ARRAY_KEYS = ("train_images", "train_labels", "test_images", "test_labels")
+TEXT_KEYS = ("train_tokens", "test_tokens")  # a byte-level text corpus: one uint8 token per byte
 MAX_MANIFEST_BYTES = 4 << 20  # a manifest is metadata; anything bigger is not one of ours
 _NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}")
 _HEX64 = re.compile(r"[0-9a-f]{64}")
@@ -42,6 +46,7 @@ FETCH_COMMANDS = {
     "mnist": "harness data fetch mnist",
     "cifar10": "harness data fetch cifar10",
     "catsdogs": "harness data fetch catsdogs",
+    "tinyshakespeare": "harness data fetch tinyshakespeare",
 }
 
 
@@ -204,6 +209,16 @@ def fingerprint(arrays: Iterable[tuple[str, str, Sequence[int], str]]) -> str:
     return digest.hexdigest()
 
 
+def text_split(data: bytes) -> tuple[bytes, bytes]:
+    """(train, test) of a text corpus: the first 90 % of the bytes, then the rest (nanoGPT's split).
+
+    One rule for the host's converter and for a job's bundled copy of the same text, so both
+    give the same arrays and so the same fingerprint.
+    """
+    n_train = len(data) * 9 // 10
+    return data[:n_train], data[n_train:]
+
+
 # ---------------------------------------------------------------------------------------------
 # Array side (NumPy imported inside the functions).
 
@@ -251,7 +266,9 @@ def load_fetched(data_dir: Path | None, name: str, *, verify: bool = True) -> di
     return _load(data_dir, name, verify=verify)[0]
 
 
-def _load(data_dir: Path | None, name: str, *, verify: bool = True) -> tuple[dict[str, Any], dict[str, Any]]:
+def _load(
+    data_dir: Path | None, name: str, *, verify: bool = True, keys: Sequence[str] = ARRAY_KEYS
+) -> tuple[dict[str, Any], dict[str, Any]]:
     import numpy as np
 
     manifest = _job_manifest(data_dir, name)
@@ -267,20 +284,14 @@ def _load(data_dir: Path | None, name: str, *, verify: bool = True) -> tuple[dic
     for key, declared in manifest["arrays"].items():
         if key not in arrays or list(arrays[key].shape) != list(declared["shape"]):
             raise JobError(f"{path}: array {key} does not match the manifest: run `{fetch_command(name)} --force`")
-    missing = [k for k in ARRAY_KEYS if k not in arrays]
+    missing = [k for k in keys if k not in arrays]
     if missing:
         raise JobError(f"{path} has no {', '.join(missing)}: run `{fetch_command(name)} --force`")
     return arrays, manifest
 
 
-def fetched_images(data_dir: Path | None, name: str, classes: int) -> ImageData:
-    arrays, manifest = _load(data_dir, name)
-    for split in ("train", "test"):
-        labels = arrays[f"{split}_labels"]
-        if labels.size and (int(labels.min()) < 0 or int(labels.max()) >= classes):
-            raise JobError(
-                f"dataset {name}: {split} labels outside 0..{classes - 1}: run `{fetch_command(name)} --force`"
-            )
+def _fetched_record(name: str, manifest: dict[str, Any]) -> tuple[dict[str, Any], str]:
+    """The result's `dataset` record of a fetched dataset, and the one line for the notes."""
     sha = manifest["sha256"]
     source = manifest.get("source") or {}
     record = {
@@ -293,15 +304,51 @@ def fetched_images(data_dir: Path | None, name: str, classes: int) -> ImageData:
         "created_by": manifest.get("created_by"),
     }
     revision = f", revision {str(manifest['revision'])[:12]}" if manifest.get("revision") else ""
+    return record, f"{name} from the data folder{revision} (array file sha256 {sha[:16]})"
+
+
+def fetched_images(data_dir: Path | None, name: str, classes: int) -> ImageData:
+    arrays, manifest = _load(data_dir, name)
+    for split in ("train", "test"):
+        labels = arrays[f"{split}_labels"]
+        if labels.size and (int(labels.min()) < 0 or int(labels.max()) >= classes):
+            raise JobError(
+                f"dataset {name}: {split} labels outside 0..{classes - 1}: run `{fetch_command(name)} --force`"
+            )
+    record, source = _fetched_record(name, manifest)
     return ImageData(
         train_x=arrays["train_images"],
         train_y=arrays["train_labels"].astype("int32"),
         test_x=arrays["test_images"],
         test_y=arrays["test_labels"].astype("int32"),
         classes=classes,
-        source=f"{name} from the data folder{revision} (array file sha256 {sha[:16]})",
+        source=source,
         record=record,
     )
+
+
+@dataclass
+class TextData:
+    """uint8 token streams (one token per byte), train and test, for one training run."""
+
+    train: Any
+    test: Any
+    source: str  # one line for the result's notes: which data, from where
+    record: dict[str, Any] = field(default_factory=dict)  # as ImageData.record
+
+
+def fetched_text(data_dir: Path | None, name: str) -> TextData:
+    """A fetched text corpus (TEXT_KEYS), with every check `_load` makes of the manifest and file."""
+    arrays, manifest = _load(data_dir, name, keys=TEXT_KEYS)
+    for key in TEXT_KEYS:
+        # The manifest's shape was checked, not the dtype: a token id above 255 must not slip in.
+        if arrays[key].ndim != 1 or str(arrays[key].dtype) != "uint8":
+            raise JobError(
+                f"dataset {name}: {key} is {arrays[key].dtype} {arrays[key].shape}, not 1-D uint8 bytes: "
+                f"run `{fetch_command(name)} --force`"
+            )
+    record, source = _fetched_record(name, manifest)
+    return TextData(train=arrays["train_tokens"], test=arrays["test_tokens"], source=source, record=record)
 
 
 def _prototypes(rng: Any, classes: int, height: int, width: int, channels: int) -> Any:
@@ -400,6 +447,18 @@ def describe(data: ImageData) -> dict[str, Any]:
     record["used_fingerprint"] = used
     record["train_samples"] = int(len(data.train_y))
     record["test_samples"] = int(len(data.test_y))
+    return record
+
+
+def describe_text(data: TextData) -> dict[str, Any]:
+    """`describe` for a text corpus: `used_fingerprint` over the two token arrays this run used."""
+    record = dict(data.record)
+    used = array_fingerprint({"train_tokens": data.train, "test_tokens": data.test})
+    if record.get("name") == SYNTHETIC:
+        record["fingerprint"] = used
+    record["used_fingerprint"] = used
+    record["train_samples"] = int(len(data.train))
+    record["test_samples"] = int(len(data.test))
     return record
 
 

@@ -201,7 +201,7 @@ class Epoch:
 
 @dataclass
 class Evaluation:
-    accuracy: float  # test accuracy after the epoch, percent
+    accuracy: float  # test accuracy after the epoch, percent (a language model's: its validation loss)
     seconds: float  # the evaluation's own time (outside the training clock)
     wall: float  # seconds since training started, at the end of this evaluation
 
@@ -236,6 +236,7 @@ def train(
     evaluate: Callable[[], float] | None = None,
     target: float | None = None,
     curve: bool = False,
+    loss: bool = False,
 ) -> History:
     """Run up to `epochs` epochs, one clock per epoch.
 
@@ -245,8 +246,11 @@ def train(
     None when the counter cannot observe them (its `why` says so; None: a loop that compiles nothing).
     `evaluate()`: test accuracy of the current state, run after each epoch's clock has stopped
     when a `target` is set or `curve` asks for a learning curve; training stops early only at
-    the first epoch whose accuracy reaches `target`.
+    the first epoch whose accuracy reaches `target`. `loss`: a language model's loop (suites/gpt),
+    where an epoch is an interval of steps, `read` gives no accuracy and `evaluate()` answers a
+    validation loss, which reaches `target` at or below it.
     """
+    unit = "interval" if loss else "epoch"
     counter = compilations if compilations is not None else NothingCompiles()
     history = History(samples_per_epoch=samples_per_epoch, target=target, compilations=compile_record(counter))
     if not history.compilations["observable"]:
@@ -267,12 +271,14 @@ def train(
             if was_enabled:
                 gc.enable()
         probe = ctx.probe_escape()  # outside the clock: finds work the epoch left running
-        loss, accuracy = read(out)
+        train_loss, accuracy = read(out)
         after = counter()
         compiled = None if before is None or after is None else after - before
-        history.epochs.append(Epoch(seconds, loss, accuracy, compiled, probe, getattr(meter, "reading", None)))
+        history.epochs.append(Epoch(seconds, train_loss, accuracy, compiled, probe, getattr(meter, "reading", None)))
         ctx.progress(
-            f"epoch {e + 1}/{epochs}: loss {loss:.4f}, train accuracy {accuracy:.2f} %, {seconds:.3f} s"
+            f"{unit} {e + 1}/{epochs}: loss {train_loss:.4f}"
+            + ("" if loss else f", train accuracy {accuracy:.2f} %")
+            + f", {seconds:.3f} s"
             + (f", {compiled} compilation{'s' if compiled != 1 else ''}" if compiled else "")
         )
         # Time-to-target and learning curves: evaluation after the epoch's clock has stopped, on a
@@ -280,12 +286,16 @@ def train(
         # same whether or not a curve is drawn.
         if evaluate is not None and (target is not None or curve):
             start = time.perf_counter()
-            test_accuracy = evaluate()
+            value = evaluate()
             done = time.perf_counter()
-            history.evaluations.append(Evaluation(test_accuracy, done - start, done - began))
-            aim = f" (target {target:g} %)" if target is not None else ""
-            ctx.progress(f"epoch {e + 1}: test accuracy {test_accuracy:.2f} %{aim}")
-            if target is not None and test_accuracy >= target:
+            history.evaluations.append(Evaluation(value, done - start, done - began))
+            if loss:
+                aim = f" (target {target:g})" if target is not None else ""
+                ctx.progress(f"{unit} {e + 1}: validation loss {value:.4f}{aim}")
+            else:
+                aim = f" (target {target:g} %)" if target is not None else ""
+                ctx.progress(f"{unit} {e + 1}: test accuracy {value:.2f} %{aim}")
+            if target is not None and (value <= target if loss else value >= target):
                 history.reached_at = e + 1
                 break
     return history

@@ -1,8 +1,9 @@
 """`harness data fetch NAME`: the hub (default) or the canonical archives -> one .npz + manifest.
 
 `--source hub` goes through Hugging Face `datasets` (hub.py); `--source archive` downloads the
-publishers' archives and verifies their published MD5s (mnist, cifar10). `--from DIR` reads a
-local copy of either instead of the network.
+publishers' archives and verifies their published MD5s (mnist, cifar10, tinyshakespeare; the
+default for a dataset the hub catalogue does not have). `--from DIR` reads a local copy of either
+instead of the network.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from harness.core.errors import HarnessError
 from harness.store.data import download, formats, hub, store
 from harness.store.data.npz import NpzWriter
 from harness.store.data.sources import IMPORTED, SOURCES, Source
+from suites.contract.datasets import text_split
 
 SOURCE_KINDS = ("hub", "archive")
 
@@ -63,7 +65,15 @@ def _cifar10(writer: NpzWriter, files: dict[str, Path]) -> dict[str, Any]:
     return {}
 
 
-CONVERTERS = {"mnist": _mnist, "cifar10": _cifar10}
+def _tinyshakespeare(writer: NpzWriter, files: dict[str, Path]) -> dict[str, Any]:
+    # The md5 already pinned the bytes; the split is the contract's, so a job's bundled copy matches.
+    train, test = text_split(files["input.txt"].read_bytes())
+    writer.add("train_tokens", (len(train),), "uint8", train)
+    writer.add("test_tokens", (len(test),), "uint8", test)
+    return {"layout": "text bytes as uint8 tokens (N,); train the first 90 %, test the rest"}
+
+
+CONVERTERS = {"mnist": _mnist, "cifar10": _cifar10, "tinyshakespeare": _tinyshakespeare}
 
 
 def fetchable() -> list[str]:
@@ -74,7 +84,7 @@ def fetch(
     name: str,
     data_dir: Path,
     *,
-    source: str = "hub",
+    source: str | None = None,
     revision: str | None = None,
     mirrors: Sequence[str] = (),
     from_dir: Path | None = None,
@@ -84,14 +94,21 @@ def fetch(
     test_fraction: float = 0.2,
     seed: int = 42,
 ) -> store.Written:
-    """Download (or take from `from_dir`), verify, convert and store one dataset."""
+    """Download (or take from `from_dir`), verify, convert and store one dataset.
+
+    `source` None: the hub when the catalogue has the dataset there, else its canonical archive.
+    """
     if name not in hub.HUB and name not in SOURCES:
         raise HarnessError(f"unknown dataset {name!r}; fetchable: {', '.join(fetchable())}")
+    if source is None:
+        source = "hub" if name in hub.HUB else "archive"
     if source not in SOURCE_KINDS:
         raise HarnessError(f"--source {source!r} is not one of {', '.join(SOURCE_KINDS)}")
     if source == "hub":
         if mirrors:
             raise HarnessError("--mirror applies to --source archive; for a hub mirror set HF_ENDPOINT")
+        if name not in hub.HUB:
+            raise HarnessError(f"{name} has no Hugging Face hub entry: use --source archive")
         entry = hub.HUB[name]
         hub.datasets_module()  # a missing extra is refused before anything is written
         store.prepare_folder(data_dir, name, force)

@@ -46,6 +46,13 @@ SOURCES: dict[str, Source] = {
             (Archive("cifar-10-python.tar.gz", "c58f30108f718f92721af3b95e74349a", 170_498_071),),
             ("airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck"),
         ),
+        Source(
+            "tinyshakespeare",
+            "Tiny Shakespeare: 1.1 MB of plays as plain text, bytes as tokens, first 90 % train (char-rnn, Karpathy)",
+            ("https://raw.githubusercontent.com/karpathy/char-rnn/master/data/tinyshakespeare/",),
+            (Archive("input.txt", "6fb458f1232090904fb40fe944165e91", 1_115_394),),
+            (),  # a byte-level corpus: no classes
+        ),
     )
 }
 

@@ -19,6 +19,7 @@ from harness.core.errors import HarnessError
 from harness.store.data.npz import NpzWriter
 from suites.contract.datasets import (
     AUTO,
+    BUNDLED,
     FORMAT,
     FORMAT_VERSION,
     MANIFEST,
@@ -121,7 +122,7 @@ def require(data_dir: Path, dataset: str, suite: str | None = None) -> None:
 
     `auto` (the training suites' default) needs the suite to know which real dataset it means.
     """
-    if dataset == SYNTHETIC:
+    if dataset == SYNTHETIC or dataset in BUNDLED:
         return
     if dataset == AUTO:
         target = _auto_target(suite)

@@ -1,0 +1,138 @@
+"""A GPT decoder trained on byte-level text in Flax and PyTorch: tokens/s, MFU and time to a loss.
+
+The model, data, optimiser and schedule are defined once in common.py; both implementations load
+the same NumPy-drawn initial weights and draw the same batches. The timed unit is an interval of
+`steps` optimiser steps (one clock each; interval 1 holds the compilation), see README.md.
+"""
+
+from suites.contract.spec import CheckSpec, Param, SuiteSpec
+from suites.contract.training_spec import first_step_specs
+
+DATASETS = ("shakespeare", "tinyshakespeare", "synthetic")
+PRESETS = ("none", "gpt2-small")
+VARIANTS = ("default", "compiled")
+ATTENTION = ("fused", "manual")
+
+PARAMS = (
+    Param(
+        "dataset",
+        "str",
+        "shakespeare",
+        "shakespeare: tiny Shakespeare (1 115 394 bytes of the plays) shipped with the suite, no download; "
+        "tinyshakespeare: the same text from the data folder (`harness data fetch tinyshakespeare`); "
+        "synthetic: random bytes from the seed (tests only: there is nothing to learn)",
+        choices=DATASETS,
+    ),
+    Param(
+        "preset",
+        "str",
+        "none",
+        "none: the model of n_layer/n_head/n_embd/block_size; gpt2-small: 12 layers, 12 heads, 768 wide, "
+        "1024 context (GPU; leave the four shape parameters at their defaults)",
+        choices=PRESETS,
+    ),
+    Param("n_layer", "int", 4, "transformer blocks", min=1, max=96),
+    Param("n_head", "int", 4, "attention heads (must divide n_embd)", min=1, max=128),
+    Param("n_embd", "int", 128, "model width", min=8, max=16384),
+    Param("block_size", "int", 128, "context length in bytes (tokens)", min=4, max=16384),
+    Param("batch_size", "int", 16, "sequences per optimiser step", min=1, max=4096),
+    Param("dropout", "float", 0.0, "dropout rate (0: the frameworks can agree step by step)", min=0.0, max=0.9),
+    Param("intervals", "int", 6, "timed intervals (interval 1, with compilation, is reported apart)", min=2, max=1000),
+    Param("steps", "int", 50, "optimiser steps per interval", min=1, max=100_000),
+    Param("lr", "float", 1e-3, "peak learning rate of the warm-up + cosine schedule", min=0.0, max=1.0),
+    Param("warmup_steps", "int", 30, "linear warm-up steps", min=0, max=1_000_000),
+    Param("min_lr_ratio", "float", 0.1, "learning rate at the end of the cosine, as a share of lr", min=0.0, max=1.0),
+    Param(
+        "weight_decay", "float", 0.1, "AdamW weight decay on the matrices (not biases or LayerNorm)", min=0.0, max=1.0
+    ),
+    Param("grad_clip", "float", 1.0, "clip the gradients' global norm to this (0: off)", min=0.0, max=1e6),
+    Param(
+        "eval_windows",
+        "int",
+        64,
+        "validation windows of block_size bytes evaluated per curve point",
+        min=1,
+        max=100_000,
+    ),
+    Param(
+        "target_loss",
+        "float",
+        0.0,
+        "time to target: evaluate after every interval (outside the clock) and stop at the first validation loss "
+        "at or below this (nats per byte); 0: off",
+        min=0.0,
+        max=100.0,
+    ),
+    Param("curve", "bool", True, "learning curve: validation loss after every interval, outside the training clock"),
+    Param(
+        "attention",
+        "str",
+        "fused",
+        "fused: the framework's fused attention (torch scaled_dot_product_attention, jax.nn.dot_product_attention); "
+        "manual: written out (einsum, causal mask, softmax, einsum)",
+        choices=ATTENTION,
+    ),
+    Param(
+        "variant",
+        "str",
+        "default",
+        "default: flax jax.jit of one train step, pytorch eager; compiled: flax the same jit, pytorch "
+        "torch.compile of the model (JAX always compiles: there is no fair eager JAX transformer)",
+        choices=VARIANTS,
+    ),
+    Param("seed", "int", 42, "seed of the initial weights, the batches and synthetic data", min=0, max=2**31 - 1),
+)
+
+# Measured flax vs pytorch (CPU, float32, the smoke and default models): the first step's loss
+# 1e-7 apart, the weights' step sizes 2e-5; the first 8 losses drift apart by < 1e-5 relative.
+# A learning rate 0.1 % off, Adam's beta2 0.999 for 0.99 or clipping off all fail these.
+FIRST_STEP_LOSS, FIRST_STEP_WEIGHTS = first_step_specs()
+
+SPEC = SuiteSpec(
+    name="gpt",
+    precision_axis=True,
+    description=(
+        "GPT decoder on byte-level text: pre-LayerNorm blocks of causal self-attention and a 4x GELU MLP, tied "
+        "output; AdamW, warm-up + cosine, gradient clipping; tokens/s, MFU (6N + attention FLOPs per token), "
+        "validation loss and bits per byte"
+    ),
+    frameworks=("flax", "pytorch"),
+    params=PARAMS,
+    checks=(
+        FIRST_STEP_LOSS,
+        FIRST_STEP_WEIGHTS,
+        CheckSpec(
+            "loss_curve",
+            "float32 training loss of the first 8 steps from the shared initial weights on the shared batches",
+            rtol=1e-4,
+            atol=1e-5,
+        ),
+        CheckSpec("param_count", "trainable parameters (the same model must give the same count)", rtol=0.0),
+        CheckSpec(
+            "initial_logits",
+            "logits of the shared initial weights, first sequence, first 4 positions (float32)",
+            rtol=1e-3,
+            atol=1e-5,
+        ),
+        CheckSpec(
+            "val_loss",
+            "validation loss after the last interval (nats per byte); the runs drift apart over hundreds of steps",
+            rtol=0.03,
+        ),
+    ),
+    unsupported={"numpy": "NumPy has no automatic differentiation to train a transformer with"},
+    repeat=1,  # not used: intervals of optimiser steps are timed (see `intervals`)
+    warmup=0,
+    timeout_s=4 * 3600.0,
+    smoke={
+        "n_layer": 2,
+        "n_head": 2,
+        "n_embd": 32,
+        "block_size": 32,
+        "batch_size": 4,
+        "intervals": 2,
+        "steps": 3,
+        "warmup_steps": 2,
+        "eval_windows": 4,
+    },
+)
