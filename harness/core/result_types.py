@@ -189,30 +189,39 @@ class Dataset(TypedDict):
 
 
 class Curve(TypedDict):
-    """One process's learning curve (runtime/training.py); schema.py checks the lengths agree."""
+    """One process's learning curve (runtime/training.py); schema.py checks the lengths agree.
+
+    An accuracy suite evaluates test accuracy (with train accuracy per epoch), a language model
+    (suites/gpt, whose "epoch" is an interval of optimizer steps) validation loss: schema.py
+    requires exactly one of `test_accuracy` and `val_loss`."""
 
     epoch_seconds: Annotated[list[NonNegative], Strict(), MinLen(1), MaxLen(MAX_CURVE_EPOCHS)]
     train_loss: Numbers
-    train_accuracy: Annotated[list[Percent], Strict()]
-    test_accuracy: Annotated[list[Percent], Strict()]
+    train_accuracy: NotRequired[Annotated[list[Percent], Strict()]]
+    test_accuracy: NotRequired[Annotated[list[Percent], Strict()]]
+    val_loss: NotRequired[Annotated[list[NonNegative], Strict()]]
     evaluation_seconds: Annotated[list[NonNegative], Strict()]
     seed: NotRequired[Integer | None]
 
 
 class Target(TypedDict):
-    """Time to an accuracy (runtime/training.py), pooled over rounds by harness/judge/time_to_target.py."""
+    """Time to an accuracy or to a validation loss (runtime/training.py), pooled over rounds by
+    harness/judge/time_to_target.py; schema.py requires exactly one of `accuracy` and `loss`."""
 
-    accuracy: Finite
+    accuracy: NotRequired[Finite]
+    loss: NotRequired[NonNegative]  # reached when the validation loss is at or below it
     status: Literal["reached", "not reached"]
     seconds: NotRequired[Finite | None]
     wall_seconds: NotRequired[Finite | None]
     epochs: NotRequired[Finite | None]
     best_accuracy: NotRequired[Finite | None]
+    best_loss: NotRequired[NonNegative | None]
     seconds_interval: NotRequired[Annotated[list[Finite], Strict(), MinLen(2), MaxLen(2)] | None]
     rounds: NotRequired[Annotated[list[Objects], Strict(), MaxLen(MAX_SAMPLES)] | None]
     reached_rounds: NotRequired[Count | None]
     epochs_run: NotRequired[Count | None]
     accuracy_per_epoch: NotRequired[Numbers | None]
+    loss_per_epoch: NotRequired[Annotated[list[NonNegative], Strict()] | None]
     evaluation_seconds: NotRequired[Numbers | None]
     seed: NotRequired[Integer | None]
 

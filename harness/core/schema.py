@@ -15,7 +15,7 @@ import json
 import math
 import operator
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from itertools import islice
 from pathlib import Path
 from types import UnionType
@@ -386,23 +386,45 @@ def _problem(doc: Any, nesting_checked: bool = False) -> str | None:
         if numbers > MAX_CHECK_NUMBERS:
             return f"checks: more than the {MAX_CHECK_NUMBERS} numbers all check values of a result may hold"
     training = doc["training"] or {}
-    return _curves_problem(training.get("curves") or []) or _target_problem(training.get("target"))
+    curves, target = training.get("curves") or [], training.get("target")
+    return _curves_problem(curves) or _target_problem(target) or _measures_problem(curves, target)
+
+
+# What a learning curve evaluates, and the target of the same measure: an accuracy suite's test
+# accuracy (percent, higher is better) or a language model's validation loss (lower is better).
+CURVE_MEASURES = ("test_accuracy", "val_loss")
+TARGET_MEASURES = {"test_accuracy": "accuracy", "val_loss": "loss"}
+
+
+def _one_of(found: Mapping[str, Any], keys: Sequence[str], where: str) -> str | None:
+    """Why `found` does not hold exactly one of `keys`, or None."""
+    present = [k for k in keys if k in found]
+    if len(present) == 1:
+        return None
+    got = " and ".join(present) if present else "neither"
+    return f"{where}: expected exactly one of {' or '.join(keys)}, got {got}"
 
 
 def _curves_problem(curves: list[dict[str, Any]]) -> str | None:
     """Learning curves (runtime/training.py), one per process: a picture plots every number."""
     for k, curve in enumerate(curves):
         where, n = f"training.curves[{k}]", len(curve["epoch_seconds"])
+        problem = _one_of(curve, CURVE_MEASURES, where)
+        if problem:
+            return problem
+        measure = next(key for key in CURVE_MEASURES if key in curve)
+        if measure == "test_accuracy" and "train_accuracy" not in curve:  # accuracy suites always wrote it
+            return f"{where}.train_accuracy: missing field"
         for key in ("train_loss", "train_accuracy"):
-            if len(curve[key]) != n:
+            if key in curve and len(curve[key]) != n:
                 return f"{where}.{key}: {len(curve[key])} entries, but epoch_seconds has {n}"
-        for key in ("test_accuracy", "evaluation_seconds"):  # one per evaluated epoch
+        for key in (measure, "evaluation_seconds"):  # one per evaluated epoch
             if len(curve[key]) > n:
                 return f"{where}.{key}: expected a list of at most {n} finite numbers (one per epoch)"
-        if len(curve["evaluation_seconds"]) != len(curve["test_accuracy"]):
+        if len(curve["evaluation_seconds"]) != len(curve[measure]):
             return (
                 f"{where}.evaluation_seconds: {len(curve['evaluation_seconds'])} entries, "
-                f"but test_accuracy has {len(curve['test_accuracy'])}"
+                f"but {measure} has {len(curve[measure])}"
             )
     points = sum(len(c["epoch_seconds"]) for c in curves)
     if points > MAX_CURVE_POINTS:
@@ -414,6 +436,14 @@ def _target_problem(target: dict[str, Any] | None) -> str | None:
     """A reached target has its numbers, one not reached has none; pooled rounds add up."""
     if target is None:
         return None
+    problem = _one_of(target, ("accuracy", "loss"), "training.target")
+    if problem:
+        return problem
+    # The other measure's record would be drawn against this target's line.
+    other = ("best_loss", "loss_per_epoch") if "accuracy" in target else ("best_accuracy", "accuracy_per_epoch")
+    wrong = next((key for key in other if target.get(key) is not None), None)
+    if wrong:
+        return f"training.target.{wrong}: a target of {'accuracy' if 'accuracy' in target else 'loss'} has no {wrong}"
     for key in ("seconds", "wall_seconds", "epochs"):
         if target["status"] == "reached" and target.get(key) is None:
             return f"training.target.{key}: a reached target needs a finite number"
@@ -423,6 +453,18 @@ def _target_problem(target: dict[str, Any] | None) -> str | None:
     reached = target.get("reached_rounds")
     if rounds is not None and (reached is None or reached > len(rounds)):
         return "training.target.reached_rounds: expected a whole number up to the number of rounds"
+    return None
+
+
+def _measures_problem(curves: list[dict[str, Any]], target: dict[str, Any] | None) -> str | None:
+    """One job's curves and target measure one thing: a picture draws them on one axis."""
+    measures = [next(key for key in CURVE_MEASURES if key in c) for c in curves]
+    for k, measure in enumerate(measures):
+        if measure != measures[0]:
+            return f"training.curves[{k}]: expected {measures[0]} like training.curves[0] (one measure per result)"
+    if measures and target is not None and TARGET_MEASURES[measures[0]] not in target:
+        wanted = TARGET_MEASURES[measures[0]]
+        return f"training.target: expected a target of {wanted}, what the curves ({measures[0]}) measure"
     return None
 
 

@@ -1,7 +1,9 @@
-"""Time-to-accuracy on the host: which runs aim at a target, and pooling the rounds (the words a
+"""Time-to-target on the host: which runs aim at a target, and pooling the rounds (the words a
 report shows are harness/report/training_text.py's).
 
-A job with `--param target_accuracy=P` records `training.target` (runtime/training.py): status
+A job with `--param target_accuracy=P` (an accuracy suite) or `--param target_loss=L` (a language
+model: reached when the validation loss is at or below L) records `training.target`
+(runtime/training.py), with `accuracy` or `loss` and the best value seen: status
 `reached` with seconds (training time), wall seconds and epochs, or `not reached`, which is a
 status and never a number. Over `--rounds K` each round trains from another seed (the
 variation time-to-target really has: initialisation, order, dropout), and the pooled figure is
@@ -28,9 +30,15 @@ from harness.core.statistics import bootstrap_median_ci
 TARGET_METRICS = ("time to target", "wall time to target", "epochs to target")
 
 
+# The job parameters that set a target (0: none): an accuracy suite's, a language model's.
+TARGET_PARAMS = ("target_accuracy", "target_loss")
+
+
 def targeted(params: dict[str, Any]) -> bool:
-    value = params.get("target_accuracy")
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0
+    return any(
+        isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0
+        for value in (params.get(name) for name in TARGET_PARAMS)
+    )
 
 
 def drop_partial_metrics(docs: Sequence[Result]) -> list[Result]:
@@ -59,6 +67,7 @@ def pool(docs: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
     rounds = [(d, t) for d in docs if d.get("status") == "ok" and (t := _target(d)) is not None]
     if not rounds:
         return None
+    measure = "loss" if "loss" in rounds[0][1] else "accuracy"  # the rounds of one job: one measure
     per_round = [
         {
             "seed": d.get("params", {}).get("seed"),
@@ -66,13 +75,13 @@ def pool(docs: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
             "seconds": t.get("seconds"),
             "wall_seconds": t.get("wall_seconds"),
             "epochs": t.get("epochs"),
-            "best_accuracy": t.get("best_accuracy"),
+            f"best_{measure}": t.get(f"best_{measure}"),
         }
         for d, t in rounds
     ]
     reached = [r for r in per_round if r["status"] == "reached"]
     pooled: dict[str, Any] = {
-        "accuracy": rounds[0][1]["accuracy"],
+        measure: rounds[0][1][measure],
         "rounds": per_round,
         "reached_rounds": len(reached),
         "status": "not reached",

@@ -22,10 +22,12 @@ from harness.judge.assessment import Assessment
 from harness.publish.page import Markup, join, lines, tag
 from harness.report import palette
 from harness.report.pictures import (
+    ACCURACY,
     Band,
     Curve,
     Key,
     LearningCurves,
+    Measure,
     Roofline,
     Timeline,
     TimelineSeries,
@@ -35,7 +37,7 @@ from harness.report.pictures import (
     wide,
 )
 from harness.text.escape import plain
-from harness.text.numbers import fmt_percent, fmt_time, time_unit
+from harness.text.numbers import fmt_time, time_unit
 
 TRAINING_TIME = "cumulative training time (s), evaluations excluded"
 # Thin lines drawn per framework: the browser places every line on the union of all lines' x
@@ -106,8 +108,9 @@ def _count(n: int, what: str) -> str:
     return f"{n} {what[:-1]}ies" if what.endswith("y") else f"{n} {what}s"
 
 
-def target_label(target: float) -> str:
-    return f"target {fmt_percent(target)}"
+def target_label(target: float, measure: Measure = ACCURACY) -> str:
+    """`target 75 %`, `target val loss 1.80`."""
+    return f"target {measure.show(target)}"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -128,6 +131,7 @@ def _curve_data(curves: LearningCurves, curve: Curve, banded: bool) -> dict[str,
         "seconds": [_finite(p.seconds) for p in curve.points],
         "loss": [_finite(p.train_loss) for p in curve.points],
         "accuracy": [_finite(p.test_accuracy) for p in curve.points],
+        "val_loss": [_finite(p.val_loss) for p in curve.points],
     }
 
 
@@ -148,6 +152,7 @@ def _band_data(curves: LearningCurves, band: Band) -> dict[str, Any]:
         "seconds": [_finite(s) for s in band.seconds],
         "loss": [_spread(v) for v in band.loss],
         "accuracy": [_spread(v) for v in band.accuracy],
+        "val_loss": [_spread(v) for v in band.val_loss],
     }
 
 
@@ -157,10 +162,12 @@ def _learning_data(curves: LearningCurves) -> dict[str, Any]:
     # time axis keeps both curves readable.
     log = wide([p.seconds for c in curves.curves for p in c.points] + [s for b in curves.bands for s in b.seconds])
     x = TRAINING_TIME.replace("(s)", "(s, log scale)") if log else TRAINING_TIME
+    measure = curves.measure
     return {
         "log_x": log,
         "target": _finite(curves.target),
-        "target_label": target_label(curves.target) if curves.target is not None else None,
+        "target_label": target_label(curves.target, measure) if curves.target is not None else None,
+        "target_field": measure.field,  # the chart the target line is drawn on
         "curves": [_curve_data(curves, c, c.framework in banded) for c in _drawn_curves(curves)],
         "bands": [_band_data(curves, b) for b in curves.bands],
         "charts": [
@@ -170,10 +177,11 @@ def _learning_data(curves: LearningCurves) -> dict[str, Any]:
                 "title": f"{plain(curves.suite)}: {what} against training time",
                 "x": x,
                 "y": y,
+                "unit": unit,
             }
-            for field, what, y in (
-                ("accuracy", "test accuracy", "test accuracy (%)"),
-                ("loss", "train loss", "mean train loss of the epoch"),
+            for field, what, y, unit in (
+                (measure.field, measure.name, measure.axis, measure.unit),
+                ("loss", "train loss", "mean train loss of the epoch", ""),
             )
         ],
     }
@@ -193,8 +201,9 @@ def _flag_words(flags: Mapping[str, Sequence[str]]) -> str:
 
 def _learning_figures(curves: LearningCurves) -> Markup:
     names = _words(curves.frameworks)
-    target = f"; {target_label(curves.target)}" if curves.target is not None else ""
-    tested = any(p.test_accuracy is not None for c in curves.curves for p in c.points)
+    measure = curves.measure
+    target = f"; {target_label(curves.target, measure)}" if curves.target is not None else ""
+    tested = any(curves.evaluated(p) is not None for c in curves.curves for p in c.points)
     rounds, flags = _rounds_words(curves), _flag_words(curves.flags)
     lines_read = (
         "Each line is one training process, a point at the end of each epoch; x is the training time so far "
@@ -207,22 +216,26 @@ def _learning_figures(curves: LearningCurves) -> Markup:
         ) + _undrawn_words(curves)
     if curves.flags:
         lines_read += " Dashed red lines are FLAGGED frameworks: not comparable with the others."
-    accuracy_read = lines_read
+    evaluated_read = lines_read
+    if measure.lower_is_better:
+        evaluated_read += " Lower is better: the validation loss falls as the model learns."
     if curves.target is not None:
-        accuracy_read += (
-            f" The dashed grey line is the {target_label(curves.target)}: where a line first crosses it, that "
-            "framework reached the target."
+        evaluated_read += (
+            f" The dashed grey line is the {target_label(curves.target, measure)}: where a line first crosses it, "
+            "that framework reached the target."
         )
     if not tested:
-        accuracy_read += (
-            " The test split was evaluated only after the last epoch (--param curve=true draws this curve)."
+        evaluated_read += (
+            " The validation split was evaluated only after the last epoch."
+            if measure.lower_is_better
+            else " The test split was evaluated only after the last epoch (--param curve=true draws this curve)."
         )
     return join(
         [
             _figure(
-                "chart-accuracy",
-                f"Test accuracy against cumulative training time for {names}{rounds}{target}{flags}",
-                accuracy_read,
+                f"chart-{measure.field}",
+                f"{measure.name.capitalize()} against cumulative training time for {names}{rounds}{target}{flags}",
+                evaluated_read,
             ),
             _figure(
                 "chart-loss", f"Train loss against cumulative training time for {names}{rounds}{flags}", lines_read

@@ -109,9 +109,9 @@ def _pictures(plt: Any, judged: Assessment, folder: Path, suite: str) -> list[Fi
     flags = pictures.flag_reasons(judged)
     curves = pictures.learning_curves(judged)
     if curves is not None:
-        target = f"; target {curves.target:g} %" if curves.target is not None else ""
+        target = f"; target {curves.measure.show(curves.target)}" if curves.target is not None else ""
         save(pictured.learning_curves_figure(plt, curves), "learning-curves",
-             f"learning curves: test accuracy and train loss against cumulative training time for "
+             f"learning curves: {curves.measure.name} and train loss against cumulative training time for "
              f"{_names(curves.frameworks)}{target}")  # fmt: skip
     roof = pictures.roofline(judged, flags)
     if roof is not None:

@@ -26,9 +26,10 @@ def _flag_text(flags: tuple[str, ...]) -> str:
 
 
 def learning_curves_figure(plt: Any, curves: LearningCurves) -> Any:
-    fig, (acc_ax, loss_ax) = plt.subplots(1, 2, figsize=(12, 4.6))
+    fig, (eval_ax, loss_ax) = plt.subplots(1, 2, figsize=(12, 4.6))
+    measure = curves.measure  # the left panel: test accuracy, or a language model's validation loss
     banded = {b.framework for b in curves.bands}
-    any_accuracy = False
+    any_evaluated = False
     for fw in curves.frameworks:
         flags = curves.flags.get(fw, ())
         colour = palette.FLAG_COLOUR if flags else palette.colour(fw)
@@ -40,11 +41,11 @@ def learning_curves_figure(plt: Any, curves: LearningCurves) -> Any:
             times = [p.seconds for p in c.points]
             label = None if thin else name
             width, alpha = (0.8, 0.35) if thin else (2.0, 1.0)
-            tested = [(p.seconds, p.test_accuracy) for p in c.points if p.test_accuracy is not None]
+            tested = [(p.seconds, value) for p in c.points if (value := curves.evaluated(p)) is not None]
             if tested:
-                any_accuracy = True
-                acc_ax.plot(*zip(*tested, strict=True), style, color=colour, lw=width, alpha=alpha, marker="o",
-                            ms=3 if thin else 5, label=label, gid=f"accuracy:{fw}:{c.process}")  # fmt: skip
+                any_evaluated = True
+                eval_ax.plot(*zip(*tested, strict=True), style, color=colour, lw=width, alpha=alpha, marker="o",
+                             ms=3 if thin else 5, label=label, gid=f"{measure.field}:{fw}:{c.process}")  # fmt: skip
             loss_ax.plot(times, [p.train_loss for p in c.points], style, color=colour, lw=width, alpha=alpha,
                          marker="o", ms=3 if thin else 5, label=label, gid=f"loss:{fw}:{c.process}")  # fmt: skip
         band = next((b for b in curves.bands if b.framework == fw), None)
@@ -55,29 +56,31 @@ def learning_curves_figure(plt: Any, curves: LearningCurves) -> Any:
             loss_ax.plot(
                 band.seconds, mid, style, color=colour, lw=2.2, marker="o", ms=5, label=label, gid=f"loss-median:{fw}"
             )
-            tested_band = [(s, a) for s, a in zip(band.seconds, band.accuracy, strict=True) if a is not None]
+            tested_band = [(s, a) for s, a in zip(band.seconds, curves.spread(band), strict=True) if a is not None]
             if tested_band:
                 at, spread = zip(*tested_band, strict=True)
                 lo, mid, hi = zip(*spread, strict=True)
-                acc_ax.fill_between(at, lo, hi, color=colour, alpha=0.18, lw=0)
-                acc_ax.plot(
-                    at, mid, style, color=colour, lw=2.2, marker="o", ms=5, label=label, gid=f"accuracy-median:{fw}"
-                )
+                eval_ax.fill_between(at, lo, hi, color=colour, alpha=0.18, lw=0)
+                eval_ax.plot(at, mid, style, color=colour, lw=2.2, marker="o", ms=5, label=label,
+                             gid=f"{measure.field}-median:{fw}")  # fmt: skip
     if curves.target is not None:
-        acc_ax.axhline(
-            curves.target, color="#444444", ls=":", lw=1.2, label=f"target {curves.target:g} %", gid="target"
+        eval_ax.axhline(
+            curves.target, color="#444444", ls=":", lw=1.2, label=f"target {measure.show(curves.target)}", gid="target"
         )
-    if not any_accuracy:
-        acc_ax.text(0.5, 0.5, "test split evaluated only after the last epoch\n(--param curve=true draws this curve)",
-                    ha="center", va="center", transform=acc_ax.transAxes)  # fmt: skip
+    if not any_evaluated:
+        where = "validation split" if measure.lower_is_better else "test split"
+        hint = "" if measure.lower_is_better else "\n(--param curve=true draws this curve)"
+        eval_ax.text(0.5, 0.5, f"{where} evaluated only after the last epoch{hint}",
+                     ha="center", va="center", transform=eval_ax.transAxes)  # fmt: skip
     suite = plot_label(curves.suite)
-    acc_ax.set(title=f"{suite}: test accuracy against training time", xlabel="cumulative training time (s), "
-               "evaluations excluded", ylabel="test accuracy (%)")  # fmt: skip
+    better = " (lower is better)" if measure.lower_is_better else ""
+    eval_ax.set(title=f"{suite}: {measure.name} against training time{better}", xlabel="cumulative training time (s), "
+                "evaluations excluded", ylabel=measure.axis)  # fmt: skip
     loss_ax.set(title=f"{suite}: train loss against training time",
                 xlabel="cumulative training time (s), evaluations excluded", ylabel="mean train loss of the epoch")  # fmt: skip
     # One framework's epoch 1 (its compilation) can outlast another's whole run: a log time axis then.
     log = wide([p.seconds for c in curves.curves for p in c.points])
-    for ax in (acc_ax, loss_ax):
+    for ax in (eval_ax, loss_ax):
         if log:
             ax.set_xscale("log")
             ax.set_xlabel(ax.get_xlabel() + " (log scale)")

@@ -1,8 +1,8 @@
 """What the three pictures of a run show, worked out once from the validated result files.
 
-- learning curves (training suites): test accuracy and train loss against cumulative training
-  time, evaluations excluded, one line per framework and process; with rounds, a median line and
-  a min-max band per framework;
+- learning curves (training suites): test accuracy (or a language model's validation loss) and
+  train loss against cumulative training time, evaluations excluded, one line per framework and
+  process; with rounds, a median line and a min-max band per framework;
 - a roofline (any run whose time metrics declare both FLOPs and bytes): each (framework, metric)
   at its arithmetic intensity and achieved FLOP/s, under the ceilings measured on this machine
   (`harness calibrate`) and the datasheet peaks;
@@ -27,7 +27,7 @@ from harness.core.result_types import Metric, Result
 from harness.judge.assessment import Assessment
 from harness.store.peaks import Peak, achievable_key, bandwidth_for, peak_for
 from harness.store.run_folder import Run
-from harness.text.numbers import fmt_giga
+from harness.text.numbers import fmt_giga, fmt_loss, fmt_percent
 from suites.contract.marks import MARKS
 
 Key = tuple[str, str]  # (framework, metric)
@@ -69,11 +69,34 @@ def _time_metrics(run: Run) -> list[tuple[str, Result, Metric]]:
 
 
 @dataclass(frozen=True)
+class Measure:
+    """What a learning curve evaluates after each epoch, in the words every medium shows."""
+
+    key: str  # the curve's field in a result (and CurvePoint's attribute)
+    field: str  # Band's attribute, the site's chart field, the PNG's line ids
+    target_key: str  # the field of training.target with the target in this measure
+    name: str  # "test accuracy": titles and alt text
+    axis: str  # the y axis
+    unit: str  # after a number on the site's hover
+    lower_is_better: bool
+
+    def show(self, value: float) -> str:
+        """`75 %`, `val loss 1.80`: a loss says what it is, having no unit to say it."""
+        return f"val loss {fmt_loss(value)}" if self.lower_is_better else fmt_percent(value)
+
+
+ACCURACY = Measure("test_accuracy", "accuracy", "accuracy", "test accuracy", "test accuracy (%)", " %", False)
+# Language models (suites/gpt): an "epoch" there is an interval of optimizer steps.
+VAL_LOSS = Measure("val_loss", "val_loss", "loss", "validation loss", "validation loss", "", True)
+
+
+@dataclass(frozen=True)
 class CurvePoint:
     epoch: int  # 1-based
     seconds: float  # training time of epochs 1..epoch (epoch 1's compilation in, evaluations out)
     train_loss: float
     test_accuracy: float | None  # percent; None where the test split was not evaluated after this epoch
+    val_loss: float | None = None  # a language model's; None where not evaluated (or an accuracy curve)
 
 
 @dataclass(frozen=True)
@@ -81,6 +104,7 @@ class Curve:
     framework: str
     process: int  # 1-based: the round that trained it
     points: tuple[CurvePoint, ...]
+    measure: Measure = ACCURACY  # what its points evaluate (test_accuracy or val_loss)
 
 
 @dataclass(frozen=True)
@@ -93,29 +117,48 @@ class Band:
     seconds: tuple[float, ...]  # median cumulative seconds at that epoch
     loss: tuple[tuple[float, float, float], ...]  # (min, median, max)
     accuracy: tuple[tuple[float, float, float] | None, ...]
+    val_loss: tuple[tuple[float, float, float] | None, ...] = ()
 
 
 @dataclass(frozen=True)
 class LearningCurves:
     suite: str
-    target: float | None  # the time-to-accuracy target, percent
+    target: float | None  # the time-to-target target, in `measure` (percent, or a validation loss)
     curves: tuple[Curve, ...]
     bands: tuple[Band, ...]  # frameworks with more than one process
     flags: dict[str, tuple[str, ...]] = field(default_factory=dict)  # framework -> why not a plain line
+    measure: Measure = ACCURACY  # what the evaluated panel draws
 
     @property
     def frameworks(self) -> list[str]:
         return list(dict.fromkeys(c.framework for c in self.curves))
 
+    def evaluated(self, point: CurvePoint) -> float | None:
+        """The point's value in `measure`: None where not evaluated (or evaluated in another measure)."""
+        value: float | None = getattr(point, self.measure.key)
+        return value
+
+    def spread(self, band: Band) -> tuple[tuple[float, float, float] | None, ...]:
+        """The band's (min, median, max) in `measure` at each epoch."""
+        found: tuple[tuple[float, float, float] | None, ...] = getattr(band, self.measure.field)
+        return found
+
 
 def _curve(framework: str, process: int, doc: Mapping[str, Any]) -> Curve:
     seconds = list(itertools.accumulate(float(s) for s in doc["epoch_seconds"]))
     tests = list(doc.get("test_accuracy") or [])
+    losses = list(doc.get("val_loss") or [])
     points = tuple(
-        CurvePoint(i + 1, seconds[i], float(loss), float(tests[i]) if i < len(tests) else None)
+        CurvePoint(
+            i + 1,
+            seconds[i],
+            float(loss),
+            float(tests[i]) if i < len(tests) else None,
+            float(losses[i]) if i < len(losses) else None,
+        )
         for i, loss in enumerate(doc["train_loss"])
     )
-    return Curve(framework, process, points)
+    return Curve(framework, process, points, VAL_LOSS if "val_loss" in doc else ACCURACY)
 
 
 def _spread(values: Sequence[float]) -> tuple[float, float, float]:
@@ -126,7 +169,7 @@ def _band(framework: str, curves: Sequence[Curve]) -> Band:
     # Only the epochs every round reached: rounds that stopped at the target earlier would leave
     # later epochs to the slower rounds alone, and the median line would run back in time.
     shortest = min(len(c.points) for c in curves)
-    epochs, seconds, loss, accuracy = [], [], [], []
+    epochs, seconds, loss, accuracy, val_loss = [], [], [], [], []
     for i in range(shortest):
         at = [c.points[i] for c in curves]
         epochs.append(i + 1)
@@ -134,12 +177,14 @@ def _band(framework: str, curves: Sequence[Curve]) -> Band:
         loss.append(_spread([p.train_loss for p in at]))
         tests = [p.test_accuracy for p in at if p.test_accuracy is not None]
         accuracy.append(_spread(tests) if tests else None)
-    return Band(framework, len(curves), tuple(epochs), tuple(seconds), tuple(loss), tuple(accuracy))
+        validated = [p.val_loss for p in at if p.val_loss is not None]
+        val_loss.append(_spread(validated) if validated else None)
+    return Band(framework, len(curves), tuple(epochs), tuple(seconds), tuple(loss), tuple(accuracy), tuple(val_loss))
 
 
-def _target(result: Result) -> float | None:
+def _target(result: Result, measure: Measure) -> float | None:
     target = (result.get("training") or {}).get("target")
-    value = target.get("accuracy") if isinstance(target, dict) else None
+    value = target.get(measure.target_key) if isinstance(target, dict) else None
     return float(value) if isinstance(value, (int, float)) and value > 0 else None
 
 
@@ -147,13 +192,15 @@ def learning_curves(judged: Assessment) -> LearningCurves | None:
     """None when no job recorded a learning curve (not a training suite, or an older result)."""
     run = judged.run
     curves: list[Curve] = []
-    target = None
     for fw, result in _ok(run):
         docs = (result.get("training") or {}).get("curves") or []
         curves += [_curve(fw, i + 1, doc) for i, doc in enumerate(docs)]
-        target = target or _target(result)
     if not curves:
         return None
+    # One suite's jobs evaluate one measure (schema.py holds each job to one); should frameworks
+    # differ, validation loss is drawn and the others' evaluations are left off that panel.
+    measure = VAL_LOSS if any(c.measure is VAL_LOSS for c in curves) else ACCURACY
+    target = next((t for _, result in _ok(run) if (t := _target(result, measure)) is not None), None)
     by_fw: dict[str, list[Curve]] = {}
     for c in curves:
         by_fw.setdefault(c.framework, []).append(c)
@@ -161,7 +208,7 @@ def learning_curves(judged: Assessment) -> LearningCurves | None:
     flags: dict[str, tuple[str, ...]] = {
         fw: (f"not comparable: {why}",) for fw, why in judged.not_comparable.items() if fw in by_fw
     }
-    return LearningCurves(str(run.summary.get("suite")), target, tuple(curves), bands, flags)
+    return LearningCurves(str(run.summary.get("suite")), target, tuple(curves), bands, flags, measure)
 
 
 # ---------------------------------------------------------------------------------------------

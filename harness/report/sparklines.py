@@ -3,7 +3,8 @@
 One sparkline per (metric, framework): every steady sample in order on a scale shared by the
 frameworks of that metric (log when it spans more than 30x), `|` between rounds, a marked sample
 (escaped, contended, throttled) drawn as its mark's letter instead of a bar, and a flagged metric
-named FLAGGED. Training runs add the test accuracy and train loss per epoch of each process.
+named FLAGGED. Training runs add the test accuracy (a language model: the validation loss) and
+train loss per epoch of each process.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from collections.abc import Sequence
 from harness.judge.assessment import Assessment
 from harness.report.pictures import LearningCurves, Timeline, TimelineSeries, learning_curves, timelines, wide
 from harness.text.escape import plain
-from harness.text.numbers import fmt_time
+from harness.text.numbers import fmt_loss, fmt_time
 
 BARS = "▁▂▃▄▅▆▇█"
 ROUND_EDGE = "|"
@@ -90,12 +91,12 @@ def _spark(values: Sequence[float], low: float, high: float) -> str:
 
 
 def curve_lines(curves: LearningCurves) -> list[str]:
-    target = f", target {curves.target:g} %" if curves.target is not None else ""
+    target = f", target {curves.measure.show(curves.target)}" if curves.target is not None else ""
     out = [f"learning curves (per epoch, one line per process{target})"]
-    accuracies = [p.test_accuracy for c in curves.curves for p in c.points if p.test_accuracy is not None]
+    evaluated = [v for c in curves.curves for p in c.points if (v := curves.evaluated(p)) is not None]
     losses = [p.train_loss for c in curves.curves for p in c.points]
     loss_range = (min(losses), max(losses))  # one scale for every line, worked out once
-    accuracy_range = (min(accuracies), max(accuracies)) if accuracies else (0.0, 100.0)
+    evaluated_range = (min(evaluated), max(evaluated)) if evaluated else (0.0, 100.0)
     width = max(len(plain(c.framework)) + 6 for c in curves.curves)
     shown: dict[str, int] = {}
     for c in curves.curves:
@@ -103,10 +104,12 @@ def curve_lines(curves: LearningCurves) -> list[str]:
         if shown[c.framework] > MAX_CURVE_LINES:
             continue
         name = f"{plain(c.framework)} #{c.process}"
-        tested = [p.test_accuracy for p in c.points if p.test_accuracy is not None]
+        tested = [v for p in c.points if (v := curves.evaluated(p)) is not None]
         text = f"  {name:<{width}}  loss {_spark([p.train_loss for p in c.points], *loss_range)}"
-        if tested:
-            text += f"  test accuracy {_spark(tested, *accuracy_range)} {tested[-1]:.2f} %"
+        if tested and curves.measure.lower_is_better:
+            text += f"  val loss {_spark(tested, *evaluated_range)} {fmt_loss(tested[-1])}"
+        elif tested:
+            text += f"  test accuracy {_spark(tested, *evaluated_range)} {tested[-1]:.2f} %"
         text += f"  ({len(c.points)} epochs, {c.points[-1].seconds:.3g} s of training)"
         if curves.flags.get(c.framework):
             text += "  FLAGGED: " + "; ".join(plain(f) for f in curves.flags[c.framework])

@@ -257,7 +257,10 @@ def render(judged: Assessment, tablefmt: str = "simple") -> str:
         targets = {fw: training_text.target_cell(result) for fw, result in run.results.items()} if trained else {}
         if any(t is not None for t in targets.values()):
             rows = [[fw, t or "no target set"] for fw, t in targets.items()]
-            parts += title("target accuracy: training time to reach it (evaluation excluded)")
+            # A language model aims at a validation loss (training.target.loss) instead of an accuracy.
+            losses = any("loss" in ((r["training"] or {}).get("target") or {}) for r in run.results.values())
+            what = "validation loss" if losses else "accuracy"
+            parts += title(f"target {what}: training time to reach it (evaluation excluded)")
             parts.append(escape.table(rows, ["framework", "time to target"], tablefmt))
         parts.append("")
         parts.append(

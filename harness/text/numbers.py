@@ -10,7 +10,8 @@ another:
   run table, `compare` and the exports;
 - rates (FLOP/s, B/s) in giga units, 4 significant digits (`fmt_giga`);
 - byte sizes: binary units, B/KiB/MiB/GiB/TiB (`fmt_bytes`), for images, wheelhouses and data;
-- p-values: 3 significant digits (`fmt_p`); percentages: 4 (`fmt_percent`); shares of a peak
+- p-values: 3 significant digits (`fmt_p`); percentages: 4 (`fmt_percent`); losses: 3, trailing
+  zeros kept (`fmt_loss`, `1.80`); shares of a peak
   and interval coverages as whole percents (`fmt_share`); relative changes to one decimal
   (`fmt_change`); relative differences of check values to 2 significant digits (`fmt_rel_diff`).
 """
@@ -95,6 +96,11 @@ def fmt_p(p: float) -> str:
 
 def fmt_percent(value: float) -> str:
     return f"{value:.4g} %"
+
+
+def fmt_loss(value: float) -> str:
+    """A validation or target loss, unitless: `1.80` (a target of 1.8 and a best of 1.80 read alike)."""
+    return f"{value:#.3g}"
 
 
 def fmt_number(value: float) -> str:

@@ -400,7 +400,8 @@
     ctx.moveTo(u.bbox.left, y);
     ctx.lineTo(u.bbox.left + u.bbox.width, y);
     ctx.stroke();
-    // At the left end: learning curves start low, so the label rarely sits on one there.
+    // At the left end: accuracy curves start low and loss curves high, away from their targets,
+    // so the label rarely sits on one there.
     canvasLabel(ctx, label, u.bbox.left + 8 * ratio, y - 5 * ratio, "#444444", ratio);
     ctx.restore();
   }
@@ -411,7 +412,8 @@
       return null;
     }
     var field = spec.field;
-    var unit = field === "accuracy" ? " %" : "";
+    // The chart's own unit: " %" for test accuracy, none for a loss (train or validation).
+    var unit = notNull(spec.unit) ? spec.unit : "";
     var xs = mergedXs(learning.curves.map(function (c) { return c.seconds; })
       .concat(learning.bands.map(function (b) { return b.seconds; })));
     var series = [{ label: "training time", value: withUnit(" s", 3) }];
@@ -452,7 +454,8 @@
       columns.push(placed(xs, b.seconds, mid));
       bands.push({ colour: b.colour, xs: b.seconds, lo: lo, mid: mid, hi: hi, dash: b.flagged ? [8, 4] : [] });
     });
-    var target = field === "accuracy" && notNull(learning.target) ? learning.target : null;
+    // The target is in the evaluated measure (test accuracy, or a language model's validation loss).
+    var target = field === learning.target_field && notNull(learning.target) ? learning.target : null;
     if (target !== null) {
       series.push({
         label: learning.target_label,
@@ -461,7 +464,7 @@
         dash: [6, 4],
         paths: function () { return null; }, // drawn across the whole plot by drawTarget
         points: { show: false },
-        value: function () { return target + " %"; },
+        value: function () { return target + unit; },
       });
       columns.push(xs.map(function () { return target; }));
     }
