@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
+import shutil
 import subprocess
 from collections.abc import Callable
 from pathlib import Path
@@ -13,6 +15,8 @@ import numpy as np
 import pytest
 
 from harness.core.schema import load_result
+from harness.judge.assessment import assess
+from harness.store.run_folder import load_run
 from suites.contract import datasets
 from suites.contract.errors import JobError
 from suites.contract.registry import all_suites
@@ -128,7 +132,7 @@ SMOKE = [f"{k}={v}" for k, v in SPEC.smoke.items()]
 
 @pytest.mark.slow
 def test_gpt_trains_the_same_model_in_flax_and_pytorch(
-    smoke_run: Callable[[str], subprocess.CompletedProcess[str]],
+    smoke_run: Callable[[str], subprocess.CompletedProcess[str]], tmp_path: Path
 ) -> None:
     proc = smoke_run("gpt")  # the conformance test's run (tests/conftest.py); exit 0: every check passed
     assert finished(proc), proc.stdout + proc.stderr
@@ -154,6 +158,17 @@ def test_gpt_trains_the_same_model_in_flax_and_pytorch(
     flax, torch = docs["flax"], docs["pytorch"]
     assert flax["dataset"]["used_fingerprint"] == torch["dataset"]["used_fingerprint"]
     np.testing.assert_allclose(check(flax, "loss_curve"), check(torch, "loss_curve"), rtol=1e-4)
+    # MFU is the train step's share of peak: the lint refuses a model-FLOP rate above the device's.
+    judged = assess(load_run(run))
+    honest = judged.finding("pytorch", "train step", "flops")
+    assert honest is not None and honest.plausible and honest.peak
+    planted = tmp_path / "planted"
+    shutil.copytree(run, planted)
+    doc = read(planted / "pytorch.json")
+    rate = metric(doc, "train step")["stats"]["median"]
+    metric(doc, "train step")["flops"] = 2 * honest.peak * rate  # twice the peak in the same step time
+    (planted / "pytorch.json").write_text(json.dumps(doc))
+    assert ("pytorch", "train step") in assess(load_run(planted)).implausible
 
 
 @pytest.mark.slow
