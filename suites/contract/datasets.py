@@ -454,7 +454,7 @@ def describe_text(data: TextData) -> dict[str, Any]:
     """`describe` for a text corpus: `used_fingerprint` over the two token arrays this run used."""
     record = dict(data.record)
     used = array_fingerprint({"train_tokens": data.train, "test_tokens": data.test})
-    if record.get("name") == SYNTHETIC:
+    if record.get("name") == SYNTHETIC or record.get("name") in BUNDLED:  # no manifest's fingerprint to carry
         record["fingerprint"] = used
     record["used_fingerprint"] = used
     record["train_samples"] = int(len(data.train))

@@ -184,14 +184,6 @@ def schedule(cfg: Config) -> list[float]:
 # Data: bytes are the tokens.
 
 
-@dataclass
-class Text:
-    train: Any  # uint8 (n,)
-    val: Any  # uint8 (m,)
-    source: str
-    record: dict[str, Any]
-
-
 def bundled_corpus() -> bytes:
     """The text shipped with the suite, checked against its pinned digest (a corrupted checkout fails here)."""
     try:
@@ -203,38 +195,33 @@ def bundled_corpus() -> bytes:
     return data
 
 
-def load(ctx: Context, cfg: Config) -> Text:
+def load(ctx: Context, cfg: Config) -> datasets.TextData:
     """The train and validation bytes (90 % / 10 %, in text order), recorded in the result."""
     import numpy as np
 
     name = str(ctx.params["dataset"])
-    if name == "tinyshakespeare":
-        fetched = datasets.fetched_text(ctx.data_dir, name)
-        text = Text(fetched.train, fetched.test, fetched.source, dict(fetched.record))
-    elif name == "shakespeare":
-        train, val = datasets.text_split(bundled_corpus())
+    if name == "shakespeare":
+        train, val = (np.frombuffer(part, np.uint8) for part in datasets.text_split(bundled_corpus()))
         record = {"name": name, "origin": "bundled", "repo": None, "revision": f"sha256 {CORPUS_SHA256}",
                   "what": "tiny Shakespeare, shipped with the suite (suites/gpt/corpus)"}  # fmt: skip
-        text = Text(np.frombuffer(train, np.uint8), np.frombuffer(val, np.uint8), "tiny Shakespeare (bundled)", record)
-    else:
+        text = datasets.TextData(train, val, "tiny Shakespeare (bundled)", record)
+    elif name == datasets.SYNTHETIC:
         rng = np.random.default_rng(np.random.SeedSequence([cfg.seed, 0x7E7]))
         n, m = SYNTHETIC_BYTES
         drawn = rng.integers(0, VOCAB, size=n + m, dtype=np.uint8)
-        text = Text(
-            drawn[:n], drawn[n:], "synthetic bytes", datasets.synthetic_record("uniform random bytes", cfg.seed)
-        )
-    if len(text.train) <= cfg.block_size + 1 or len(text.val) <= cfg.block_size + 1:
+        what = datasets.synthetic_record("uniform random bytes", cfg.seed)
+        text = datasets.TextData(drawn[:n], drawn[n:], "synthetic bytes", what)
+    else:
+        text = datasets.fetched_text(ctx.data_dir, name)
+    if min(len(text.train), len(text.test)) <= cfg.block_size + 1:
         raise JobError(
             f"block_size={cfg.block_size} needs more than {cfg.block_size + 1} bytes in each split "
-            f"({len(text.train)} train, {len(text.val)} validation): use a smaller block_size"
+            f"({len(text.train)} train, {len(text.test)} validation): use a smaller block_size"
         )
-    used = datasets.array_fingerprint({"train_tokens": text.train, "test_tokens": text.val})
-    record = dict(text.record)
-    if record.get("name") in (datasets.SYNTHETIC, "shakespeare"):
-        record["fingerprint"] = used
-    record.update(used_fingerprint=used, train_samples=int(len(text.train)), test_samples=int(len(text.val)))
-    ctx.dataset = record
-    ctx.note(f"data: {text.source}; {len(text.train)} train, {len(text.val)} validation bytes; fingerprint {used[:16]}")
+    ctx.dataset = datasets.describe_text(text)
+    fingerprint = ctx.dataset["used_fingerprint"]
+    ctx.note(f"data: {text.source}; {len(text.train)} train, {len(text.test)} validation bytes; "
+             f"fingerprint {fingerprint[:16]}")  # fmt: skip
     return text
 
 

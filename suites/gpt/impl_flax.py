@@ -23,8 +23,8 @@ def run(ctx: Context) -> None:
     text = common.load(ctx, cfg)
     dev = ctx.device
     train_tokens, val_tokens, offsets, val_offsets = jax.device_put(
-        (text.train.astype(np.int32), text.val.astype(np.int32), common.offsets(cfg, len(text.train)),
-         common.val_offsets(cfg, len(text.val))), dev,
+        (text.train.astype(np.int32), text.test.astype(np.int32), common.offsets(cfg, len(text.train)),
+         common.val_offsets(cfg, len(text.test))), dev,
     )  # fmt: skip
     window = jnp.arange(cfg.block_size + 1)
     lrs = jnp.asarray(common.schedule(cfg), jnp.float32)

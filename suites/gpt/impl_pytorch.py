@@ -23,10 +23,10 @@ def run(ctx: Context) -> None:
     text = common.load(ctx, cfg)
     dev = ctx.device
     train_tokens = torch.from_numpy(text.train.astype(np.int64)).to(dev)
-    val_tokens = torch.from_numpy(text.val.astype(np.int64)).to(dev)
+    val_tokens = torch.from_numpy(text.test.astype(np.int64)).to(dev)
     offsets = torch.from_numpy(common.offsets(cfg, len(text.train)).astype(np.int64)).to(dev)
     flat_offsets = offsets.reshape(-1, cfg.batch)
-    val_offsets = torch.from_numpy(common.val_offsets(cfg, len(text.val)).astype(np.int64)).to(dev)
+    val_offsets = torch.from_numpy(common.val_offsets(cfg, len(text.test)).astype(np.int64)).to(dev)
     window = torch.arange(cfg.block_size + 1, device=dev)
     lrs = common.schedule(cfg)
     weights = common.initial_weights(cfg)
