@@ -20,6 +20,7 @@ from harness.store.run_folder import load_run
 from suites.contract import datasets
 from suites.contract.errors import JobError
 from suites.contract.registry import all_suites
+from suites.contract.spec import SpecError
 from suites.gpt import common
 from tests.conftest import finished, harness, read, run_folder
 
@@ -56,10 +57,22 @@ def test_model_flops_are_palms_6n_plus_attention() -> None:
 
 
 def test_a_preset_refuses_shape_parameters_that_it_would_overrule() -> None:
-    with pytest.raises(JobError, match="preset=gpt2-small sets n_layer"):
-        common.config(FakeCtx(preset="gpt2-small", n_layer=2))  # type: ignore[arg-type]
-    with pytest.raises(JobError, match="not a multiple of n_head"):
-        common.config(FakeCtx(n_embd=30, n_head=4))  # type: ignore[arg-type]
+    with pytest.raises(SpecError, match="preset=gpt2-small sets n_layer, block_size: leave them out"):
+        SPEC.resolve({"preset": "gpt2-small", "n_layer": 2, "block_size": 64})
+    with pytest.raises(SpecError, match="n_embd=30 is not a multiple of n_head=4"):
+        SPEC.resolve({"n_embd": 30})
+    assert SPEC.resolve({"preset": "gpt2-small"})["preset"] == "gpt2-small"
+
+
+def test_a_bad_shape_is_one_line_and_exit_2_before_any_job(tmp_path: Path) -> None:
+    proc = harness("run", "--suite", "gpt", "--param", "n_embd=100", "--param", "n_head=3",
+                   "--results-dir", str(tmp_path))  # fmt: skip
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert (
+        proc.stderr.strip()
+        == "error: suite gpt: n_embd=100 is not a multiple of n_head=3: pick a head count that divides the width"
+    )
+    assert not any(tmp_path.iterdir())  # no run folder: refused before anything was written
 
 
 def test_schedule_warms_up_then_follows_a_cosine_to_its_floor() -> None:

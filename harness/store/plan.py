@@ -186,7 +186,10 @@ def parse_params(spec: SuiteSpec, pairs: list[str], base: dict[str, ParamValue] 
             given[key] = spec.param(key).parse(raw)
         except SpecError as error:
             raise HarnessError(str(error)) from None
-    return spec.resolve(given)
+    try:
+        return spec.resolve(given)
+    except SpecError as error:  # the values together (the suite's constraint)
+        raise HarnessError(str(error)) from None
 
 
 def parse_frameworks(spec: SuiteSpec, text: str | None) -> list[str]:

@@ -6,6 +6,7 @@ must stay standard-library only.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Union
 
@@ -139,6 +140,9 @@ class SuiteSpec:
     # the parameters: `harness bisect --metric` is checked against them before it builds anything.
     # Empty: not declared (e.g. names that carry a parameter's value); bisect checks after its first job.
     metrics: tuple[str, ...] = ()
+    # What the values must satisfy together (e.g. a width that the head count divides): the problem
+    # and its fix in one line, or None. Checked with every resolve, so the host refuses before any job.
+    constraint: Callable[[dict[str, ParamValue]], str | None] | None = None
 
     def param(self, name: str) -> Param:
         for p in self.params:
@@ -158,6 +162,9 @@ class SuiteSpec:
         values = self.defaults()
         for name, value in given.items():
             values[name] = self.param(name).check(value)
+        problem = self.constraint(values) if self.constraint is not None else None
+        if problem:
+            raise SpecError(f"suite {self.name}: {problem}")
         return values
 
     @property

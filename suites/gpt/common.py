@@ -74,17 +74,10 @@ class Config:
 
 
 def config(ctx: Context) -> Config:
+    """The job's Config; the spec's constraint (spec.shape_problem) has checked the shape parameters."""
     p = ctx.params
     shape = {k: int(p[k]) for k in ("n_layer", "n_head", "n_embd", "block_size")}
-    preset = str(p.get("preset", "none"))
-    if preset in PRESETS:
-        defaults = {k: ctx.spec.param(k).default for k in shape}
-        changed = [k for k in shape if shape[k] != defaults[k]]
-        if changed:
-            raise JobError(f"preset={preset} sets {', '.join(changed)}: leave them out, or use preset=none")
-        shape = dict(PRESETS[preset])
-    if shape["n_embd"] % shape["n_head"]:
-        raise JobError(f"n_embd={shape['n_embd']} is not a multiple of n_head={shape['n_head']}: pick a divisor")
+    shape.update(PRESETS.get(str(p.get("preset", "none")), {}))
     return Config(
         **shape,
         batch=int(p["batch_size"]),

@@ -5,7 +5,7 @@ the same NumPy-drawn initial weights and draw the same batches. The timed unit i
 `steps` optimiser steps (one clock each; interval 1 holds the compilation), see README.md.
 """
 
-from suites.contract.spec import CheckSpec, Param, SuiteSpec
+from suites.contract.spec import CheckSpec, Param, ParamValue, SuiteSpec
 from suites.contract.training_spec import first_step_specs
 
 DATASETS = ("shakespeare", "tinyshakespeare", "synthetic")
@@ -88,6 +88,22 @@ PARAMS = (
 # A learning rate 0.1 % off, Adam's beta2 0.999 for 0.99 or clipping off all fail these.
 FIRST_STEP_LOSS, FIRST_STEP_WEIGHTS = first_step_specs()
 
+SHAPE = ("n_layer", "n_head", "n_embd", "block_size")
+
+
+def shape_problem(values: dict[str, ParamValue]) -> str | None:
+    """A preset's shape must not be overruled silently, and the heads must divide the width."""
+    if values["preset"] != "none":
+        changed = [p.name for p in PARAMS if p.name in SHAPE and values[p.name] != p.default]
+        if changed:
+            return f"preset={values['preset']} sets {', '.join(changed)}: leave them out, or use --param preset=none"
+        return None
+    width, heads = values["n_embd"], values["n_head"]
+    if isinstance(width, int) and isinstance(heads, int) and width % heads:
+        return f"n_embd={width} is not a multiple of n_head={heads}: pick a head count that divides the width"
+    return None
+
+
 SPEC = SuiteSpec(
     name="gpt",
     precision_axis=True,
@@ -120,6 +136,7 @@ SPEC = SuiteSpec(
             rtol=0.03,
         ),
     ),
+    constraint=shape_problem,
     unsupported={"numpy": "NumPy has no automatic differentiation to train a transformer with"},
     repeat=1,  # not used: intervals of optimiser steps are timed (see `intervals`)
     warmup=0,
