@@ -14,15 +14,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from typer.testing import CliRunner
 
-from harness.cli import app
-from harness.core.errors import HarnessError
 from harness.store.data import sources, store
 from harness.store.data.npz import NpzWriter
 from suites.contract import datasets
 from suites.contract.errors import JobError
 from tests.conftest import harness
+from tests.test_data import _invoke
 
 NAME = "tinyshakespeare"
 # Multi-byte UTF-8 on purpose: the split is by bytes, so it may cut a character in two.
@@ -43,14 +41,6 @@ def corpus(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     )
     monkeypatch.setitem(sources.SOURCES, NAME, dataclasses.replace(source, archives=(archive,)))
     return folder
-
-
-def _invoke(*args: str) -> tuple[int, str]:
-    result = CliRunner().invoke(app, list(args))
-    if isinstance(result.exception, HarnessError):
-        return getattr(result.exception, "exit_code", 2), str(result.exception)
-    assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
-    return result.exit_code, result.output
 
 
 def _fetch(corpus: Path, data: Path, *extra: str) -> tuple[int, str]:

@@ -283,7 +283,7 @@ def record(ctx: Context, cfg: Config, history: training.History, *, first_step: 
     }
     ctx.training["curves"] = [curve]
     if history.target is not None:
-        _record_target(ctx, cfg, history)
+        training.record_target(ctx, history, training.LOSS)
 
 
 def _record_speed(ctx: Context, cfg: Config, history: training.History, *, first_step: float, variant: str) -> None:
@@ -319,45 +319,6 @@ def record_val_loss(ctx: Context, loss: float) -> None:
               description="the validation loss in bits: loss / ln 2")  # fmt: skip
     ctx.check("val_loss", loss)
     ctx.progress(f"validation loss {loss:.4f} ({loss / math.log(2):.3f} bits per byte)")
-
-
-def _record_target(ctx: Context, cfg: Config, history: training.History) -> None:
-    """Time to a validation loss: metrics only when reached; otherwise a status, never a number."""
-    target = history.target
-    assert target is not None
-    evals = history.evaluations
-    outcome: dict[str, Any] = {
-        "loss": target,
-        "status": "not reached",
-        "seconds": None,
-        "wall_seconds": None,
-        "epochs": None,
-        "epochs_run": len(history.epochs),
-        "best_loss": min(v.accuracy for v in evals),
-        "loss_per_epoch": [v.accuracy for v in evals],
-        "evaluation_seconds": [v.seconds for v in evals],
-        "seed": cfg.seed,
-    }
-    k = history.reached_at
-    if k is None:
-        ctx.training["target"] = outcome
-        line = f"time to target: not reached (validation loss {target:g}; best {outcome['best_loss']:.4f})"
-        ctx.note(line)
-        ctx.progress(line)
-        return
-    seconds, wall = sum(e.seconds for e in history.epochs[:k]), evals[k - 1].wall
-    outcome.update(status="reached", epochs=k, seconds=seconds, wall_seconds=wall)
-    ctx.training["target"] = outcome
-    ctx.value("time to target", seconds, unit="s", better="lower",
-              description=f"training time until the validation loss first reached {target:g} (intervals 1..{k}, "
-              "compilation included; evaluations excluded)")  # fmt: skip
-    ctx.value("wall time to target", wall, unit="s", better="lower",
-              description="wall clock from the start of interval 1 to the end of the evaluation that reached it")  # fmt: skip
-    ctx.value("epochs to target", k, unit="intervals", better="lower",
-              description=f"first interval of {cfg.steps} steps reaching {target:g}")  # fmt: skip
-    line = f"time to target: validation loss {target:g} reached after interval {k}: {seconds:.3f} s training"
-    ctx.note(line)
-    ctx.progress(line)
 
 
 def probe_checks(ctx: Context, *, logits: Any, losses: list[float], loss_after: float, before: Any, after: Any,

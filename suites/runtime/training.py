@@ -414,37 +414,62 @@ def learning_curve(ctx: Context, history: History) -> dict[str, Any]:
     return curve
 
 
-def record_target(ctx: Context, history: History) -> None:
-    """Time-to-accuracy: metrics only when the target was reached; otherwise a status, never a number."""
+@dataclass(frozen=True)
+class Goal:
+    """What a time-to-target run evaluates: test accuracy after epochs (higher is better), or a
+    language model's validation loss after intervals of steps (lower is better)."""
+
+    key: str  # the result's training.target field: "accuracy" or "loss"
+    words: str
+    split: str
+    unit: str  # what one timed unit is called
+    lower: bool
+    percent: bool
+
+    def value(self, v: float) -> str:
+        return f"{v:g} %" if self.percent else f"{v:g}"
+
+    def shown(self, v: float) -> str:
+        return f"{v:.2f} %" if self.percent else f"{v:.4f}"
+
+
+ACCURACY = Goal("accuracy", "test accuracy", "test", "epoch", lower=False, percent=True)
+LOSS = Goal("loss", "validation loss", "validation", "interval", lower=True, percent=False)
+
+
+def record_target(ctx: Context, history: History, goal: Goal = ACCURACY) -> None:
+    """Time to target: metrics only when the target was reached; otherwise a status, never a number."""
     target = history.target
     assert target is not None
-    evals = history.evaluations
+    evals, unit = history.evaluations, goal.unit
+    values = [v.accuracy for v in evals]
     ctx.value(
         "evaluation time",
         [v.seconds for v in evals],
         unit="s",
         better="lower",
-        description="test-split evaluation after each epoch (outside the training clock; the first one compiles)",
+        description=f"{goal.split}-split evaluation after each {unit} (outside the training clock; the first one "
+        "compiles)",
     )
-    ctx.note("test accuracy per epoch (%): " + " ".join(f"{v.accuracy:.2f}" for v in evals))
+    per = f"{goal.words} per {unit}" + (" (%)" if goal.percent else "")
+    ctx.note(f"{per}: " + " ".join(f"{v:.2f}" if goal.percent else f"{v:.4f}" for v in values))
+    best = min(values) if goal.lower else max(values)
     record: dict[str, Any] = {
-        "accuracy": target,
+        goal.key: target,
         "status": "not reached",
         "epochs": None,
         "seconds": None,
         "wall_seconds": None,
         "epochs_run": len(history.epochs),
-        "best_accuracy": max(v.accuracy for v in evals),
-        "accuracy_per_epoch": [v.accuracy for v in evals],
+        f"best_{goal.key}": best,
+        f"{goal.key}_per_epoch": values,
         "evaluation_seconds": [v.seconds for v in evals],
         "seed": ctx.params.get("seed"),
     }
     if history.reached_at is None:
         ctx.training["target"] = record
-        line = (
-            f"time to target: not reached ({target:g} % test accuracy; best {record['best_accuracy']:.2f} % "
-            f"in {len(history.epochs)} epochs)"
-        )
+        aim = f"{goal.value(target)} {goal.words}" if goal.percent else f"{goal.words} {goal.value(target)}"
+        line = f"time to target: not reached ({aim}; best {goal.shown(best)} in {len(history.epochs)} {unit}s)"
         ctx.note(line)
         ctx.progress(line)
         return
@@ -458,19 +483,20 @@ def record_target(ctx: Context, history: History) -> None:
         seconds,
         unit="s",
         better="lower",
-        description=f"training time until the test accuracy first reached {target:g} % (epochs 1..{k}, epoch 1's "
-        "compilation included; evaluations excluded)",
+        description=f"training time until the {goal.words} first reached {goal.value(target)} ({unit}s 1..{k}, "
+        f"{unit} 1's compilation included; evaluations excluded)",
     )
     ctx.value(
         "wall time to target",
         wall,
         unit="s",
         better="lower",
-        description="wall clock from the start of epoch 1 to the end of the evaluation that reached the target "
+        description=f"wall clock from the start of {unit} 1 to the end of the evaluation that reached the target "
         "(training, evaluations and read-backs)",
     )
-    ctx.value("epochs to target", k, unit="epochs", better="lower", description=f"first epoch reaching {target:g} %")
-    line = f"time to target: {target:g} % reached after epoch {k}: {seconds:.3f} s training, {wall:.3f} s wall"
+    ctx.value("epochs to target", k, unit=f"{unit}s", better="lower",
+              description=f"first {unit} reaching {goal.value(target)}")  # fmt: skip
+    line = f"time to target: {goal.value(target)} reached after {unit} {k}: {seconds:.3f} s training, {wall:.3f} s wall"
     ctx.note(line)
     ctx.progress(line)
 
