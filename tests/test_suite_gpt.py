@@ -226,3 +226,34 @@ def test_the_gpt2_small_preset_builds_the_same_model_in_both_frameworks() -> Non
         expected = tm.eval()(torch.from_numpy(idx)).numpy()
     got = np.asarray(fm(jnp.asarray(idx, jnp.int32)))
     np.testing.assert_allclose(got, expected, rtol=1e-3, atol=2e-4)
+
+
+class DeviceCtx:
+    """The two fields the attention-kernel probes read, claiming a GPU (the probe's GPU branch runs
+    on CPU tensors here: what it can prove without a GPU is that the calls exist and answer)."""
+
+    def __init__(self, device: Any) -> None:
+        self.device_kind, self.device, self.precision = "gpu", device, "bf16"
+
+
+@pytest.mark.slow
+def test_the_gpu_branches_of_the_attention_kernel_record_run_without_a_gpu() -> None:
+    import jax
+    import jax.numpy as jnp
+    import torch
+
+    from suites.gpt import impl_flax, impl_pytorch
+
+    cfg = dataclasses.replace(SMALL, n_head=2, n_embd=32)
+    said = impl_pytorch._attention_kernel(DeviceCtx(torch.device("cpu")), cfg)  # type: ignore[arg-type]
+    # SDPAParams and the can_use_* predicates answered (no CUDA: no flash or memory-efficient kernel).
+    assert said == "fused: torch scaled_dot_product_attention, math fallback", said
+
+    def attend(q: Any) -> Any:
+        return jax.nn.dot_product_attention(q, q, q, is_causal=True)
+
+    q = jnp.zeros((1, 8, 2, 16), jnp.float32)
+    said = impl_flax._attention_kernel(DeviceCtx(None), cfg, jax.jit(attend), (q,))  # type: ignore[arg-type]
+    assert said == "fused: jax.nn.dot_product_attention, XLA's composition", said
+    manual = dataclasses.replace(cfg, attention="manual")
+    assert impl_flax._attention_kernel(DeviceCtx(None), manual, None, ()).startswith("manual: ")  # type: ignore[arg-type]
