@@ -69,11 +69,15 @@ STEPS: list[tuple[str, tuple[str, ...], dict[str, list[list[str]]]]] = [
         "full": [["run", "--suite", "xla", "-p", "matrix_size=8192"]],
         "tiny": [["run", "--suite", "xla", "-p", "matrix_size=64", "--repeat", "3"]],
     }),
-    ("mnist", ("flax", "pytorch"), {
+    # gpt: the GPT-2-small preset in bf16 (tokens/s and MFU, issue 38), 10 intervals of 20 steps.
+    ("mnist-gpt", ("flax", "pytorch"), {
         "full": [["run", "--suite", "mnist", "-p", "dataset=synthetic", "-p", "epochs=2", "--precision", p]
-                 for p in ("fp32", "bf16")],
+                 for p in ("fp32", "bf16")]
+                + [["run", "--suite", "gpt", "--precision", "bf16", "-p", "preset=gpt2-small", "-p", "batch_size=16",
+                    "-p", "steps=20", "-p", "intervals=10", "-p", "eval_windows=16"]],
         "tiny": [["run", "--suite", "mnist", "-p", "dataset=synthetic", "-p", "epochs=2", "-p", "train_samples=512",
-                  "-p", "test_samples=256", "--precision", p] for p in ("fp32", "bf16")],
+                  "-p", "test_samples=256", "--precision", p] for p in ("fp32", "bf16")]
+                + [["run", "--suite", "gpt", "--smoke", "--precision", "bf16"]],
     }),
     ("resnet18", ("flax", "pytorch"), {
         "full": [["run", "--suite", "resnet18", "-p", "dataset=synthetic", "-p", "epochs=3"]],
