@@ -178,6 +178,8 @@ def test_a_budget_out_of_range_and_a_missing_wheel_folder_are_one_line(tmp_path:
     for args, says in (
         (["run", str(tmp_path / "out"), "--wheels", str(tmp_path), "--budget", "5"], "--budget 5 is outside"),
         (["run", str(tmp_path / "out"), "--wheels", str(tmp_path / "none")], "no wheels in"),
+        (["run", str(tmp_path / "out"), "--wheels", str(tmp_path), "--steps", "xla,nope"], "name each step once"),
+        (["run", str(tmp_path / "out"), "--wheels", str(tmp_path), "--steps", "xla,xla"], "name each step once"),
     ):
         proc = subprocess.run([sys.executable, str(REPO / "benchmarks" / "gpu_session.py"), *args],
                               capture_output=True, text=True)  # fmt: skip

@@ -13,7 +13,7 @@ import pytest
 from harness.execute.selftest import Check, check_result
 from harness.judge.assessment import assess
 from harness.store.run_folder import Run
-from tests.conftest import REPO, finished
+from tests.conftest import REPO, finished, interrupt_at
 from tests.factories import metric, result
 
 PEAK = "peak memory above baseline"
@@ -117,3 +117,14 @@ def test_selftest_passes_on_this_cpu_one_line_per_check(tmp_path: Path) -> None:
     names = {(line.split()[1], line.split()[2], line.split()[3]) for line in lines}
     assert {("xla", "jax", "sync"), ("xla", "pytorch", "achievable"), ("mnist", "flax", "memory"),
             ("mnist", "pytorch", "steady"), ("mnist", "flax", "precision")} <= names  # fmt: skip
+
+
+def test_ctrl_c_stops_the_whole_selftest_not_one_suite(tmp_path: Path) -> None:
+    # Ctrl-C during one suite's run used to end that run only; the selftest then went on to the next
+    # suite (seen on a GPU session, whose time limit is a SIGINT). It must stop, exit 130, keep the run.
+    code, out, err = interrupt_at("-> xla/", "selftest", "--suites", "xla,autograd", "--no-calibrate",
+                                  "--results-dir", str(tmp_path))  # fmt: skip
+    assert code == 130, out + err
+    assert "-- autograd" not in out, out
+    assert "Traceback" not in err
+    assert [p.name for p in tmp_path.iterdir() if "-xla-" in p.name], "the interrupted run was not kept"

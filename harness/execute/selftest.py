@@ -183,6 +183,13 @@ def run_selftest(
         run_dir = execute(plan, backend, results_dir, argv=["harness", "selftest"])
         attach(run_dir, ceilings)
         run = load_run(run_dir)
+        if run.summary.get("interrupted"):
+            # Ctrl-C (or SIGTERM, or a session's time limit) stops the whole selftest, not one suite's
+            # run: the suites after it were not asked for any more. What finished is printed and kept.
+            for c in checks:
+                echo(c.line())
+            echo(f"interrupted during {suite}: selftest stopped; its runs are kept in {plain(results_dir)}")
+            raise KeyboardInterrupt
         judged = assess(run)
         for fw in chosen:
             result = run.results.get(fw)

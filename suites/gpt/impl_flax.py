@@ -115,6 +115,7 @@ def run(ctx: Context) -> None:
 
     # The checks, in float32 from the initial weights on a model of their own, once the peak is read.
     with jax.default_device(dev):
+        began = time.perf_counter()
         probe = GPT(cfg, nnx.Rngs(params=cfg.seed, dropout=cfg.seed + 1), dtype=jnp.float32)
         load(probe, weights)
         probe.eval()  # dropout off: the probe is a deterministic function of the weights and batches
@@ -130,6 +131,11 @@ def run(ctx: Context) -> None:
             state, _, loss = probe_step(state, zero, train_tokens, flat, 0, s % flat.shape[1])
             losses.append(float(loss))
             if s == 0:
+                # Said live: the float32 step is a compilation of its own (on a GPU, with its own
+                # autotuning), and a session with a time limit needs to see where the time went.
+                ctx.progress(
+                    f"float32 probe: first step done {time.perf_counter() - began:.1f} s after the probe began"
+                )
                 stepped = model_of(state, probe_graph)
                 after_w = export(stepped)
                 loss_after = float(loss_of(stepped, x0, y0))

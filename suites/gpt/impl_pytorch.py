@@ -110,6 +110,7 @@ def run(ctx: Context) -> None:
     common.record_val_loss(ctx, history.evaluations[-1].accuracy if history.evaluations else evaluate())
 
     # The checks, in float32 from the initial weights on a model of their own, once the peak is read.
+    began = time.perf_counter()
     probe = GPT(cfg).to(dev)
     load(probe, weights)
     probe.eval()  # dropout off: the probe is a deterministic function of the weights and batches
@@ -125,6 +126,7 @@ def run(ctx: Context) -> None:
         xb, yb = batch(train_tokens, flat_offsets[s % len(flat_offsets)])
         losses.append(float(step(probe, probe, opt, s, xb, yb, False)))
         if s == 0:
+            ctx.progress(f"float32 probe: first step done {time.perf_counter() - began:.1f} s after the probe began")
             after = export(probe)
             with torch.no_grad():
                 loss_after = float(loss_of(probe, x0, y0))
