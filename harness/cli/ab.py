@@ -30,7 +30,7 @@ from harness.cli.options import (
 from harness.cli.results import check_gate_options, conclude
 from harness.core.errors import HarnessError
 from harness.execute import ab
-from harness.judge import noise_floor
+from harness.judge import noise_floor, sequential
 from harness.judge.assessment import FAILED, INTERRUPTED, assess, run_exit_code, worst
 from harness.judge.compare import compare_runs
 from harness.report.exports import Format
@@ -72,6 +72,15 @@ def ab_command(
             help="pick the rounds that detect a change of PCT % (from this machine's noise floor: `harness noise`)",
         ),
     ] = None,
+    budget: Annotated[
+        Optional[str],
+        typer.Option(
+            "--budget",
+            metavar="DURATION",
+            help="run rounds until DURATION (90s, 3m, 1h) is spent, looking at the evidence at 1/8, 1/4 and 1/2 "
+            "of it and stopping at the first look that calls a change (group-sequential; docs/method.md)",
+        ),
+    ] = None,
     device: DeviceOption = Device("cpu"),
     backend: BackendOption = BackendName("auto"),
     threads: ThreadsOption = None,
@@ -110,16 +119,24 @@ def ab_command(
         backend=backend_name,
     )
     require_datasets(plan)
+    budget_s = None
+    if budget is not None:
+        budget_s = sequential.parse_budget(budget)
+        if rounds is not None or detect is not None:
+            raise HarnessError("--budget buys as many rounds as it can and stops when the evidence is clear; "
+                               "drop --rounds and --detect, or drop --budget")  # fmt: skip
     if detect is not None:
         if rounds is not None:
             raise HarnessError("--detect picks the rounds itself; drop --rounds")
         rounds, line = noise_floor.plan_rounds(plan, detect, interleaved=True)
         typer.echo(line, err=True)
-    chosen = ab.check_rounds(rounds if rounds is not None else ab.DEFAULT_ROUNDS)
+    if budget_s is not None:
+        chosen = sequential.MAX_ROUNDS
+    else:
+        chosen = ab.check_rounds(rounds if rounds is not None else ab.DEFAULT_ROUNDS)
     if dry_run:
-        typer.echo(
-            f"plan: {plan.suite}, {chosen} rounds a side, baseline {baseline}, candidate {candidate or 'this checkout'}"
-        )
+        how = f"{chosen} rounds a side" if budget_s is None else f"rounds until {budget_s:g} s are spent"
+        typer.echo(f"plan: {plan.suite}, {how}, baseline {baseline}, candidate {candidate or 'this checkout'}")
         return
     request = ab.Request(
         plan=plan,
@@ -129,17 +146,23 @@ def ab_command(
         results_dir=results_dir or default_results_dir(),
         backend=backend_name,
         options=backend_options(quiet=quiet),
+        budget_s=budget_s,
     )
-    before, after = ab.run_ab(request, argv=["harness"] + sys.argv[1:])
+    session = ab.run_ab(request, argv=["harness"] + sys.argv[1:])
     typer.echo("")
-    typer.echo(f"baseline run: {before}\ncandidate run: {after}", err=fmt is not Format.table)
-    runs = [load_run(before), load_run(after)]
+    typer.echo(f"baseline run: {session.baseline}\ncandidate run: {session.candidate}", err=fmt is not Format.table)
+    runs = [load_run(session.baseline), load_run(session.candidate)]
     sides = [run_exit_code(assess(run)) for run in runs]
     try:
         comparison = compare_runs(assess(runs[0]), assess(runs[1]))
     except HarnessError as error:  # e.g. a side whose jobs all failed: the runs are kept, the session failed
         typer.echo(f"error: {error}; see the two run folders", err=True)
         raise typer.Exit(worst(*sides, FAILED)) from None
+    if session.schedule is not None:
+        comparison = sequential.judged(comparison, session.schedule)
+        typer.echo(sequential.summary_line(session.schedule, session.seconds), err=fmt is not Format.table)
+    else:
+        typer.echo(f"session: {session.seconds:.0f} s", err=fmt is not Format.table)
     gate = conclude(comparison, fmt, fail_above, junit)
     failed = [run.summary["run_id"] for run, code in zip(runs, sides, strict=True) if code]
     if failed and INTERRUPTED not in sides:

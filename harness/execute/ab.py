@@ -19,6 +19,7 @@ from __future__ import annotations
 import io
 import subprocess
 import tarfile
+import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -28,12 +29,16 @@ from harness.core.errors import HarnessError
 from harness.core.safe_files import new_folder
 from harness.core.schema import AB_SIDES, GIT_COMMIT
 from harness.core.statistics import observations_needed
-from harness.execute.rounds import MAX_ROUNDS, Side, execute_interleaved
+from harness.execute.rounds import MAX_ROUNDS, Side, execute_interleaved, pooled
+from harness.judge.assessment import assess
+from harness.judge.compare import Change, compare_runs
+from harness.judge.sequential import Schedule
 from harness.store import suites_tree
 from harness.store.plan import Plan, new_run_id
 from harness.store.run_folder import (
     REPO,
     SUITES,
+    Run,
     describe_code,
     interleaved_record,
     open_run_folder,
@@ -150,16 +155,65 @@ class Request:
     plan: Plan
     baseline: str | None  # None: this checkout
     candidate: str | None
-    rounds: int
+    rounds: int  # with a budget: the most it may buy
     results_dir: Path
     backend: str
     options: BackendOptions
+    budget_s: float | None = None  # rounds until this is spent, looking at the evidence on the way
 
 
-def run_ab(request: Request, argv: list[str] | None = None) -> tuple[Path, Path]:
+@dataclass(frozen=True)
+class Session:
+    baseline: Path
+    candidate: Path
+    schedule: Schedule | None  # the looks of a session with a budget
+    seconds: float
+
+
+class Looks:
+    """The `stop` of a session with a budget: after each round, a look when one is due (sequential.py)."""
+
+    def __init__(self, sides: list[Side], schedule: Schedule) -> None:
+        self.sides = sides
+        self.schedule = schedule
+        self.started = self.previous = time.monotonic()
+        self.rounds_s: list[float] = []
+        self.codes = [side.code or describe_code() for side in sides]  # once: it asks git
+
+    def __call__(self, number: int) -> bool:
+        now = time.monotonic()
+        self.rounds_s.append(now - self.previous)
+        # The next round is planned at the slowest of the last few (a look included): one slow round
+        # must not carry the session past its budget.
+        due = self.schedule.due(now - self.started, max(self.rounds_s[-3:]))
+        stop = False
+        if due is not None:
+            look = self.schedule.look(number, now - self.started, due, self.changes())
+            print(look.line(), flush=True)
+            stop = due or bool(look.crossed)
+        self.previous = time.monotonic()
+        return stop
+
+    def changes(self) -> list[Change]:
+        """Every row as `harness compare` would judge the rounds finished so far."""
+        runs = []
+        for side, code in zip(self.sides, self.codes, strict=True):
+            summary = {"run_id": side.plan.run_id, "suite": side.plan.suite, "baseline": side.plan.baseline,
+                       "jobs": [], "code": code, **side.extra}  # fmt: skip
+            results = {job.framework: doc for job, doc in pooled(side)}
+            runs.append(Run(path=side.run_dir, summary=summary, results=results))
+        try:
+            return compare_runs(assess(runs[0]), assess(runs[1])).changes
+        except HarnessError:  # e.g. every job of a side failed so far: nothing to judge at this look
+            return []
+
+
+def run_ab(request: Request, argv: list[str] | None = None) -> Session:
     """Both sides' run folders, measured round by round, baseline first."""
     check_backend(request.backend)
-    check_rounds(request.rounds)  # the sides were checked by the CLI, before anything (check_tree)
+    if request.budget_s is None:
+        check_rounds(request.rounds)  # the sides were checked by the CLI, before anything (check_tree)
+    began = time.monotonic()
     plans = [request.plan, replace(request.plan, run_id=new_run_id(request.plan.suite))]
     while plans[1].run_id == plans[0].run_id:
         plans[1] = replace(request.plan, run_id=new_run_id(request.plan.suite))
@@ -173,5 +227,7 @@ def run_ab(request: Request, argv: list[str] | None = None) -> tuple[Path, Path]
         label = f"{side}: {plain(tree.given)}, suites {(tree.code or describe_code())['suites_sha256'][:12]}"
         sides.append(Side(plan, backend, run_dir, tree.code, interleaved_record(side, partner.run_id), label))
         print(label, flush=True)
-    execute_interleaved(sides, request.rounds, argv)
-    return sides[0].run_dir, sides[1].run_dir
+    schedule = None if request.budget_s is None else Schedule(request.budget_s)
+    stop = None if schedule is None else Looks(sides, schedule)
+    execute_interleaved(sides, request.rounds, argv, stop)
+    return Session(sides[0].run_dir, sides[1].run_dir, schedule, time.monotonic() - began)

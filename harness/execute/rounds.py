@@ -10,6 +10,7 @@ import contextlib
 import copy
 import statistics
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, cast
@@ -21,7 +22,7 @@ from harness.core.safe_files import NoSpace
 from harness.core.schema import MISSING_ROUNDS, PER_SAMPLE, InvalidResult, load_result, load_summary
 from harness.execute.runner import execute, sigterm_as_interrupt, warn
 from harness.judge import time_to_target
-from harness.store.plan import Plan
+from harness.store.plan import Job, Plan
 from harness.store.run_folder import SUMMARY_FILE, RunWriter, mismatch, open_run_folder, run_lock
 from suites.contract.stats import summarize
 
@@ -189,9 +190,13 @@ def execute_rounds(plan: Plan, backend: Backend, results_dir: Path, rounds: int,
     return run_dir
 
 
-def execute_interleaved(sides: list[Side], rounds: int, argv: list[str] | None = None) -> None:
+def execute_interleaved(
+    sides: list[Side], rounds: int, argv: list[str] | None = None, stop: Callable[[int], bool] | None = None
+) -> None:
     """K rounds of every side's jobs, the sides alternating A B, B A, A B ... (so a drift that is
-    linear in time hits them alike), each side pooled into its own run folder (already made)."""
+    linear in time hits them alike), each side pooled into its own run folder (already made).
+    `stop(n)`, asked after each complete round n, ends the session early when it says so (a
+    sequential design's look); `rounds` is then the most it may run."""
     with contextlib.ExitStack() as stack:
         for side in sides:
             stack.enter_context(run_lock(side.run_dir))
@@ -204,7 +209,7 @@ def execute_interleaved(sides: list[Side], rounds: int, argv: list[str] | None =
         full: NoSpace | None = None
         try:
             with sigterm_as_interrupt():
-                interrupted = _run_rounds(sides, rounds, argv)
+                interrupted = _run_rounds(sides, rounds, argv, stop)
         except KeyboardInterrupt:
             # Between two jobs (a round's own interrupt is handled inside it): the rounds that
             # finished are pooled all the same.
@@ -221,15 +226,17 @@ def execute_interleaved(sides: list[Side], rounds: int, argv: list[str] | None =
             raise NoSpace(full.path, full.strerror, f"the finished rounds are pooled in {kept}; free some space")
 
 
-def _run_rounds(sides: list[Side], rounds: int, argv: list[str] | None) -> bool:
-    """Every round of every side, alternating; True when one was interrupted."""
+def _run_rounds(sides: list[Side], rounds: int, argv: list[str] | None, stop: Callable[[int], bool] | None) -> bool:
+    """Every round of every side, alternating, until `stop` says so; True when one was interrupted."""
     for number in range(1, rounds + 1):
-        print(f"== round {number}/{rounds}", flush=True)
+        print(f"== round {number}/{rounds}" if stop is None else f"== round {number}", flush=True)
         for side in sides if number % 2 else sides[::-1]:
             if len(sides) > 1:
                 print(f"-- {side.label or side.plan.run_id}", flush=True)
             if _run_round(side, number, argv):
                 return True
+        if stop is not None and stop(number):
+            break
     return False
 
 
@@ -255,7 +262,16 @@ def _run_round(side: Side, number: int, argv: list[str] | None) -> bool:
 
 
 def _pool_side(side: Side, writer: RunWriter, interrupted: bool) -> None:
+    for job, doc in pooled(side):
+        writer.add(job, doc)
+    writer.finish(rounds=len(side.round_dirs), interrupted=interrupted)
+
+
+def pooled(side: Side) -> list[tuple[Job, Result]]:
+    """Each job's rounds so far pooled into one result (a job no round of which left a valid file:
+    left out, with a warning)."""
     plan = side.plan
+    found = []
     for job in plan.jobs:
         docs = []
         for folder in side.round_dirs:
@@ -274,5 +290,5 @@ def _pool_side(side: Side, writer: RunWriter, interrupted: bool) -> None:
         finished = [d for d in docs if d["status"] != "interrupted"]
         docs = finished or docs
         if docs:
-            writer.add(job, pool(docs, plan.run_id))
-    writer.finish(rounds=len(side.round_dirs), interrupted=interrupted)
+            found.append((job, pool(docs, plan.run_id)))
+    return found

@@ -336,7 +336,7 @@ def apply(comparison: Comparison) -> Comparison:
         return comparison
     machines = machine_id.differences(first_a, first)
     if machines:
-        return replace(comparison, floor=[
+        return replace(comparison, floor=comparison.floor + [
             f"runs A and B were measured on different machines ({plain('; '.join(machines))}): no machine's noise floor "
             "applies, so no verdict is held as run-to-run drift; each verdict says whether these processes differ, "
             "which includes the machines' own difference"
@@ -349,7 +349,7 @@ def apply(comparison: Comparison) -> Comparison:
         # under both, so the between-process test alone decides.
         lines.append("the runs are the two sides of one interleaved session (harness ab): run-to-run drift cancels")
     if entry is None or session:
-        return replace(comparison, floor=lines)
+        return replace(comparison, floor=comparison.floor + lines)
     family = comparison.family_size
     changes: list[Change] = []
     held, uncertain, beyond = 0, [], []
@@ -386,7 +386,7 @@ def apply(comparison: Comparison) -> Comparison:
             f"{len(beyond)} significant row(s) changed by more than any run-to-run drift may excuse ({fmt_share(MAX_HELD)}; "
             f"e.g. {beyond[0].framework} {beyond[0].metric} x{beyond[0].ratio:.3g}): judged without the noise floor"
         )
-    return replace(comparison, changes=changes, floor=lines)
+    return replace(comparison, changes=changes, floor=comparison.floor + lines)
 
 
 @functools.lru_cache(maxsize=256)

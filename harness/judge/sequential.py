@@ -1,0 +1,173 @@
+"""Group-sequential verdicts for `harness ab --budget`: look a few times, stop once the evidence is clear.
+
+A fixed number of rounds is either too many (a 30 % change is plain after six) or too few (a 5 %
+change on a machine whose processes differ by 11 % needs about a hundred). With a time budget the
+session instead looks at the evidence at fixed fractions of the budget and stops at the first look
+where a row is past its boundary:
+
+- Looks happen when 1/8, 1/4 and 1/2 of the budget has elapsed, and at the end: the last look is
+  taken once another round would not fit in what is left (or when the session is interrupted).
+  When to look depends on the clock only, never on the numbers.
+- The false-alarm rate is spent over the looks by a Pocock-type spending function (Lan and DeMets
+  1983): by the fraction t of the budget used, alpha(t) = ALPHA * ln(1 + (e - 1) t). Look k may
+  spend alpha(t_k) - alpha(t_{k-1}); the last look spends whatever is left, so the looks together
+  spend exactly ALPHA. Pocock's shape (rather than O'Brien-Fleming's) spends enough early for a
+  large change to be called at the first look: with the exact test on few rounds a side, the
+  smallest attainable p is coarse (0.008 at 5 a side), and O'Brien-Fleming's first boundaries are
+  far below it.
+- At each look every row is tested as `harness compare` tests it (exact Mann-Whitney on the round
+  medians, the ratio's interval), and Holm's correction across the rows is applied at that look's
+  alpha: a row is past its boundary when its Holm-adjusted p is at most the look's alpha and its
+  interval excludes 1.
+
+The family-wise false-alarm rate over all looks and all rows is then at most ALPHA: Holm keeps each
+look's at its alpha under any dependence between rows, and the union bound over the looks adds
+them up to ALPHA whatever the dependence between looks. It is conservative (it ignores that the
+looks share rounds), in exchange for needing no model of the noise.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+from harness.core.errors import HarnessError
+from harness.core.statistics import ALPHA, holm
+from harness.judge.compare import Change, Comparison
+
+LOOKS = (1 / 8, 1 / 4, 1 / 2)  # fractions of the budget where an interim look is taken; the last is at the end
+MIN_BUDGET_S = 20.0
+MAX_BUDGET_S = 4 * 3600.0  # a typo ("30h") must not hold a machine for days
+MAX_ROUNDS = 2000  # rounds a side a budget may buy at most: a guard against a job that does nothing
+
+_BUDGET = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|m|min|h)?\s*$")
+_SECONDS = {None: 1.0, "s": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0}
+
+
+def parse_budget(text: str) -> float:
+    """Seconds from '180', '90s', '3m' or '1.5h'; anything else, or out of range, is one line."""
+    found = _BUDGET.match(text)
+    if not found:
+        raise HarnessError(f"--budget {text[:40]!r} is not a duration; give seconds or a unit, e.g. 90s, 3m, 1h")
+    seconds = float(found.group(1)) * _SECONDS[found.group(2)]
+    if not MIN_BUDGET_S <= seconds <= MAX_BUDGET_S:
+        raise HarnessError(
+            f"--budget {text.strip()} is outside {MIN_BUDGET_S:g} s to {MAX_BUDGET_S / 3600:g} h; "
+            "a session shorter than that cannot reach a verdict, a longer one is a typo"
+        )
+    return seconds
+
+
+def spent(t: float, alpha: float = ALPHA) -> float:
+    """The false-alarm rate spent by the time a fraction t of the budget has elapsed (Pocock-type)."""
+    t = min(max(t, 0.0), 1.0)
+    return alpha * math.log(1 + (math.e - 1) * t)
+
+
+@dataclass(frozen=True)
+class Look:
+    number: int
+    rounds: int  # complete rounds a side at this look
+    elapsed_s: float
+    alpha: float  # what this look may spend
+    last: bool
+    crossed: tuple[str, ...] = ()  # "framework metric" of every row past its boundary
+
+    def line(self) -> str:
+        t = f"{self.elapsed_s:.0f} s"
+        what = (
+            f"{len(self.crossed)} row(s) past the boundary: {', '.join(self.crossed)}" if self.crossed else "none past"
+        )
+        end = " (last look)" if self.last else ""
+        return f"look {self.number}{end} after {self.rounds} round(s), {t}: alpha {self.alpha:.4f}, {what}"
+
+
+class Schedule:
+    """When to look, and how much each look may spend, for one budget."""
+
+    def __init__(self, budget_s: float, alpha: float = ALPHA) -> None:
+        self.budget_s = budget_s
+        self.alpha = alpha
+        self.looks: list[Look] = []
+
+    @property
+    def used(self) -> float:
+        """The false-alarm rate the looks so far have spent."""
+        return sum(look.alpha for look in self.looks)
+
+    def due(self, elapsed_s: float, round_s: float) -> bool | None:
+        """After a round: None (no look now), False (an interim look), True (the last look: another
+        round of `round_s` seconds would not fit in the budget)."""
+        if elapsed_s + round_s > self.budget_s:
+            return True
+        interim = [f for f in LOOKS if f * self.budget_s <= elapsed_s]
+        return False if len(interim) > len(self.looks) else None
+
+    def look(self, rounds: int, elapsed_s: float, last: bool, changes: Sequence[Change]) -> Look:
+        """Take a look: this look's alpha, and the rows past their boundary at it."""
+        if last:
+            alpha = max(self.alpha - self.used, 0.0)
+        else:
+            alpha = max(spent(elapsed_s / self.budget_s, self.alpha) - self.used, 0.0)
+        crossed = tuple(f"{c.framework} {c.metric}" for c in past_boundary(changes, alpha))
+        made = Look(len(self.looks) + 1, rounds, elapsed_s, alpha, last, crossed)
+        self.looks.append(made)
+        return made
+
+
+def past_boundary(changes: Sequence[Change], alpha: float) -> list[Change]:
+    """The rows Holm-significant at `alpha` with their interval excluding 1 (rows `compare` tests)."""
+    judged = at_alpha(list(changes), alpha)
+    return [c for c in judged if c.significant]
+
+
+def at_alpha(changes: list[Change], alpha: float) -> list[Change]:
+    """The rows judged at a look's alpha instead of ALPHA: each tested row's Holm-adjusted p is scaled
+    by ALPHA / alpha, so `Change.significant` (adjusted p < ALPHA) means adjusted p < alpha, and the
+    p printed is the one the verdict was made on. A look that may spend nothing calls nothing."""
+    tested = [i for i, c in enumerate(changes) if c.tested]
+    raw = [1.0 if changes[i].no_verdict is not None else changes[i].p_value for i in tested]
+    out = list(changes)
+    for i, p in zip(tested, holm(raw), strict=True):
+        scaled = 1.0 if alpha <= 0 else min(1.0, p * ALPHA / alpha)
+        out[i] = replace(changes[i], p_adjusted=scaled)
+    return out
+
+
+def final_alpha(schedule: Schedule) -> float:
+    """The alpha the verdicts are made at: the stopping look's; a session interrupted before its last
+    look spends what is left (the interrupt is its last look, on the rounds that finished)."""
+    stopped = schedule.looks[-1] if schedule.looks else None
+    if stopped is not None and (stopped.last or stopped.crossed):
+        return stopped.alpha
+    return max(schedule.alpha - schedule.used, 0.0)
+
+
+def judged(comparison: Comparison, schedule: Schedule) -> Comparison:
+    """The final comparison judged at the alpha of the look the session stopped at."""
+    alpha = final_alpha(schedule)
+    said = (
+        f"sequential session (harness ab --budget): each Holm-adjusted p above is scaled by {ALPHA:g} / {alpha:.4g}, "
+        f"the alpha of the look it stopped at, so 'significant' means past that look's boundary; over all its looks "
+        f"the chance of any false alarm stays at most {ALPHA:.0%}"
+    )
+    return replace(comparison, changes=at_alpha(comparison.changes, alpha), floor=[*comparison.floor, said])
+
+
+def summary_line(schedule: Schedule, seconds: float) -> str:
+    looks = schedule.looks
+    rounds = looks[-1].rounds if looks else 0
+    why = (
+        "a change was called"
+        if looks and looks[-1].crossed
+        else "the budget was spent"
+        if looks and looks[-1].last
+        else "it was interrupted"
+    )
+    return (
+        f"sequential: stopped after {len(looks)} look(s) and {rounds} round(s) a side, {seconds:.0f} s of a "
+        f"{schedule.budget_s:.0f} s budget ({why}); verdicts at alpha {final_alpha(schedule):.4f}, "
+        f"the false-alarm rate over all looks at most {schedule.alpha:.0%}"
+    )

@@ -1,0 +1,142 @@
+"""`harness ab --budget`: the group-sequential rule (harness/judge/sequential.py) and the session that
+uses it (harness/execute/ab.py Looks)."""
+
+from __future__ import annotations
+
+import argparse
+import random
+import re
+from pathlib import Path
+
+import pytest
+
+from benchmarks import sequential_rounds
+from harness.core.errors import HarnessError
+from harness.core.statistics import ALPHA
+from harness.judge import sequential
+from harness.judge.compare import ROUNDS, Change
+from harness.store.run_folder import load_run
+from tests.conftest import REPO, harness
+from tests.test_ab import checkout
+
+
+def row(p: float, low: float = 1.1, high: float = 1.5, n: int = 10) -> Change:
+    return Change(framework="numpy", metric="noop", unit="s", better="lower", median_a=1.0, median_b=1.3, ratio=1.3,
+                  ci_low=low, ci_high=high, p_value=p, basis=ROUNDS, processes=(n, n))  # fmt: skip
+
+
+@pytest.mark.parametrize(("text", "seconds"), [("180", 180.0), ("90s", 90.0), ("3m", 180.0), ("1.5h", 5400.0)])
+def test_a_budget_is_seconds_or_a_duration_with_a_unit(text: str, seconds: float) -> None:
+    assert sequential.parse_budget(text) == seconds
+
+
+@pytest.mark.parametrize("text", ["abc", "5s", "30h", "-3m", "3 weeks", "nan", "1e9"])
+def test_a_budget_out_of_range_or_not_a_duration_is_refused(text: str) -> None:
+    with pytest.raises(HarnessError, match="--budget"):
+        sequential.parse_budget(text)
+
+
+def test_spending_starts_at_nothing_ends_at_alpha_and_never_decreases() -> None:
+    values = [sequential.spent(i / 100) for i in range(101)]
+    assert values[0] == 0 and values[-1] == pytest.approx(ALPHA)
+    assert all(b >= a for a, b in zip(values, values[1:], strict=False))
+    # Pocock-type: more than a linear share early, so a large change can be called at the first look
+    assert sequential.spent(1 / 8) > ALPHA / 8
+
+
+def test_looks_come_at_the_fractions_of_the_budget_and_together_spend_exactly_alpha() -> None:
+    schedule = sequential.Schedule(160.0)
+    seen = []
+    elapsed = 0.0
+    while True:
+        elapsed += 2.0
+        due = schedule.due(elapsed, 2.0)
+        if due is not None:
+            seen.append(schedule.look(int(elapsed // 2), elapsed, due, [row(0.5)]).elapsed_s)
+            if due:
+                break
+    assert seen == [20.0, 40.0, 80.0, 160.0]
+    assert schedule.used == pytest.approx(ALPHA)
+    assert all(look.alpha > 0 for look in schedule.looks)
+    assert not any(look.crossed for look in schedule.looks)
+
+
+def test_a_round_that_would_not_fit_makes_this_look_the_last() -> None:
+    schedule = sequential.Schedule(100.0)
+    assert schedule.due(5.0, 3.0) is None
+    assert schedule.due(13.0, 3.0) is False  # past 1/8
+    assert schedule.due(98.0, 3.0) is True  # 98 + 3 > 100
+
+
+def test_a_row_is_past_its_boundary_only_below_the_looks_alpha_and_with_its_interval_off_one() -> None:
+    assert sequential.past_boundary([row(0.004)], 0.0069)
+    assert not sequential.past_boundary([row(0.004)], 0.003)
+    assert not sequential.past_boundary([row(0.0001, low=0.9)], 0.05)  # the interval holds 1
+    # Holm within the look: two rows at p 0.004 need 0.004 * 2 <= alpha
+    assert len(sequential.past_boundary([row(0.004), row(0.004)], 0.0069)) == 0
+    assert len(sequential.past_boundary([row(0.004), row(0.004)], 0.009)) == 2
+
+
+def test_the_final_verdict_is_judged_at_the_stopping_looks_alpha() -> None:
+    schedule = sequential.Schedule(100.0)
+    schedule.look(5, 13.0, False, [row(0.5)])
+    # interrupted before the last look: the interrupt spends what is left
+    assert sequential.final_alpha(schedule) == pytest.approx(ALPHA - schedule.used)
+    crossed = schedule.look(8, 26.0, False, [row(0.0001)])
+    assert crossed.crossed and sequential.final_alpha(schedule) == crossed.alpha
+
+
+def simulate(shift: float, sessions: int, seed: int) -> list[tuple[bool, float, int]]:
+    args = argparse.Namespace(budget=24.0, round_s=1.0, rows=2, sigma=0.11, modes=False)
+    rng = random.Random(seed)
+    return [sequential_rounds.session(rng, args, shift) for _ in range(sessions)]
+
+
+def test_simulated_a_a_sessions_keep_the_family_wise_false_alarms_at_five_percent_over_all_looks() -> None:
+    runs = simulate(0.0, 250, seed=7)
+    alarms = sum(called for called, _, _ in runs)
+    # 5 % of 250 is 12.5; 24 is past the binomial's 99.9th percentile (a rule spending 10 % would
+    # average 25 here)
+    assert alarms <= 24, alarms
+    assert all(seconds <= 24.0 for _, seconds, _ in runs)
+
+
+def test_simulated_large_changes_stop_at_an_early_look() -> None:
+    runs = simulate(0.30, 100, seed=8)
+    assert sum(called for called, _, _ in runs) >= 95
+    assert sorted(seconds for _, seconds, _ in runs)[50] <= 6.0  # the median session stopped by the 1/4 look
+
+
+@pytest.mark.parametrize(
+    ("args", "words"),
+    [
+        (["--budget", "5s"], "--budget 5s is outside"),
+        (["--budget", "soon"], "is not a duration"),
+        (["--budget", "3m", "--rounds", "6"], "drop --rounds and --detect"),
+        (["--budget", "3m", "--detect", "5"], "drop --rounds and --detect"),
+    ],
+)
+def test_bad_budgets_are_one_line_and_exit_2(args: list[str], words: str, tmp_path: Path) -> None:
+    proc = harness("ab", "HEAD", "--suite", "fault", *args, "--results-dir", str(tmp_path / "r"))
+    assert proc.returncode == 2 and words in proc.stderr and proc.stderr.count("\n") == 1, proc.stderr
+    assert not (tmp_path / "r").exists()
+
+
+@pytest.mark.slow
+def test_a_planted_slowdown_stops_the_session_at_an_early_look(tmp_path: Path) -> None:
+    """Real jobs: a candidate doing three times the work is called before the budget is spent, and
+    both sides hold the rounds the looks saw."""
+    candidate = checkout(tmp_path / "candidate", plant=False)
+    common = candidate / "suites" / "fault" / "common.py"
+    common.write_text(common.read_text().replace('size = ctx.params["work"]', 'size = 3 * ctx.params["work"]'))
+    proc = harness("ab", str(REPO), str(candidate), "--suite", "fault", "-f", "numpy", "-p", "work=200000",
+                   "--repeat", "5", "--budget", "60s", "--backend", "local", "--results-dir", str(tmp_path / "r"))  # fmt: skip
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr
+    looks = [line for line in proc.stdout.splitlines() if line.startswith("look ")]
+    assert looks and "past the boundary: numpy noop" in looks[-1] and "(last look)" not in looks[-1], looks
+    stopped = re.search(r"sequential: stopped after (\d+) look\(s\) and (\d+) round\(s\) a side, (\d+) s", proc.stdout)
+    assert stopped and int(stopped.group(3)) < 60 and "a change was called" in proc.stdout, proc.stdout[-2000:]
+    assert re.search(r"numpy +noop .* slower", proc.stdout), proc.stdout[-2000:]
+    for side in ("baseline", "candidate"):
+        folder = Path(next(x for x in proc.stdout.splitlines() if x.startswith(f"{side} run: ")).split(": ", 1)[1])
+        assert load_run(folder).results["numpy"]["settings"]["rounds"] == int(stopped.group(2))
