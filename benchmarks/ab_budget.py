@@ -25,6 +25,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -35,7 +36,18 @@ from benchmarks.false_alarms import planted  # noqa: E402
 STOPPED = re.compile(r"sequential: stopped after (\d+) look\(s\) and (\d+) round\(s\) a side, (\d+) s")
 
 
-def session(candidate: Path, budget: float, args: argparse.Namespace, results: Path) -> dict[str, object]:
+@dataclass(frozen=True)
+class Outcome:
+    exit: int
+    seconds: float
+    looks: int | None
+    rounds: int | None
+    called_slower: int
+    called_faster: int
+    error: str | None
+
+
+def session(candidate: Path, budget: float, args: argparse.Namespace, results: Path) -> Outcome:
     began = time.monotonic()
     proc = subprocess.run(
         [sys.executable, "-m", "harness.cli", "ab", str(REPO), str(candidate), "--suite", "fault",
@@ -47,15 +59,15 @@ def session(candidate: Path, budget: float, args: argparse.Namespace, results: P
     found = STOPPED.search(proc.stdout)
     slower = sum(1 for line in proc.stdout.splitlines() if re.search(r" noop .*% slower$", line))
     faster = sum(1 for line in proc.stdout.splitlines() if re.search(r" noop .*% faster$", line))
-    return {
-        "exit": proc.returncode,
-        "seconds": round(seconds, 1),
-        "looks": int(found.group(1)) if found else None,
-        "rounds": int(found.group(2)) if found else None,
-        "called_slower": slower,
-        "called_faster": faster,
-        "error": None if found else (proc.stderr.strip().splitlines() or ["no summary line"])[-1][:300],
-    }
+    return Outcome(
+        exit=proc.returncode,
+        seconds=round(seconds, 1),
+        looks=int(found.group(1)) if found else None,
+        rounds=int(found.group(2)) if found else None,
+        called_slower=slower,
+        called_faster=faster,
+        error=None if found else (proc.stderr.strip().splitlines() or ["no summary line"])[-1][:300],
+    )
 
 
 def main() -> None:
@@ -82,10 +94,10 @@ def main() -> None:
             candidate = REPO if slowdown == 0 else planted(root, 1 + slowdown)
             runs = [session(candidate, budget, args, root / "results") for _ in range(count)]
             key = "A/A" if slowdown == 0 else f"+{slowdown:.0%} work"
-            figures[key] = runs
-            called = sum(1 for r in runs if r["called_slower"] or r["called_faster"])
-            times = [float(r["seconds"]) for r in runs]  # type: ignore[arg-type]
-            rounds = [int(r["rounds"]) for r in runs if r["rounds"] is not None]  # type: ignore[call-overload]
+            figures[key] = [asdict(r) for r in runs]
+            called = sum(1 for r in runs if r.called_slower or r.called_faster)
+            times = [r.seconds for r in runs]
+            rounds = [r.rounds for r in runs if r.rounds is not None]
             print(f"| {key} | {budget:g} s | {count} | {called} of {count} | {statistics.median(times):.0f} / "
                   f"{max(times):.0f} s | {statistics.median(rounds) if rounds else '-'} |", flush=True)  # fmt: skip
     args.out.write_text(json.dumps(figures, indent=1))

@@ -4,6 +4,7 @@ uses it (harness/execute/ab.py Looks)."""
 from __future__ import annotations
 
 import argparse
+import json
 import random
 import re
 from pathlib import Path
@@ -14,7 +15,7 @@ from benchmarks import sequential_rounds
 from harness.core.errors import HarnessError
 from harness.core.statistics import ALPHA
 from harness.judge import sequential
-from harness.judge.compare import ROUNDS, Change
+from harness.judge.compare import ROUNDS, Change, family
 from harness.store.run_folder import load_run
 from tests.conftest import REPO, harness
 from tests.test_ab import checkout
@@ -69,20 +70,32 @@ def test_a_round_that_would_not_fit_makes_this_look_the_last() -> None:
 
 
 def test_a_row_is_past_its_boundary_only_below_the_looks_alpha_and_with_its_interval_off_one() -> None:
-    assert sequential.past_boundary([row(0.004)], 0.0069)
-    assert not sequential.past_boundary([row(0.004)], 0.003)
-    assert not sequential.past_boundary([row(0.0001, low=0.9)], 0.05)  # the interval holds 1
+    assert sequential.past_boundary(family([row(0.004)]), 0.0069)
+    assert not sequential.past_boundary(family([row(0.004)]), 0.003)
+    assert not sequential.past_boundary(family([row(0.0001, low=0.9)]), 0.05)  # the interval holds 1
     # Holm within the look: two rows at p 0.004 need 0.004 * 2 <= alpha
-    assert len(sequential.past_boundary([row(0.004), row(0.004)], 0.0069)) == 0
-    assert len(sequential.past_boundary([row(0.004), row(0.004)], 0.009)) == 2
+    assert len(sequential.past_boundary(family([row(0.004), row(0.004)]), 0.0069)) == 0
+    assert len(sequential.past_boundary(family([row(0.004), row(0.004)]), 0.009)) == 2
+    # A row `family` gave no verdict (too few processes) counts in Holm as p = 1 and is never past.
+    few = family([row(0.0001, n=2), row(0.004)])
+    assert few[0].no_verdict and [c.p_value for c in sequential.past_boundary(few, 0.009)] == [0.004]
+
+
+def test_a_looks_alpha_scales_the_holm_adjusted_p_onto_the_usual_threshold() -> None:
+    rows = family([row(0.004), row(0.02), row(0.3)])
+    judged = sequential.at_alpha(rows, 0.02)
+    assert [c.p_adjusted for c in judged] == pytest.approx([min(1.0, c.p_adjusted * 2.5) for c in rows])
+    # Holm: 0.012, 0.04, 0.3; at the look's alpha 0.02 only the first (0.012 * 2.5 = 0.03 < 0.05)
+    assert [c.significant for c in judged] == [True, False, False]
+    assert not any(c.significant for c in sequential.at_alpha(rows, 0.0))  # a look with nothing to spend
 
 
 def test_the_final_verdict_is_judged_at_the_stopping_looks_alpha() -> None:
     schedule = sequential.Schedule(100.0)
-    schedule.look(5, 13.0, False, [row(0.5)])
+    schedule.look(5, 13.0, False, family([row(0.5)]))
     # interrupted before the last look: the interrupt spends what is left
     assert sequential.final_alpha(schedule) == pytest.approx(ALPHA - schedule.used)
-    crossed = schedule.look(8, 26.0, False, [row(0.0001)])
+    crossed = schedule.look(8, 26.0, False, family([row(0.0001)]))
     assert crossed.crossed and sequential.final_alpha(schedule) == crossed.alpha
 
 
@@ -112,8 +125,8 @@ def test_simulated_large_changes_stop_at_an_early_look() -> None:
     [
         (["--budget", "5s"], "--budget 5s is outside"),
         (["--budget", "soon"], "is not a duration"),
-        (["--budget", "3m", "--rounds", "6"], "drop --rounds and --detect"),
-        (["--budget", "3m", "--detect", "5"], "drop --rounds and --detect"),
+        (["--budget", "3m", "--rounds", "6"], "drop --rounds, or drop --budget"),
+        (["--budget", "3m", "--detect", "5"], "--detect needs this machine's noise floor"),
     ],
 )
 def test_bad_budgets_are_one_line_and_exit_2(args: list[str], words: str, tmp_path: Path) -> None:
@@ -137,6 +150,18 @@ def test_a_planted_slowdown_stops_the_session_at_an_early_look(tmp_path: Path) -
     stopped = re.search(r"sequential: stopped after (\d+) look\(s\) and (\d+) round\(s\) a side, (\d+) s", proc.stdout)
     assert stopped and int(stopped.group(3)) < 60 and "a change was called" in proc.stdout, proc.stdout[-2000:]
     assert re.search(r"numpy +noop .* slower", proc.stdout), proc.stdout[-2000:]
+    alpha = re.search(r"verdicts at alpha (0\.\d+)", proc.stdout)
+    assert alpha, proc.stdout[-2000:]
+    folders = []
     for side in ("baseline", "candidate"):
         folder = Path(next(x for x in proc.stdout.splitlines() if x.startswith(f"{side} run: ")).split(": ", 1)[1])
-        assert load_run(folder).results["numpy"]["settings"]["rounds"] == int(stopped.group(2))
+        run = load_run(folder)
+        assert run.results["numpy"]["settings"]["rounds"] == int(stopped.group(2))
+        # The looks are recorded: plan.json the budget (not the round cap), summary.json the alpha.
+        assert json.loads((folder / "plan.json").read_text())["budget_s"] == 60.0
+        assert run.summary["sequential"]["stopped"] == "a change was called"
+        assert run.summary["sequential"]["alpha"] == pytest.approx(float(alpha.group(1)), abs=1e-4)
+        folders.append(folder)
+    # A later compare of the two runs judges at the same alpha, as the session did.
+    later = harness("compare", *map(str, folders))
+    assert f"scaled by 0.05 / {float(alpha.group(1)):.4g}"[:24] in later.stdout, later.stdout

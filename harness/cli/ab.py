@@ -119,19 +119,18 @@ def ab_command(
         backend=backend_name,
     )
     require_datasets(plan)
-    budget_s = None
-    if budget is not None:
-        budget_s = sequential.parse_budget(budget)
-        if rounds is not None or detect is not None:
-            raise HarnessError("--budget buys as many rounds as it can and stops when the evidence is clear; "
-                               "drop --rounds and --detect, or drop --budget")  # fmt: skip
+    budget_s = None if budget is None else sequential.parse_budget(budget)
+    if budget_s is not None and rounds is not None:
+        raise HarnessError("--budget buys as many rounds as it can and stops when the evidence is clear; "
+                           "drop --rounds, or drop --budget")  # fmt: skip
     if detect is not None:
         if rounds is not None:
             raise HarnessError("--detect picks the rounds itself; drop --rounds")
-        rounds, line = noise_floor.plan_rounds(plan, detect, interleaved=True)
+        # With a budget: refused here unless the budget buys the rounds the change needs.
+        rounds, line = noise_floor.plan_rounds(plan, detect, interleaved=True, budget_s=budget_s)
         typer.echo(line, err=True)
     if budget_s is not None:
-        chosen = sequential.MAX_ROUNDS
+        chosen = sequential.MAX_ROUNDS  # the budget ends the session, or a look does
     else:
         chosen = ab.check_rounds(rounds if rounds is not None else ab.DEFAULT_ROUNDS)
     if dry_run:
@@ -154,12 +153,13 @@ def ab_command(
     runs = [load_run(session.baseline), load_run(session.candidate)]
     sides = [run_exit_code(assess(run)) for run in runs]
     try:
+        # A budgeted session is judged (in `conclude`) at the alpha its looks left, read back from
+        # the summaries as a later `harness compare` of the two runs reads it.
         comparison = compare_runs(assess(runs[0]), assess(runs[1]))
     except HarnessError as error:  # e.g. a side whose jobs all failed: the runs are kept, the session failed
         typer.echo(f"error: {error}; see the two run folders", err=True)
         raise typer.Exit(worst(*sides, FAILED)) from None
     if session.schedule is not None:
-        comparison = sequential.judged(comparison, session.schedule)
         typer.echo(sequential.summary_line(session.schedule, session.seconds), err=fmt is not Format.table)
     else:
         typer.echo(f"session: {session.seconds:.0f} s", err=fmt is not Format.table)

@@ -23,6 +23,7 @@ from harness.execute.bisect.locks import parse_versions
 from harness.execute.bisect.render import render
 from harness.execute.bisect.run import Request, run_bisect
 from harness.execute.bisect.verdict import MIN_ROUNDS, exit_code
+from harness.judge.sequential import parse_budget
 from harness.text.escape import plain
 from suites.contract.frameworks import STACKS
 
@@ -46,6 +47,15 @@ def bisect(
         typer.Option(
             help=f"interleaved rounds V1 V2 ... Vn, K times [default: the fewest with which the pairs can give a "
             f"verdict: {MIN_ROUNDS} for two versions, more for more]"
+        ),
+    ] = None,
+    budget: Annotated[
+        Optional[str],
+        typer.Option(
+            "--budget",
+            metavar="DURATION",
+            help="rounds until DURATION (90s, 3m, 1h) is spent, counted from the first round (at least the "
+            "fewest that give a verdict; --rounds: at most that many)",
         ),
     ] = None,
     param: Annotated[list[str], typer.Option("--param", "-p", help="suite parameter key=value; repeatable")] = [],  # noqa: B006
@@ -88,6 +98,7 @@ def bisect(
         echo=not quiet,
         backend=backend.value,
         wheelhouse=(wheelhouse or default_wheelhouse()) if backend is BisectBackend.docker else wheelhouse,
+        budget_s=None if budget is None else parse_budget(budget),
     )
     outcome = run_bisect(request, argv=["harness"] + sys.argv[1:])
     typer.echo("\n" + render(outcome))

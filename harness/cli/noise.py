@@ -24,7 +24,9 @@ from harness.cli.options import (
     default_results_dir,
 )
 from harness.core.errors import HarnessError
-from harness.execute.rounds import execute_rounds
+from harness.execute.budget import RoundClock
+from harness.execute.rounds import MAX_ROUNDS, execute_rounds
+from harness.judge import sequential
 from harness.judge.assessment import DISTURBED, INTERRUPTED
 from harness.judge.noise_floor import MIN_ROUNDS, detectable, left_out, store
 from harness.store.plan import PlanRequest, make_plan, new_run_id
@@ -50,9 +52,22 @@ def noise(
     frameworks: Annotated[Optional[str], typer.Option("--frameworks", "-f", help="comma-separated")] = None,
     param: Annotated[list[str], typer.Option("--param", "-p", help="suite parameter key=value; repeatable")] = [],  # noqa: B006
     repeat: Annotated[Optional[int], typer.Option(help="timed calls per metric [default: suite's]")] = None,
-    rounds: Annotated[int, typer.Option(help="A/A rounds a session: processes of the same code, interleaved")] = (
-        DEFAULT_ROUNDS
-    ),
+    rounds: Annotated[
+        Optional[int],
+        typer.Option(
+            help=f"A/A rounds a session: processes of the same code, interleaved [default: {DEFAULT_ROUNDS}; with "
+            "--budget: as many as it buys]"
+        ),
+    ] = None,
+    budget: Annotated[
+        Optional[str],
+        typer.Option(
+            "--budget",
+            metavar="DURATION",
+            help=f"rounds until DURATION (90s, 3m, 1h) is spent, shared by the sessions (at least {MIN_ROUNDS} "
+            "rounds each; --rounds: at most that many)",
+        ),
+    ] = None,
     sessions: Annotated[
         int, typer.Option(help="separate runs of those rounds: how far whole runs drift apart (2 or more)")
     ] = DEFAULT_SESSIONS,
@@ -73,12 +88,16 @@ def noise(
         seconds = sum(r["duration_s"] or 0.0 for run in loaded for r in run.results.values())
         _report(loaded, seconds, min(_rounds_of(run) for run in loaded))
         return
-    if not MIN_ROUNDS <= rounds <= 50:
+    budget_s = None if budget is None else sequential.parse_budget(budget)
+    most = MAX_ROUNDS if budget_s is None else sequential.MAX_ROUNDS  # with a budget, time is the cap
+    if rounds is not None and not MIN_ROUNDS <= rounds <= most:
         raise HarnessError(
-            f"--rounds {rounds}: a noise floor needs {MIN_ROUNDS} to 50 rounds (default {DEFAULT_ROUNDS})"
+            f"--rounds {rounds}: a noise floor needs {MIN_ROUNDS} to {most} rounds (default {DEFAULT_ROUNDS})"
         )
     if not 1 <= sessions <= 20:
         raise HarnessError(f"--sessions {sessions} must be 1 to 20 (default {DEFAULT_SESSIONS}; 1 measures no drift)")
+    if rounds is None:
+        rounds = DEFAULT_ROUNDS if budget_s is None else most
     name = resolve_backend(backend.value, pythons={}, gpus=None, device=device.value)
     plan = make_plan(
         PlanRequest(
@@ -96,9 +115,15 @@ def noise(
     chosen = make_backend(name, backend_options(quiet=quiet))
     began = time.perf_counter()
     runs = []
-    for _ in range(sessions):
+    for done in range(sessions):
         planned = replace(plan, run_id=new_run_id(plan.suite))
-        runs.append(load_run(execute_rounds(planned, chosen, base, rounds, argv=["harness", "noise"])))
+        # Each session gets an equal share of what is left of the budget (a session that ran over
+        # its share, to reach MIN_ROUNDS, leaves less to the others).
+        left = None if budget_s is None else budget_s - (time.perf_counter() - began)
+        clock = None if left is None else RoundClock(max(left / (sessions - done), 1.0), least=MIN_ROUNDS)
+        runs.append(load_run(execute_rounds(planned, chosen, base, rounds, argv=["harness", "noise"], stop=clock)))
+        if clock is not None:
+            typer.echo(f"session {done + 1}: {clock.line()}", err=True)
         if runs[-1].summary.get("interrupted"):
             # Ctrl-C (or SIGTERM) stops the whole measurement: a floor from cut-short sessions would be
             # stored as if it were whole, and the remaining sessions were not asked for any more.
@@ -108,7 +133,9 @@ def noise(
                 err=True,
             )
             raise typer.Exit(INTERRUPTED)
-    _report(runs, time.perf_counter() - began, rounds)
+    # With a budget the sessions may have bought different numbers of rounds: the floor is stored at
+    # the fewest (its degrees of freedom are counted from them, never more than there were).
+    _report(runs, time.perf_counter() - began, rounds if budget_s is None else min(_rounds_of(r) for r in runs))
 
 
 def _rounds_of(loaded: Run) -> int:

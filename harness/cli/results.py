@@ -13,6 +13,7 @@ import typer
 from harness.cli.options import FailAboveOption, FormatOption, JunitOption, ResultsDir, RunRef, default_results_dir
 from harness.core.errors import HarnessError
 from harness.core.safe_files import kind, write_bytes_atomic
+from harness.judge import sequential
 from harness.judge.assessment import DISTURBED, FAILED, assess, worst
 from harness.judge.compare import Comparison, compare_runs
 from harness.judge.noise_floor import apply
@@ -80,8 +81,9 @@ def conclude(comparison: Comparison, fmt: Format, fail_above: float | None, juni
     """Print the comparison, judged with the noise floor of the machine that measured both runs, and
     write its JUnit report; the exit status of `--fail-above`: 1 on a significant slowdown past it or a
     row with no number on one side, DISTURBED (3) when otherwise only the machine's disturbance kept
-    rows from a verdict, else 0 (and 0 without `--fail-above`)."""
-    comparison = apply(comparison)
+    rows from a verdict, else 0 (and 0 without `--fail-above`). The two sides of a budgeted `ab`
+    session are judged at the alpha its looks left (summary.json `sequential`)."""
+    comparison = apply(sequential.as_recorded(comparison))
     typer.echo(render_comparison(comparison, fmt))
     if junit is not None:
         write_bytes_atomic(junit, utf8(comparison_junit(comparison, fail_above)))

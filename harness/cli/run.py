@@ -38,9 +38,10 @@ from harness.cli.options import (
 from harness.core import cache_home
 from harness.core.errors import HarnessError
 from harness.core.schema import load_summary
+from harness.execute.budget import RoundClock
 from harness.execute.rounds import MAX_ROUNDS, execute_rounds
 from harness.execute.runner import calibrate, execute
-from harness.judge import noise_floor
+from harness.judge import noise_floor, sequential
 from harness.judge.assessment import assess, run_exit_code
 from harness.report.exports import Format, render_run
 from harness.store.calibration import attach as attach_calibration
@@ -74,7 +75,22 @@ def run(
     results_dir: ResultsDir = None,
     data_dir: DataDir = None,
     quiet: Quiet = False,
-    rounds: Annotated[int, typer.Option(help="run the frameworks round-robin K times and pool the samples")] = 1,
+    rounds: Annotated[
+        Optional[int],
+        typer.Option(
+            help="run the frameworks round-robin K times and pool the samples [default: 1; with --budget: "
+            "as many as it buys]"
+        ),
+    ] = None,
+    budget: Annotated[
+        Optional[str],
+        typer.Option(
+            "--budget",
+            metavar="DURATION",
+            help="rounds until DURATION (90s, 3m, 1h) is spent: another round starts only if it fits "
+            "(--rounds, --detect: at most that many)",
+        ),
+    ] = None,
     detect: Annotated[
         Optional[str],
         typer.Option(
@@ -120,9 +136,12 @@ def run(
     target = results_dir or default_results_dir()
     check_calibrate_mode(calibrate_mode)
     pythons = parse_pythons(python)
+    budget_s = None if budget is None else sequential.parse_budget(budget)
     if resume is not None:
         if suite is not None or frameworks is not None or param:
             raise HarnessError("--resume RUN re-uses that run's plan; drop --suite, --frameworks and --param")
+        if budget_s is not None:
+            raise HarnessError("--budget runs rounds, and --resume re-runs single jobs; drop one of them")
         longer = check_timeout(timeout) if timeout is not None else None  # the options first, then the files
         resume_dir = resolve_run(resume, target)
         plan = resume_plan(resume_dir)
@@ -158,13 +177,16 @@ def run(
     # never one a file named, only the cache home's own.
     plan = _warm_caches_in_cache_home(plan)
     require_datasets(plan)
-    if not 1 <= rounds <= MAX_ROUNDS:
-        raise HarnessError(f"--rounds {rounds} must be between 1 and {MAX_ROUNDS}")
+    most = MAX_ROUNDS if budget_s is None else sequential.MAX_ROUNDS  # with a budget, time is the cap
+    if rounds is not None and not 1 <= rounds <= most:
+        raise HarnessError(f"--rounds {rounds} must be between 1 and {most}")
     if detect is not None:
-        if rounds != 1 or resume_dir is not None:
+        if rounds is not None or resume_dir is not None:
             raise HarnessError("--detect picks the rounds itself; drop --rounds (and --resume)")
-        rounds, line = noise_floor.plan_rounds(plan, detect, interleaved=False)
+        rounds, line = noise_floor.plan_rounds(plan, detect, interleaved=False, budget_s=budget_s)
         typer.echo(line, err=True)
+    if rounds is None:
+        rounds = 1 if budget_s is None else sequential.MAX_ROUNDS
     options = backend_options(quiet=quiet, memory=memory, cpus=cpus, gpus=gpus, transfer=transfer, pythons=pythons)
     # What the chosen backend refuses (--python for slurm, HARNESS_SLURM_*, --gpus for docker), checked
     # here for --dry-run and a real run alike: a dry run must not accept what the run then refuses.
@@ -187,10 +209,13 @@ def run(
             backend=chosen,
             force=calibrate_mode == "always",
         )
-    if rounds == 1:
+    clock = None if budget_s is None else RoundClock(budget_s)  # from the first round: calibration is apart
+    if rounds == 1 and clock is None:
         run_dir = execute(plan, chosen, target, argv=argv, resume_dir=resume_dir)
     else:
-        run_dir = execute_rounds(plan, chosen, target, rounds, argv=argv)
+        run_dir = execute_rounds(plan, chosen, target, rounds, argv=argv, stop=clock)
+    if clock is not None:
+        typer.echo(clock.line(), err=True)
     attach_calibration(run_dir, ceilings)
     judged = assess(load_run(run_dir))
     typer.echo("\n" + render_run(judged, fmt))

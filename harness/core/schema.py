@@ -36,6 +36,7 @@ from harness.core.result_types import (
     Result,
 )
 from harness.core.safe_files import MissingFile, UnsafeFile, read_bytes
+from harness.core.statistics import ALPHA
 from harness.text.escape import plain
 from suites.contract.marks import MARKS
 from suites.contract.registry import all_suites
@@ -538,8 +539,41 @@ def summary_problem(doc: Any) -> str | None:
         found = interleaved_problem(doc["interleaved"])
         if found:
             return found
+    for key, check in (("budget", budget_problem), ("sequential", sequential_problem)):
+        if doc.get(key) is not None:
+            found = check(doc[key])
+            if found:
+                return found
     if doc.get("code") is not None:
         return code_problem(doc["code"])
+    return None
+
+
+def budget_problem(value: Any) -> str | None:
+    """Why a summary's `budget` field (rounds run until a time budget was spent) is malformed, or None."""
+    if not isinstance(value, dict) or set(value) != {"budget_s", "spent_s", "over"}:
+        return "budget: expected an object with budget_s, spent_s and over"
+    if not (number(value["budget_s"]) and value["budget_s"] > 0 and number(value["spent_s"]) and value["spent_s"] >= 0):
+        return "budget: budget_s and spent_s must be seconds"
+    if not isinstance(value["over"], bool):
+        return "budget.over: expected true or false"
+    return None
+
+
+SEQUENTIAL_STOPS = ("a change was called", "the budget was spent", "it was interrupted")  # judge/sequential.py
+
+
+def sequential_problem(value: Any) -> str | None:
+    """Why a summary's `sequential` field (the looks of `ab --budget`) is malformed, or None. Its alpha
+    decides verdicts: one above the family-wise ALPHA would make a later compare call more than it may."""
+    if not isinstance(value, dict) or set(value) != {"alpha", "looks", "rounds", "stopped"}:
+        return "sequential: expected an object with alpha, looks, rounds and stopped"
+    if not (number(value["alpha"]) and 0 <= value["alpha"] <= ALPHA):
+        return f"sequential.alpha: expected a number from 0 to {ALPHA:g}"
+    if not (_integer(value["looks"]) and value["looks"] >= 0 and _integer(value["rounds"]) and value["rounds"] >= 0):
+        return "sequential: looks and rounds must be whole numbers >= 0"
+    if value["stopped"] not in SEQUENTIAL_STOPS:
+        return f"sequential.stopped: expected one of {', '.join(SEQUENTIAL_STOPS)}"
     return None
 
 

@@ -29,7 +29,9 @@ from harness.core.errors import HarnessError
 from harness.core.safe_files import new_folder
 from harness.core.schema import AB_SIDES, GIT_COMMIT
 from harness.core.statistics import observations_needed
+from harness.execute.budget import RoundClock
 from harness.execute.rounds import MAX_ROUNDS, Side, execute_interleaved, pooled
+from harness.judge import sequential
 from harness.judge.assessment import assess
 from harness.judge.compare import Change, compare_runs
 from harness.judge.sequential import Schedule
@@ -41,6 +43,7 @@ from harness.store.run_folder import (
     Run,
     describe_code,
     interleaved_record,
+    new_summary,
     open_run_folder,
     suites_digest,
     within,
@@ -176,30 +179,31 @@ class Looks:
     def __init__(self, sides: list[Side], schedule: Schedule) -> None:
         self.sides = sides
         self.schedule = schedule
-        self.started = self.previous = time.monotonic()
-        self.rounds_s: list[float] = []
+        self.budget_s = schedule.budget_s
+        self.clock = RoundClock(schedule.budget_s)
         self.codes = [side.code or describe_code() for side in sides]  # once: it asks git
 
     def __call__(self, number: int) -> bool:
-        now = time.monotonic()
-        self.rounds_s.append(now - self.previous)
+        elapsed, _ = self.clock.tick()
         # The next round is planned at the slowest of the last few (a look included): one slow round
         # must not carry the session past its budget.
-        due = self.schedule.due(now - self.started, max(self.rounds_s[-3:]))
+        due = self.schedule.due(elapsed, max(self.clock.rounds_s[-3:]))
         stop = False
         if due is not None:
-            look = self.schedule.look(number, now - self.started, due, self.changes())
+            look = self.schedule.look(number, elapsed, due, self.changes())
             print(look.line(), flush=True)
             stop = due or bool(look.crossed)
-        self.previous = time.monotonic()
+        self.clock.restart_round()
         return stop
+
+    def record(self) -> dict[str, Any]:
+        return {**self.clock.record(), "sequential": sequential.record(self.schedule)}
 
     def changes(self) -> list[Change]:
         """Every row as `harness compare` would judge the rounds finished so far."""
         runs = []
         for side, code in zip(self.sides, self.codes, strict=True):
-            summary = {"run_id": side.plan.run_id, "suite": side.plan.suite, "baseline": side.plan.baseline,
-                       "jobs": [], "code": code, **side.extra}  # fmt: skip
+            summary = {**new_summary(side.plan, side.backend.name, None, code), **side.extra}
             results = {job.framework: doc for job, doc in pooled(side)}
             runs.append(Run(path=side.run_dir, summary=summary, results=results))
         try:

@@ -10,7 +10,6 @@ import contextlib
 import copy
 import statistics
 import sys
-from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, cast
@@ -20,6 +19,7 @@ from harness.core.errors import HarnessError
 from harness.core.result_types import Check, Metric, Result, Stats
 from harness.core.safe_files import NoSpace
 from harness.core.schema import MISSING_ROUNDS, PER_SAMPLE, InvalidResult, load_result, load_summary
+from harness.execute.budget import Stop
 from harness.execute.runner import execute, sigterm_as_interrupt, warn
 from harness.judge import time_to_target
 from harness.store.plan import Job, Plan
@@ -184,19 +184,27 @@ class Side:
     round_dirs: list[Path] = field(default_factory=list)
 
 
-def execute_rounds(plan: Plan, backend: Backend, results_dir: Path, rounds: int, argv: list[str] | None = None) -> Path:
+def execute_rounds(
+    plan: Plan,
+    backend: Backend,
+    results_dir: Path,
+    rounds: int,
+    argv: list[str] | None = None,
+    stop: Stop | None = None,
+) -> Path:
     run_dir = open_run_folder(results_dir, plan.run_id, "run")
-    execute_interleaved([Side(plan, backend, run_dir)], rounds, argv)
+    execute_interleaved([Side(plan, backend, run_dir)], rounds, argv, stop)
     return run_dir
 
 
 def execute_interleaved(
-    sides: list[Side], rounds: int, argv: list[str] | None = None, stop: Callable[[int], bool] | None = None
+    sides: list[Side], rounds: int, argv: list[str] | None = None, stop: Stop | None = None
 ) -> None:
     """K rounds of every side's jobs, the sides alternating A B, B A, A B ... (so a drift that is
     linear in time hits them alike), each side pooled into its own run folder (already made).
-    `stop(n)`, asked after each complete round n, ends the session early when it says so (a
-    sequential design's look); `rounds` is then the most it may run."""
+    `stop(n)`, asked after each complete round n, ends the session early when it says so (a time
+    budget spent, a sequential design's look); `rounds` is then the most it may run, plan.json
+    records the budget instead of a round count, and summary.json what `stop.record()` says."""
     with contextlib.ExitStack() as stack:
         for side in sides:
             stack.enter_context(run_lock(side.run_dir))
@@ -204,7 +212,8 @@ def execute_interleaved(
         for side in sides:
             writer = RunWriter(side.run_dir, side.plan, side.backend.name, argv, side.code)
             writer.summary.update(side.extra)
-            writer.start(plan_extra={"rounds": rounds, **side.extra})
+            limit = {"rounds": rounds} if stop is None else {"budget_s": stop.budget_s, "max_rounds": rounds}
+            writer.start(plan_extra={**limit, **side.extra})
             writers.append(writer)
         full: NoSpace | None = None
         try:
@@ -219,14 +228,15 @@ def execute_interleaved(
             full, interrupted = error, True
             for writer in writers:
                 writer.release_reserve()
+        closing = {} if stop is None else stop.record()
         for side, writer in zip(sides, writers, strict=True):
-            _pool_side(side, writer, interrupted)
+            _pool_side(side, writer, interrupted, closing)
         if full is not None:
             kept = ", ".join(side.run_dir.name for side in sides)
             raise NoSpace(full.path, full.strerror, f"the finished rounds are pooled in {kept}; free some space")
 
 
-def _run_rounds(sides: list[Side], rounds: int, argv: list[str] | None, stop: Callable[[int], bool] | None) -> bool:
+def _run_rounds(sides: list[Side], rounds: int, argv: list[str] | None, stop: Stop | None) -> bool:
     """Every round of every side, alternating, until `stop` says so; True when one was interrupted."""
     for number in range(1, rounds + 1):
         print(f"== round {number}/{rounds}" if stop is None else f"== round {number}", flush=True)
@@ -261,10 +271,10 @@ def _run_round(side: Side, number: int, argv: list[str] | None) -> bool:
         return True
 
 
-def _pool_side(side: Side, writer: RunWriter, interrupted: bool) -> None:
+def _pool_side(side: Side, writer: RunWriter, interrupted: bool, closing: dict[str, Any]) -> None:
     for job, doc in pooled(side):
         writer.add(job, doc)
-    writer.finish(rounds=len(side.round_dirs), interrupted=interrupted)
+    writer.finish(rounds=len(side.round_dirs), interrupted=interrupted, **closing)
 
 
 def pooled(side: Side) -> list[tuple[Job, Result]]:

@@ -31,7 +31,7 @@ from harness.core.errors import HarnessError
 from harness.core.result_types import Result
 from harness.core.safe_files import write_bytes_atomic
 from harness.core.statistics import ALPHA, smallest_exact_p, u_distribution
-from harness.judge import assessment
+from harness.judge import assessment, sequential
 from harness.judge.compare import Change, Comparison
 from harness.store.calibration import gpu_names, read_json_file
 from harness.store.plan import Plan
@@ -43,7 +43,8 @@ from suites.contract import machine
 FORMAT, VERSION = "harness-noise", 1
 POWER = 0.8
 MIN_ROUNDS = 3  # a standard deviation from fewer processes is not an estimate
-MAX_ROUNDS = 30  # --detect never asks for more (say so instead)
+MAX_ROUNDS = 30  # --detect never asks for more (say so instead), unless a --budget caps the time instead
+SIMULATED_ROUNDS = 30  # up to here the detectable shift is simulated; beyond, the normal approximation
 SIMULATIONS = 600
 MAX_FILE_BYTES = 2_000_000
 # A floor estimated from fewer round medians than this, beyond one per run (its degrees of freedom),
@@ -394,6 +395,12 @@ def detectable_shift(rounds: int, family: int) -> float | None:
     """The smallest shift in log space, in units of the noise, detected in POWER of simulated pairs
     (rounds a side, exact Mann-Whitney below ALPHA / family); None when no shift can be."""
     threshold = ALPHA / max(family, 1)
+    if rounds > SIMULATED_ROUNDS:
+        # Many rounds (a budget's): the normal approximation holds, and simulating hundreds of rounds
+        # would take seconds. Mann-Whitney's power is then a t-test's on 3/pi of the rounds (its
+        # Pitman efficiency under normal noise); at 30 rounds this is 6 % below the simulated shift.
+        z = NormalDist().inv_cdf
+        return (z(1 - threshold / 2) + z(POWER)) * math.sqrt(2 / (rounds * 3 / math.pi))
     if smallest_exact_p(rounds, rounds) >= threshold:
         return None
     critical = _critical_u(rounds, threshold)
@@ -436,17 +443,17 @@ def detectable(sigma: float, rounds: int, family: int) -> float | None:
     return None if shift is None else math.exp(shift * sigma) - 1
 
 
-def rounds_for(sigmas: list[float], target: float, family: int) -> int | None:
-    """The fewest rounds at which every metric's detectable change is at most `target`."""
+def rounds_for(sigmas: list[float], target: float, family: int, most: int = MAX_ROUNDS) -> int | None:
+    """The fewest rounds (up to `most`) at which every metric's detectable change is at most `target`."""
     worst = max(sigmas)
 
     def reaches(rounds: int) -> bool:
         found = detectable(worst, rounds, family)
         return found is not None and found <= target
 
-    if not reaches(MAX_ROUNDS):
+    if not reaches(most):
         return None
-    low, high = 1, MAX_ROUNDS  # more rounds never see less: bisect for the fewest that reach
+    low, high = 1, most  # more rounds never see less: bisect for the fewest that reach
     while high - low > 1:
         middle = (low + high) // 2
         low, high = (low, middle) if reaches(middle) else (middle, high)
@@ -469,10 +476,13 @@ def parse_target(detect: str) -> float:
     return target
 
 
-def plan_rounds(plan: Plan, detect: str, *, interleaved: bool) -> tuple[int, str]:
+def plan_rounds(plan: Plan, detect: str, *, interleaved: bool, budget_s: float | None = None) -> tuple[int, str]:
     """--detect PCT: the fewest rounds at which every planned metric's detectable change is PCT or
     less, and a line saying so and what they cost. Two separate runs must also clear the machine's
-    run-to-run drift, which no number of rounds does; two interleaved sides (`harness ab`) need not."""
+    run-to-run drift, which no number of rounds does; two interleaved sides (`harness ab`) need not.
+    With a budget the rounds may go past MAX_ROUNDS but must fit in it (at the noise run's cost of a
+    round); a budgeted `ab` looks several times, so its rounds are planned for its last look alone,
+    at the alpha the earlier looks leave it (sequential.last_alpha): more rounds than one look needs."""
     target = parse_target(detect)
     job = plan.jobs[0]
     entry = load(host_fingerprint(job.device, job.threads)).get(key(plan.suite, job.params, job.precision, job.device))
@@ -492,17 +502,28 @@ def plan_rounds(plan: Plan, detect: str, *, interleaved: bool) -> tuple[int, str
                 f"a compare of two runs see under {fmt_share(floor)}; measure both versions in one session: "
                 "harness ab BASELINE CANDIDATE --suite ... --detect ..."
             )
-    found = rounds_for(sigmas, target, len(sigmas))
+    family = len(sigmas)
+    if budget_s is not None and interleaved:
+        family = math.ceil(family * ALPHA / sequential.last_alpha())
+    most = MAX_ROUNDS if budget_s is None else sequential.MAX_ROUNDS
+    found = rounds_for(sigmas, target, family, most)
     if found is None:
         raise HarnessError(
-            f"--detect {detect}: even {MAX_ROUNDS} rounds cannot see a change that small here "
+            f"--detect {detect}: even {most} rounds cannot see a change that small here "
             f"(between-process noise up to {fmt_share(max(sigmas))}); ask for a larger change"
         )
-    cost = found * entry["seconds_per_round"] * (2 if interleaved else 1)
+    each_s = float(entry["seconds_per_round"])
+    cost = found * each_s * (2 if interleaved else 1)
     each = f"{found} rounds a side" if interleaved else f"{found} rounds"
+    if budget_s is not None and cost > budget_s:
+        raise HarnessError(
+            f"--detect {detect}: {each} take about {cost:.0f} s here ({each_s:.1f} s a round in the noise run "
+            f"{plain(entry['run_id'])}), more than --budget {budget_s:.0f} s buys; give --budget "
+            f"{math.ceil(cost * 1.1)}s or ask for a larger change"
+        )
     then = "" if interleaved else f"; compare the run with another of {found} rounds"
     return found, (
-        f"--detect {target:.1%}: {each} (about {cost:.0f} s: {entry['seconds_per_round']:.1f} s a round in the "
+        f"--detect {target:.1%}: {each} (about {cost:.0f} s: {each_s:.1f} s a round in the "
         f"noise run {plain(entry['run_id'])}){then}"
     )
 

@@ -30,17 +30,21 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
+from typing import Any
 
 from harness.core.errors import HarnessError
-from harness.core.statistics import ALPHA, holm
+from harness.core.schema import SEQUENTIAL_STOPS
+from harness.core.statistics import ALPHA
 from harness.judge.compare import Change, Comparison
+from harness.store.run_folder import partners
 
 LOOKS = (1 / 8, 1 / 4, 1 / 2)  # fractions of the budget where an interim look is taken; the last is at the end
 MIN_BUDGET_S = 20.0
 MAX_BUDGET_S = 4 * 3600.0  # a typo ("30h") must not hold a machine for days
 MAX_ROUNDS = 2000  # rounds a side a budget may buy at most: a guard against a job that does nothing
+CALLED, SPENT, INTERRUPTED = SEQUENTIAL_STOPS  # why a session stopped, as its summaries record it
 
 _BUDGET = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|m|min|h)?\s*$")
 _SECONDS = {None: 1.0, "s": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0}
@@ -64,6 +68,11 @@ def spent(t: float, alpha: float = ALPHA) -> float:
     """The false-alarm rate spent by the time a fraction t of the budget has elapsed (Pocock-type)."""
     t = min(max(t, 0.0), 1.0)
     return alpha * math.log(1 + (math.e - 1) * t)
+
+
+def last_alpha(alpha: float = ALPHA) -> float:
+    """What the last look may spend when the interim looks came at their fractions of the budget."""
+    return alpha - spent(LOOKS[-1], alpha)
 
 
 @dataclass(frozen=True)
@@ -124,16 +133,16 @@ def past_boundary(changes: Sequence[Change], alpha: float) -> list[Change]:
 
 
 def at_alpha(changes: list[Change], alpha: float) -> list[Change]:
-    """The rows judged at a look's alpha instead of ALPHA: each tested row's Holm-adjusted p is scaled
-    by ALPHA / alpha, so `Change.significant` (adjusted p < ALPHA) means adjusted p < alpha, and the
-    p printed is the one the verdict was made on. A look that may spend nothing calls nothing."""
-    tested = [i for i, c in enumerate(changes) if c.tested]
-    raw = [1.0 if changes[i].no_verdict is not None else changes[i].p_value for i in tested]
-    out = list(changes)
-    for i, p in zip(tested, holm(raw), strict=True):
-        scaled = 1.0 if alpha <= 0 else min(1.0, p * ALPHA / alpha)
-        out[i] = replace(changes[i], p_adjusted=scaled)
-    return out
+    """The rows judged at a look's alpha instead of ALPHA: each tested row's Holm-adjusted p (set by
+    `compare.family`, which counts a row without a verdict as p = 1) is scaled by ALPHA / alpha, so
+    `Change.significant` (adjusted p < ALPHA) means adjusted p < alpha, and the p printed is the one
+    the verdict was made on. A look that may spend nothing calls nothing."""
+    return [
+        replace(c, p_adjusted=1.0 if alpha <= 0 else min(1.0, c.p_adjusted * ALPHA / alpha))
+        if c.tested and not math.isnan(c.p_adjusted)
+        else c
+        for c in changes
+    ]
 
 
 def final_alpha(schedule: Schedule) -> float:
@@ -145,9 +154,8 @@ def final_alpha(schedule: Schedule) -> float:
     return max(schedule.alpha - schedule.used, 0.0)
 
 
-def judged(comparison: Comparison, schedule: Schedule) -> Comparison:
-    """The final comparison judged at the alpha of the look the session stopped at."""
-    alpha = final_alpha(schedule)
+def judged(comparison: Comparison, alpha: float) -> Comparison:
+    """The comparison judged at `alpha`, the alpha of the look its session stopped at."""
     said = (
         f"sequential session (harness ab --budget): each Holm-adjusted p above is scaled by {ALPHA:g} / {alpha:.4g}, "
         f"the alpha of the look it stopped at, so 'significant' means past that look's boundary; over all its looks "
@@ -156,18 +164,46 @@ def judged(comparison: Comparison, schedule: Schedule) -> Comparison:
     return replace(comparison, changes=at_alpha(comparison.changes, alpha), floor=[*comparison.floor, said])
 
 
+def record(schedule: Schedule) -> dict[str, Any]:
+    """What each side's summary.json keeps of the looks (`sequential`): a later `harness compare` of
+    the two runs judges at the same alpha, not at ALPHA as if the session had looked once."""
+    looks = schedule.looks
+    return {
+        "alpha": final_alpha(schedule),
+        "looks": len(looks),
+        "rounds": looks[-1].rounds if looks else 0,
+        "stopped": _why(schedule),
+    }
+
+
+def recorded_alpha(a: Mapping[str, Any], b: Mapping[str, Any]) -> float | None:
+    """The alpha summaries `a` and `b` of one session were judged at (schema.summary_problem has
+    checked each is within 0..ALPHA); the stricter one if they disagree; None unless both are the two
+    sides of one `ab` session and one of them recorded looks."""
+    if not partners(a, b):
+        return None
+    found = [float(s["alpha"]) for s in (a.get("sequential"), b.get("sequential")) if isinstance(s, dict)]
+    return min(found) if found else None
+
+
+def as_recorded(comparison: Comparison) -> Comparison:
+    """A comparison of the two sides of a sequential session, judged at the alpha its looks left."""
+    alpha = recorded_alpha(comparison.a.summary, comparison.b.summary)
+    return comparison if alpha is None else judged(comparison, alpha)
+
+
+def _why(schedule: Schedule) -> str:
+    looks = schedule.looks
+    if looks and looks[-1].crossed:
+        return CALLED
+    return SPENT if looks and looks[-1].last else INTERRUPTED
+
+
 def summary_line(schedule: Schedule, seconds: float) -> str:
     looks = schedule.looks
     rounds = looks[-1].rounds if looks else 0
-    why = (
-        "a change was called"
-        if looks and looks[-1].crossed
-        else "the budget was spent"
-        if looks and looks[-1].last
-        else "it was interrupted"
-    )
     return (
         f"sequential: stopped after {len(looks)} look(s) and {rounds} round(s) a side, {seconds:.0f} s of a "
-        f"{schedule.budget_s:.0f} s budget ({why}); verdicts at alpha {final_alpha(schedule):.4f}, "
+        f"{schedule.budget_s:.0f} s budget ({_why(schedule)}); verdicts at alpha {final_alpha(schedule):.4f}, "
         f"the false-alarm rate over all looks at most {schedule.alpha:.0%}"
     )

@@ -201,6 +201,23 @@ RESERVE = ".reserve"
 RESERVE_BYTES = 1 << 20
 
 
+def new_summary(plan: Plan, backend: str, command: list[str] | None, code: dict[str, Any] | None) -> dict[str, Any]:
+    """summary.json of a run that has just started (no job yet): what RunWriter writes first, and
+    what a sequential look judges the rounds so far with (execute/ab.py)."""
+    return {
+        "run_id": plan.run_id,
+        "suite": plan.suite,
+        "baseline": plan.baseline,
+        "backend": backend,
+        "harness_version": __version__,
+        "command": command if command is not None else sys.argv,
+        "started_at": utc_now(),
+        "finished_at": None,
+        "code": code if code is not None else describe_code(),
+        "jobs": [],
+    }
+
+
 class RunWriter:
     """One run folder being written: `start`, then `add` per job, then `finish`."""
 
@@ -211,18 +228,7 @@ class RunWriter:
         self.anchor = within(run_dir)  # every write below it is made without following a link
         self.plan = plan
         self.backend = backend
-        self.summary: dict[str, Any] = {
-            "run_id": plan.run_id,
-            "suite": plan.suite,
-            "baseline": plan.baseline,
-            "backend": backend,
-            "harness_version": __version__,
-            "command": command if command is not None else sys.argv,
-            "started_at": utc_now(),
-            "finished_at": None,
-            "code": code if code is not None else describe_code(),
-            "jobs": [],
-        }
+        self.summary = new_summary(plan, backend, command, code)
 
     def start(self, *, plan_extra: dict[str, Any] | None = None, write_plan: bool = True) -> None:
         """The plan (unless resuming one) and an empty summary, before the first job starts."""

@@ -22,8 +22,10 @@ from harness.execute.bisect import record
 from harness.execute.bisect.envs import Env, ensure_env, env_for
 from harness.execute.bisect.locks import check_package, check_version, fetch_hashes, generate_lock
 from harness.execute.bisect.verdict import MIN_ROUNDS, Pair, VersionRun, answer, compare_pair, judge
+from harness.execute.budget import RoundClock
+from harness.execute.rounds import MAX_ROUNDS
 from harness.execute.runner import execute, say
-from harness.judge import assessment
+from harness.judge import assessment, sequential
 from harness.store.images import Engine, connect, ensure, sha256_file, stack_image
 from harness.store.plan import Job, Plan, PlanRequest, get_framework, get_suite, make_plan
 from harness.store.run_folder import SUMMARY_FILE, prepare_results_dir
@@ -48,6 +50,7 @@ class Request:
     echo: bool = True
     backend: str = "local"  # local: a venv per version; docker: an image per version
     wheelhouse: Path | None = None  # docker: build the images from these wheels only (with --find-links)
+    budget_s: float | None = None  # rounds until this is spent (envs and images built before: not counted)
 
 
 @dataclass
@@ -92,6 +95,9 @@ def check_request(request: Request) -> None:
     if len(request.versions) < 2 or len(set(request.versions)) != len(request.versions):
         raise HarnessError("--versions must name at least two different versions")
     needed = rounds_needed(request.versions)
+    most = MAX_ROUNDS if request.budget_s is None else sequential.MAX_ROUNDS  # with a budget, time is the cap
+    if request.rounds is not None and request.rounds > most:
+        raise HarnessError(f"--rounds {request.rounds} must be at most {most}")
     if request.rounds is not None and request.rounds < needed:
         raise HarnessError(
             f"--rounds {request.rounds} is too few: with fewer than {needed} round medians per version no change "
@@ -140,7 +146,9 @@ def rounds_needed(versions: list[str]) -> int:
 
 def run_bisect(request: Request, argv: list[str] | None = None) -> Outcome:
     check_request(request)
-    rounds = request.rounds or rounds_needed(request.versions)
+    needed = rounds_needed(request.versions)
+    budgeted = request.budget_s is not None
+    rounds = request.rounds or (sequential.MAX_ROUNDS if budgeted else needed)
     framework = choose_framework(request)
     check_metric(request)
     image = stack_image(request.stack, "cpu")
@@ -180,13 +188,19 @@ def run_bisect(request: Request, argv: list[str] | None = None) -> Outcome:
         say(f"   {'built' if built else 'reused'} {env.folder}")
         backends[version] = VenvBackend(env, request.echo)
         locks[version]["env"] = str(env.folder)
+    # The budget runs from the first round: building the versions' venvs or images is not measuring.
+    clock = None if request.budget_s is None else RoundClock(request.budget_s, least=needed)
     done = 0
     for number in range(1, rounds + 1):
-        say(f"== round {number}/{rounds}")
+        say(f"== round {number}/{rounds}" if clock is None else f"== round {number}")
         if _run_round(plan, number, request, backends, folder, argv):
             break
         done = number
-    return _conclude(request, plan, framework, folder, locks, done)
+        if clock is not None and clock(number):
+            break
+    if clock is not None:
+        say(clock.line())
+    return _conclude(request, plan, framework, folder, locks, done, None if clock is None else clock.record())
 
 
 def _image_backend(engine: Engine, request: Request, lock: Path, label: str) -> tuple[Backend, str]:
@@ -266,7 +280,13 @@ def _collect(
 
 
 def _conclude(
-    request: Request, plan: Plan, framework: str, folder: Path, locks: dict[str, dict[str, Any]], rounds: int
+    request: Request,
+    plan: Plan,
+    framework: str,
+    folder: Path,
+    locks: dict[str, dict[str, Any]],
+    rounds: int,
+    budget: dict[str, Any] | None = None,
 ) -> Outcome:
     runs: dict[str, VersionRun] = {}
     metric: dict[str, Any] | None = None
@@ -291,6 +311,7 @@ def _conclude(
         "package": request.package,
         "versions": versions,
         "rounds": rounds,
+        **(budget or {}),
         "params": plan.jobs[0].params,
         "repeat": plan.jobs[0].repeat,
     }
