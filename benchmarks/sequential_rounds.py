@@ -29,8 +29,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from harness.core.statistics import mann_whitney_u, ratio_interval  # noqa: E402
-from harness.judge.compare import ROUNDS, Change, family  # noqa: E402
+from harness.judge.compare import ROUNDS, Change, evidence, family  # noqa: E402
 from harness.judge.sequential import Schedule  # noqa: E402
 
 
@@ -43,11 +42,10 @@ def draw(rng: random.Random, sigma: float, modes: bool) -> float:
 def rows(a: list[list[float]], b: list[list[float]]) -> list[Change]:
     changes = []
     for i, (xa, xb) in enumerate(zip(a, b, strict=True)):
-        interval = ratio_interval(xa, xb)
-        _, p = mann_whitney_u(xa, xb)
+        ratio, interval, p = evidence(xa, xb, rounds=True)
         ma, mb = statistics.median(xa), statistics.median(xb)
         changes.append(Change(framework="fw", metric=f"row{i}", unit="s", better="lower", median_a=ma, median_b=mb,
-                              ratio=mb / ma, ci_low=interval.low, ci_high=interval.high, p_value=p,
+                              ratio=ratio, ci_low=interval.low, ci_high=interval.high, p_value=p,
                               ci_coverage=interval.coverage, basis=ROUNDS, processes=(len(xa), len(xb))))  # fmt: skip
     return family(changes)
 

@@ -32,7 +32,7 @@ from bisect import bisect_left, bisect_right
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
-from statistics import median
+from statistics import NormalDist, median
 
 from harness.text.numbers import fmt_share
 from suites.contract.stats import summarize
@@ -184,6 +184,54 @@ def ratio_interval(a: Sequence[float], b: Sequence[float], seed: int = 0) -> Int
     if a_low <= 0 or a_high <= 0:
         return Interval(math.nan, math.nan, coverage, "order statistics")
     return Interval(b_low / a_high, b_high / a_low, coverage, "order statistics")
+
+
+def shift_ratio(a: Sequence[float], b: Sequence[float]) -> tuple[float, Interval]:
+    """The Hodges-Lehmann ratio of b to a and the interval the Mann-Whitney test inverts.
+
+    The estimate is the median, over every pair (x of a, y of b), of y / x (in log space, the
+    Hodges-Lehmann shift); the interval runs from the (C+1)-th smallest to the (C+1)-th largest of
+    those n1 * n2 ratios, C the largest U with P(U <= C) <= (1 - CONFIDENCE) / 2 under no shift. It
+    is the set of ratios r for which the test would not call a / r and b different, so a row's
+    interval excludes 1 exactly when its test's two-sided p is at most 1 - CONFIDENCE (no ties), and
+    its coverage is exact for a shift of a continuous distribution whatever its shape.
+
+    Why not the ratio of the medians: round medians on a machine with two speed states fall in two
+    modes, and the median of such a mixture jumps between them, so its interval straddles 1 while
+    the test, which looks at every pair, sees a clear shift (a planted 30 % in `harness ab` sessions:
+    p 1e-4, median ratio 1.11 [0.89-1.64]; Hodges-Lehmann 1.27 [1.17-1.37]). Exact critical value
+    from the tie-free U distribution up to EXACT_MAX_N a side, the normal approximation beyond.
+    """
+    n1, n2 = len(a), len(b)
+    if n1 == 0 or n2 == 0 or min(min(a), min(b)) <= 0:
+        return math.nan, Interval(math.nan, math.nan, 0.0, "Hodges-Lehmann")
+    logs_a = [math.log(x) for x in a]
+    logs_b = [math.log(y) for y in b]
+    shifts = sorted(y - x for x in logs_a for y in logs_b)
+    total = n1 * n2
+    middle = total // 2
+    estimate = shifts[middle] if total % 2 else (shifts[middle - 1] + shifts[middle]) / 2
+    tail = (1 - CONFIDENCE) / 2
+    if max(n1, n2) <= EXACT_MAX_N or total <= EXACT_MAX_PRODUCT:
+        counts = u_distribution(n1, n2)
+        arrangements = sum(counts)
+        below, critical = 0, -1
+        for u, count in enumerate(counts):
+            if (below + count) / arrangements > tail:
+                break
+            below += count
+            critical = u
+        coverage = 1 - 2 * below / arrangements
+    else:
+        z = NormalDist().inv_cdf(1 - tail)
+        critical = max(int(math.floor(total / 2 - z * math.sqrt(total * (n1 + n2 + 1) / 12))), -1)
+        coverage = CONFIDENCE
+    # [d_(C+1), d_(n1 n2 - C)] (1-based) covers 1 - 2 P(U <= C); with too few pairs for any C at
+    # this confidence, the whole range, and what it covers.
+    if critical < 0:
+        critical, coverage = 0, 1 - 2 * u_distribution(n1, n2)[0] / sum(u_distribution(n1, n2))
+    low, high = shifts[critical], shifts[total - 1 - critical]
+    return math.exp(estimate), Interval(math.exp(low), math.exp(high), coverage, "Hodges-Lehmann")
 
 
 def median_interval(samples: Sequence[float]) -> Interval:

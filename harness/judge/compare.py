@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
 
 from harness.core import workload
@@ -24,11 +24,13 @@ from harness.core.machine_id import field_at
 from harness.core.result_types import Metric, Result
 from harness.core.statistics import (
     ALPHA,
+    Interval,
     geometric_mean,
     holm,
     mann_whitney_u,
     observations_needed,
     ratio_interval,
+    shift_ratio,
     smallest_exact_p,
 )
 from harness.judge import assessment
@@ -262,6 +264,21 @@ def _absent(framework: str, metric: Metric | None, why: str) -> Change:
     )  # fmt: skip
 
 
+def evidence(xa: Sequence[float], xb: Sequence[float], rounds: bool) -> tuple[float, Interval, float]:
+    """(ratio of B to A, its interval, the two-sided p) from the observations of a row.
+
+    Round medians (one per process, `rounds`): the Hodges-Lehmann ratio and the interval the
+    Mann-Whitney test inverts (statistics.shift_ratio), so the interval and the test judge the same
+    thing and a machine whose rounds fall in two speed modes cannot make them disagree. Samples of
+    one process a side: the ratio of the medians and its interval (those rows never get a verdict).
+    """
+    _, p = mann_whitney_u(xa, xb)
+    if rounds:
+        ratio, interval = shift_ratio(xa, xb)
+        return ratio, interval, p
+    return statistics.median(xb) / statistics.median(xa), ratio_interval(xa, xb), p
+
+
 def compare_runs(judged_a: Assessment, judged_b: Assessment) -> Comparison:
     """Run A against run B, each read through its own assessment."""
     a, b = judged_a.run, judged_b.run
@@ -289,8 +306,7 @@ def compare_runs(judged_a: Assessment, judged_b: Assessment) -> Comparison:
         median_b = statistics.median(xb) if rounds else mb["stats"]["median"]
         if median_a == 0:
             continue
-        interval = ratio_interval(xa, xb)
-        _, p = mann_whitney_u(xa, xb)
+        ratio, interval, p = evidence(xa, xb, rounds)
         key = (fw, ma["name"])
         excluded = bad_a.get(key) or bad_b.get(key)
         disturbed = excluded is not None and key in (judged_a.disturbed | judged_b.disturbed)
@@ -309,7 +325,7 @@ def compare_runs(judged_a: Assessment, judged_b: Assessment) -> Comparison:
                 better=ma["better"],
                 median_a=median_a,
                 median_b=median_b,
-                ratio=median_b / median_a,
+                ratio=ratio,
                 ci_low=interval.low,
                 ci_high=interval.high,
                 p_value=p,

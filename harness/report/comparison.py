@@ -119,8 +119,9 @@ def _summary_lines(comparison: Comparison) -> list[str]:
     lines = geomean_lines(comparison)
     lines.append(
         "intervals: 95 % unless the coverage they really have is printed inside the brackets (few samples); "
-        "(rounds) = per-round medians of interleaved rounds were the observations, else the samples of one "
-        "process a side (they say how steady that process was, not how the code differs)"
+        "(rounds) = per-round medians of interleaved rounds were the observations, and the ratio is the median "
+        "of every B round over every A round (Hodges-Lehmann) with the interval its test inverts; else the samples "
+        "of one process a side (they say how steady that process was, not how the code differs)"
     )
     lines += evidence_lines(comparison)
     lines += [f"WARNING: {w}" for w in comparison.warnings]

@@ -14,9 +14,9 @@ from __future__ import annotations
 import statistics
 from dataclasses import dataclass, replace
 
-from harness.core.statistics import mann_whitney_u, observations_needed, ratio_interval
+from harness.core.statistics import observations_needed
 from harness.judge.assessment import DISTURBED, FAILED, worst
-from harness.judge.compare import ROUNDS, Change, family
+from harness.judge.compare import ROUNDS, Change, evidence, family
 
 MIN_ROUNDS = observations_needed(1)  # 4: one pair alone can reach p < 0.05
 
@@ -60,8 +60,7 @@ def compare_pair(a: VersionRun, b: VersionRun, metric: str, unit: str, better: s
     median_a, median_b = statistics.median(a.samples), statistics.median(b.samples)
     if median_a == 0:
         return Pair(a.version, b.version, None, f"{a.version}: median is 0")
-    interval = ratio_interval(a.round_medians, b.round_medians)
-    _, p = mann_whitney_u(a.round_medians, b.round_medians)
+    ratio, interval, p = evidence(a.round_medians, b.round_medians, rounds=True)  # as `compare` judges rounds
     change = Change(
         framework="",
         metric=metric,
@@ -69,7 +68,7 @@ def compare_pair(a: VersionRun, b: VersionRun, metric: str, unit: str, better: s
         better=better,
         median_a=median_a,
         median_b=median_b,
-        ratio=median_b / median_a,
+        ratio=ratio,
         ci_low=interval.low,
         ci_high=interval.high,
         p_value=p,
