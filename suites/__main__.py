@@ -139,6 +139,10 @@ def run_job(job: JobSpec, spec: SuiteSpec, framework: Framework, params: dict[st
         clock = time.perf_counter()
         impl.run(ctx)
         cold["workload_s"] = time.perf_counter() - clock
+        # Optional: what the work itself loaded or changed (numpy: SciPy's BLAS pool, if it used it).
+        after = getattr(adapter, "after_work", None)
+        if after is not None:
+            env["precision"].update(after(settings))
     except Skip as skip:
         result["status"], result["reason"] = "skipped", str(skip)
     except MemoryError:

@@ -46,3 +46,19 @@ def test_threads_reach_every_framework(results: Path) -> None:
     torch_env = load_result(run / "pytorch.json")["environment"]["precision"]
     assert torch_env["torch_num_threads"] == 1
     assert "settings that differ" not in proc.stdout  # the same for all three
+
+
+@pytest.mark.slow
+def test_a_blas_pool_the_work_loaded_is_recorded_after_it(results: Path) -> None:
+    """NumPy's job no longer imports SciPy's linear algebra up front (a third of its time): the pools
+    are read again after the work, so a suite that used SciPy records SciPy's OpenBLAS too, and one
+    that did not records only NumPy's."""
+    pools = {}
+    for suite in ("scipy", "xla"):
+        proc = harness("run", "--backend", "local", "--suite", suite, "--frameworks", "numpy", "--smoke",
+                       "--threads", "1", "-q", "--calibrate", "never", "--results-dir", str(results / suite))  # fmt: skip
+        assert finished(proc), proc.stdout + proc.stderr
+        pools[suite] = load_result(run_folder(proc.stdout) / "numpy.json")["environment"]["precision"]["blas_threads"]
+    files = {suite: sorted(p["library"] for p in found) for suite, found in pools.items()}
+    assert len(pools["scipy"]) == len(pools["xla"]) + 1, files  # SciPy ships its own OpenBLAS
+    assert all(p["threads"] == 1 for found in pools.values() for p in found), pools

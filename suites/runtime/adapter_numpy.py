@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 from typing import Any
 
 from suites.contract import precision
@@ -13,10 +12,18 @@ from suites.contract.settings import Settings
 def configure(settings: Settings) -> dict[str, Any]:
     if settings.device == "gpu":
         raise JobError("numpy runs on the host CPU only; drop numpy from --frameworks for --device gpu")
+    return {"float64_default": True, "float32_matmul": "float32", **threads_in_use()}
+
+
+def after_work(settings: Settings) -> dict[str, Any]:
+    """The thread pools again once the work has run: a suite that used SciPy's linear algebra has
+    loaded SciPy's own OpenBLAS by then (suites/__main__.py updates the precision record with it)."""
+    return threads_in_use()
+
+
+def threads_in_use() -> dict[str, Any]:
     blas = blas_threads()
     return {
-        "float64_default": True,
-        "float32_matmul": "float32",
         # BLAS/LAPACK threads (matmul, inverse, solve), read back from the loaded libraries;
         # NumPy's elementwise functions (sin, cos, add) always run on one thread.
         "compute_threads": max((p["threads"] for p in blas if p["threads"]), default=None) if blas else None,
@@ -25,11 +32,12 @@ def configure(settings: Settings) -> dict[str, Any]:
 
 
 def blas_threads() -> list[dict[str, Any]] | None:
-    """Thread count of every BLAS/OpenMP pool NumPy and SciPy loaded (None: threadpoolctl missing)."""
+    """Thread count of every BLAS/OpenMP pool loaded so far (None: threadpoolctl missing). SciPy's
+    linear algebra is not imported to see its pool: that import is a third of a NumPy job's time
+    (0.3 of 0.9 s), paid in every round whether the suite uses SciPy or not; `after_work` reads
+    the pools again when the work is done."""
     import numpy  # noqa: F401  (threadpoolctl only sees libraries already loaded)
 
-    with contextlib.suppress(ImportError):
-        import scipy.linalg  # noqa: F401  (SciPy ships its own OpenBLAS)
     try:
         from threadpoolctl import threadpool_info
     except ImportError:
