@@ -109,10 +109,12 @@ def test_the_detectable_shift_past_thirty_rounds_continues_the_simulated_one() -
     assert approximated[1] / noise_floor.detectable_shift(240, 3) == pytest.approx(2.0, rel=1e-9)  # type: ignore[operator]
 
 
-def session(tmp_path: Path, alpha_a: float | None, alpha_b: float | None) -> tuple[Path, Path]:
+def session(
+    tmp_path: Path, alpha_a: float | None, alpha_b: float | None, spread: float = 0.005
+) -> tuple[Path, Path]:
     """Two factory runs 4 % apart, the two sides of one session, with the `sequential` record given."""
-    a = partner(rounds_run(tmp_path / "a", 0.005, 10, rounds=8), "ra", "baseline", "rb")
-    b = partner(rounds_run(tmp_path / "b", 0.005, 11, rounds=8, scale=1.04), "rb", "candidate", "ra")
+    a = partner(rounds_run(tmp_path / "a", spread, 10, rounds=8), "ra", "baseline", "rb")
+    b = partner(rounds_run(tmp_path / "b", spread, 11, rounds=8, scale=1.04), "rb", "candidate", "ra")
     for path, alpha in ((a, alpha_a), (b, alpha_b)):
         if alpha is not None:
             summary = json.loads((path / "summary.json").read_text())
@@ -198,3 +200,19 @@ def test_run_with_a_budget_runs_rounds_until_it_is_spent_and_records_it(tmp_path
     assert 2 <= rounds < sequential.MAX_ROUNDS and summary["budget"]["spent_s"] <= 20.0, summary
     assert load_run(run).results["numpy"]["settings"]["rounds"] == rounds
     assert f"budget: {rounds} round(s) in" in proc.stderr
+
+
+def own_figures(stdout: str) -> list[float]:
+    line = next(x for x in stdout.splitlines() if "from the spread of these runs' own round medians" in x)
+    return [float(part.split()[-1].rstrip("%")) for part in line.split("): ", 1)[1].split(", ")]
+
+
+def test_a_session_without_a_floor_says_what_its_own_rounds_could_detect(tmp_path: Path) -> None:
+    """Each row's smallest detectable change, from the spread of its own round medians (no floor
+    measured), and larger for a budgeted session whose looks left it less alpha."""
+    a, b = session(tmp_path / "fixed", None, None, spread=0.05)
+    fixed = own_figures(harness("compare", str(a), str(b)).stdout)
+    assert len(fixed) == 2 and all(3.0 < f < 15.0 for f in fixed), fixed  # 5 % noise, 8 rounds a side
+    a, b = session(tmp_path / "looked", 0.005, 0.005, spread=0.05)
+    looked = own_figures(harness("compare", str(a), str(b)).stdout)
+    assert all(x > y for x, y in zip(looked, fixed, strict=True)), (looked, fixed)

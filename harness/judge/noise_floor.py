@@ -32,7 +32,7 @@ from harness.core.result_types import Result
 from harness.core.safe_files import write_bytes_atomic
 from harness.core.statistics import ALPHA, smallest_exact_p, u_distribution
 from harness.judge import assessment, sequential
-from harness.judge.compare import Change, Comparison
+from harness.judge.compare import ROUNDS, Change, Comparison
 from harness.store.calibration import gpu_names, read_json_file
 from harness.store.plan import Plan
 from harness.store.run_folder import Run, partners
@@ -531,14 +531,24 @@ def plan_rounds(plan: Plan, detect: str, *, interleaved: bool, budget_s: float |
 def explain(comparison: Comparison, entry: dict[str, Any] | None, first: Result, session: bool = False) -> list[str]:
     """Lines for `compare`: the smallest change its verdicts can see, or that no floor exists
     (`session`: the runs are one interleaved session, so no run-to-run allowance applies)."""
+    family = comparison.family_size
+    alpha = sequential.recorded_alpha(comparison.a.summary, comparison.b.summary)
+    if alpha is not None and alpha > 0:  # a budgeted session's verdicts were made at its last look's alpha
+        family = math.ceil(family * ALPHA / alpha)
     if entry is None:
         how = command(first["suite"], first["params"])
+        if session:
+            own = _own_spread(comparison, family)
+            if own:
+                return [
+                    "smallest change a verdict here detects (80 % of the time; from the spread of these runs' own "
+                    f"round medians, no noise floor for this machine at {workload.label(first)}): " + ", ".join(own)
+                ]
         unknown = "" if session else ", and so is the run-to-run noise they cannot tell from a change"
         return [
             f"no noise floor for this machine at {workload.label(first)}: how small a change these verdicts can see "
             f"is unknown{unknown}; `{how}` measures {'it' if session else 'both'}"
         ]
-    family = comparison.family_size
     parts = []
     for c in comparison.changes:
         sigma = (entry["noise"].get(c.framework) or {}).get(c.metric)
@@ -554,3 +564,34 @@ def explain(comparison: Comparison, entry: dict[str, Any] | None, first: Result,
         f"smallest change a verdict here detects (80 % of the time; this machine's noise floor, runs "
         f"{plain(entry['run_id'])}): " + ", ".join(parts)
     ]
+
+
+def _own_spread(comparison: Comparison, family: int) -> list[str]:
+    """Per tested rounds row: the change its rounds could detect at the spread of its own round
+    medians (the standard deviation of their logs, each side about its own mean, pooled); the two
+    sides of one session share the machine's states, so their spread is what the test faced."""
+    found = []
+    for c, (xa, xb) in _round_medians(comparison):
+        if len(xa) < MIN_ROUNDS or len(xb) < MIN_ROUNDS or min(xa + xb) <= 0:
+            continue
+        logs = [[math.log(x) for x in side] for side in (xa, xb)]
+        sigma = math.sqrt(sum(statistics.variance(side) * (len(side) - 1) for side in logs) / (len(xa) + len(xb) - 2))
+        seen = detectable(sigma, min(len(xa), len(xb)), family)
+        found.append(f"{c.framework} {c.metric} {fmt_share(seen) if seen is not None else 'none'}")
+    return found
+
+
+def _round_medians(comparison: Comparison) -> list[tuple[Change, tuple[list[float], list[float]]]]:
+    """Each tested rounds row with the round medians its test used (the quiet rounds)."""
+    rows = []
+    for c in comparison.changes:
+        if not c.tested or c.basis != ROUNDS:
+            continue
+        sides = []
+        for run in (comparison.a, comparison.b):
+            result = run.results.get(c.framework)
+            metrics = result["metrics"] if result is not None and result["status"] == "ok" else []
+            metric = next((m for m in metrics if m["name"] == c.metric), None)
+            sides.append(assessment.quiet_rounds(metric)[0] if metric is not None else [])
+        rows.append((c, (sides[0], sides[1])))
+    return rows
