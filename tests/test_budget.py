@@ -109,9 +109,7 @@ def test_the_detectable_shift_past_thirty_rounds_continues_the_simulated_one() -
     assert approximated[1] / noise_floor.detectable_shift(240, 3) == pytest.approx(2.0, rel=1e-9)  # type: ignore[operator]
 
 
-def session(
-    tmp_path: Path, alpha_a: float | None, alpha_b: float | None, spread: float = 0.005
-) -> tuple[Path, Path]:
+def session(tmp_path: Path, alpha_a: float | None, alpha_b: float | None, spread: float = 0.005) -> tuple[Path, Path]:
     """Two factory runs 4 % apart, the two sides of one session, with the `sequential` record given."""
     a = partner(rounds_run(tmp_path / "a", spread, 10, rounds=8), "ra", "baseline", "rb")
     b = partner(rounds_run(tmp_path / "b", spread, 11, rounds=8, scale=1.04), "rb", "candidate", "ra")
@@ -216,3 +214,17 @@ def test_a_session_without_a_floor_says_what_its_own_rounds_could_detect(tmp_pat
     a, b = session(tmp_path / "looked", 0.005, 0.005, spread=0.05)
     looked = own_figures(harness("compare", str(a), str(b)).stdout)
     assert all(x > y for x, y in zip(looked, fixed, strict=True)), (looked, fixed)
+
+
+@pytest.mark.slow
+def test_noise_with_a_budget_shares_it_between_its_sessions_and_stores_the_floor(tmp_path: Path) -> None:
+    proc = harness("noise", "--suite", "fault", "-f", "numpy", "-p", "work=20000", "--repeat", "3", "--budget", "20s",
+                   "--sessions", "2", "--backend", "local", "--results-dir", str(tmp_path / "r"))  # fmt: skip
+    assert proc.returncode in (0, 3), proc.stdout[-2000:] + proc.stderr
+    bought = [line for line in proc.stderr.splitlines() if line.startswith("session ")]
+    assert len(bought) == 2 and all("s of a " in line for line in bought), proc.stderr
+    runs = sorted((tmp_path / "r").iterdir())
+    rounds = [load_summary(run / "summary.json")["rounds"] for run in runs]
+    assert len(runs) == 2 and min(rounds) >= 3, rounds
+    [entry] = noise_floor.load(noise_floor.host_fingerprint("cpu", None)).values()
+    assert entry["rounds"] == min(rounds)  # the floor counts its degrees of freedom from the fewest
