@@ -7,6 +7,7 @@ go to $HARNESS_ARTIFACTS (default <repo>/artifacts/).
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +18,7 @@ from harness.publish import publish_site
 from harness.publish.flags import run_flags
 from harness.publish.run_charts import first_calls_line
 from harness.report import pictures
-from harness.store.run_folder import Run
+from harness.store.run_folder import Run, load_run
 from tests.browser import artifacts, require_browser, watched_page
 from tests.picture_runs import TRAINING_TARGET, training_run, xla_run  # noqa: F401
 
@@ -96,4 +97,22 @@ def test_the_run_pages_draw_learning_curves_a_roofline_and_timelines(
         first_calls = figure.locator(".first-calls").inner_text()
         assert first_calls == first_calls_line(timeline) and "(round 2)" in first_calls, first_calls
         figure.screenshot(path=str(artifacts() / "publish-timeline.png"))
+    assert problems == []
+
+
+def test_a_log_time_axis_whose_ends_are_not_decades_draws_without_a_page_error(tmp_path: Path) -> None:
+    """The files of a real mlp run (CI, 2026-11-28) whose learning curves span 0.0125-0.749 s: the
+    log time axis ran from 0.0125 / 1.3, uPlot's log ticks rounded to 0 from there and looped
+    until the page failed with "Invalid array length"; whole decades draw it."""
+    require_browser()
+    run = tmp_path / "results" / "20261128-000354-mlp-82aa"
+    shutil.copytree(Path(__file__).parent / "fixtures" / "log-axis-run", run)
+    loaded = load_run(run)
+    curves = pictures.learning_curves(assess(loaded))
+    assert curves is not None and pictures.wide([p.seconds for c in curves.curves for p in c.points])
+    site_page = _publish(loaded, tmp_path / "site")
+    problems: list[str] = []
+    with watched_page(problems) as page:
+        page.goto(site_page.as_uri())
+        _canvases(page, "learning-curves")
     assert problems == []

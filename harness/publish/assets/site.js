@@ -470,7 +470,9 @@
     }
     var x = { time: false };
     if (learning.log_x && xs.length) {
-      var span = [xs[0] / 1.3, xs[xs.length - 1] * 1.3];
+      // Whole decades: uPlot's log-axis ticks step from the range's low end, and from one that is
+      // not a power of ten (0.0125 s / 1.3) they rounded to 0 and looped until "Invalid array length".
+      var span = decades(xs[0], xs[xs.length - 1]);
       x = { time: false, distr: 3, range: function () { return span; } };
     }
     var opts = options(spec, element, series, {
