@@ -47,6 +47,7 @@ WORK = {
     "1.0": BASE_WORK + "def work():\n    return spin(0.002)\n",
     "1.1": BASE_WORK + "def work():\n    return spin(0.002)\n",
     "2.0": BASE_WORK + "def work():\n    spin(0.005)  # the planted slowdown\n    return spin(0.002)\n",
+    "2.1": BASE_WORK + "def work():\n    spin(0.005)  # the planted slowdown, unchanged\n    return spin(0.002)\n",
 }
 
 
@@ -258,13 +259,13 @@ def test_bisect_finds_the_planted_slowdown(tmp_path: Path) -> None:
     results = tmp_path / "results"
     proc = harness(
         "bisect", "--suite", "plant", "--metric", "work", "--stack", "numpy", "--package", "fwh_plant",
-        "--versions", "1.0,1.1,2.0", "--find-links", str(wheels), "--rounds", "7", "--repeat", "5",
+        "--versions", "1.0,2.0,2.1", "--find-links", str(wheels), "--rounds", "7", "--repeat", "5",
         "--results-dir", str(results), "-q",
     )  # fmt: skip
-    # 1.0 and 1.1 are equal: under the null the exact test sees complete separation of 7 vs 7 round
-    # medians with probability 2/3432, so this assertion is wrong by chance about once in 1716 runs.
+    # The change comes first and the equal pair after it: a chance verdict on equal versions (the
+    # family-wise 5 % the rule allows; the interval is the test's own) cannot move the answer.
     assert finished(proc), proc.stdout + proc.stderr
-    found = "first significant change: 2.0 (" in proc.stdout and "slower than 1.1)" in proc.stdout
+    found = "first significant change: 2.0 (" in proc.stdout and "slower than 1.0)" in proc.stdout
     folder = Path(proc.stdout.rsplit("bisect folder: ", 1)[1].strip())
     doc = record.load(folder / "bisect.json")
     if proc.returncode == DISTURBED and not found:  # a busy machine: a pair left unjudged, said so
@@ -273,9 +274,8 @@ def test_bisect_finds_the_planted_slowdown(tmp_path: Path) -> None:
     else:
         assert found, proc.stdout
         assert doc["answer"]["version"] == "2.0"
-        assert [p["verdict"] for p in doc["pairs"]][0] == "not significant"
-        assert doc["pairs"][1]["significant"] and doc["pairs"][1]["ratio"] > 2
-    for version in ("1.0", "1.1", "2.0"):
+        assert doc["pairs"][0]["significant"] and doc["pairs"][0]["ratio"] > 2
+    for version in ("1.0", "2.0", "2.1"):
         lock = folder / "locks" / f"{version}.txt"
         assert locked_packages(lock.read_text())["fwh-plant"] == version
         assert doc["locks"][version]["lock_hash"] == sha256_file(lock)
@@ -284,7 +284,7 @@ def test_bisect_finds_the_planted_slowdown(tmp_path: Path) -> None:
     # A second bisect reuses the venvs (recorded lock hash matches).
     again = harness(
         "bisect", "--suite", "plant", "--metric", "work", "--stack", "numpy", "--package", "fwh_plant",
-        "--versions", "1.1,2.0", "--find-links", str(wheels), "--rounds", "4", "--repeat", "3",
+        "--versions", "1.0,2.0", "--find-links", str(wheels), "--rounds", "4", "--repeat", "3",
         "--results-dir", str(results), "-q",
     )  # fmt: skip
     assert finished(again), again.stdout + again.stderr
