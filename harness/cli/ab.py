@@ -11,6 +11,7 @@ from harness.backends.base import resolve_backend
 from harness.cli.options import (
     BackendName,
     BackendOption,
+    BudgetOption,
     DataDir,
     Device,
     DeviceOption,
@@ -72,15 +73,7 @@ def ab_command(
             help="pick the rounds that detect a change of PCT % (from this machine's noise floor: `harness noise`)",
         ),
     ] = None,
-    budget: Annotated[
-        Optional[str],
-        typer.Option(
-            "--budget",
-            metavar="DURATION",
-            help="run rounds until DURATION (90s, 3m, 1h) is spent, looking at the evidence at 1/8, 1/4 and 1/2 "
-            "of it and stopping at the first look that calls a change (group-sequential; docs/method.md)",
-        ),
-    ] = None,
+    budget: BudgetOption = None,
     device: DeviceOption = Device("cpu"),
     backend: BackendOption = BackendName("auto"),
     threads: ThreadsOption = None,
@@ -95,7 +88,9 @@ def ab_command(
     quiet: Quiet = False,
 ) -> None:
     """Measure two versions of the suites in one session, round by round (A B, B A, ...), and compare
-    them: run-to-run drift hits both sides alike, so a change smaller than it can be seen."""
+    them: run-to-run drift hits both sides alike, so a change smaller than it can be seen. With
+    --budget the evidence is looked at when 1/8, 1/4 and 1/2 of it has passed and the session stops
+    at the first look that calls a change (group-sequential; docs/method.md)."""
     if not suite:
         raise HarnessError("--suite is required (see `harness list`)")
     check_gate_options(fail_above, junit)

@@ -10,6 +10,7 @@ from typing import Annotated, Optional
 import typer
 
 from harness.cli.options import (
+    BudgetOption,
     Precision,
     PrecisionOption,
     Quiet,
@@ -49,15 +50,7 @@ def bisect(
             f"verdict: {MIN_ROUNDS} for two versions, more for more]"
         ),
     ] = None,
-    budget: Annotated[
-        Optional[str],
-        typer.Option(
-            "--budget",
-            metavar="DURATION",
-            help="rounds until DURATION (90s, 3m, 1h) is spent, counted from the first round (at least the "
-            "fewest that give a verdict; --rounds: at most that many)",
-        ),
-    ] = None,
+    budget: BudgetOption = None,
     param: Annotated[list[str], typer.Option("--param", "-p", help="suite parameter key=value; repeatable")] = [],  # noqa: B006
     repeat: Annotated[
         Optional[int], typer.Option(help="timed steady-state calls per metric [default: suite's]")

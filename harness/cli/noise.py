@@ -12,6 +12,7 @@ from harness.backends.base import make_backend, resolve_backend
 from harness.cli.options import (
     BackendName,
     BackendOption,
+    BudgetOption,
     Device,
     DeviceOption,
     Precision,
@@ -59,15 +60,7 @@ def noise(
             "--budget: as many as it buys]"
         ),
     ] = None,
-    budget: Annotated[
-        Optional[str],
-        typer.Option(
-            "--budget",
-            metavar="DURATION",
-            help=f"rounds until DURATION (90s, 3m, 1h) is spent, shared by the sessions (at least {MIN_ROUNDS} "
-            "rounds each; --rounds: at most that many)",
-        ),
-    ] = None,
+    budget: BudgetOption = None,
     sessions: Annotated[
         int, typer.Option(help="separate runs of those rounds: how far whole runs drift apart (2 or more)")
     ] = DEFAULT_SESSIONS,

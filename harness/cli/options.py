@@ -156,6 +156,17 @@ BackendOption = Annotated[
     ),
 ]
 ThreadsOption = Annotated[Optional[int], typer.Option(help="thread count applied the same way to every framework")]
+# A time budget instead of a round count (harness/execute/budget.py); `ab` also looks at the evidence
+# on the way and stops early (judge/sequential.py, said in its docstring).
+BudgetOption = Annotated[
+    Optional[str],
+    typer.Option(
+        "--budget",
+        metavar="DURATION",
+        help="run rounds until DURATION (90s, 3m, 1h) is spent: another starts only if it fits; --rounds is then "
+        "a cap (docs/usage.md)",
+    ),
+]
 MemoryOption = Annotated[
     Optional[str], typer.Option("--memory", help="memory limit per job, e.g. 4g (docker: container limit)")
 ]

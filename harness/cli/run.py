@@ -15,6 +15,7 @@ from harness.backends.base import make_backend, resolve_backend
 from harness.cli.options import (
     BackendName,
     BackendOption,
+    BudgetOption,
     CpusOption,
     DataDir,
     Device,
@@ -82,15 +83,7 @@ def run(
             "as many as it buys]"
         ),
     ] = None,
-    budget: Annotated[
-        Optional[str],
-        typer.Option(
-            "--budget",
-            metavar="DURATION",
-            help="rounds until DURATION (90s, 3m, 1h) is spent: another round starts only if it fits "
-            "(--rounds, --detect: at most that many)",
-        ),
-    ] = None,
+    budget: BudgetOption = None,
     detect: Annotated[
         Optional[str],
         typer.Option(
