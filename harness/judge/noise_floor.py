@@ -504,7 +504,7 @@ def plan_rounds(plan: Plan, detect: str, *, interleaved: bool, budget_s: float |
             )
     family = len(sigmas)
     if budget_s is not None and interleaved:
-        family = math.ceil(family * ALPHA / sequential.last_alpha())
+        family = sequential.family_at(family, sequential.last_alpha())
     most = MAX_ROUNDS if budget_s is None else sequential.MAX_ROUNDS
     found = rounds_for(sigmas, target, family, most)
     if found is None:
@@ -534,7 +534,7 @@ def explain(comparison: Comparison, entry: dict[str, Any] | None, first: Result,
     family = comparison.family_size
     alpha = sequential.recorded_alpha(comparison.a.summary, comparison.b.summary)
     if alpha is not None and alpha > 0:  # a budgeted session's verdicts were made at its last look's alpha
-        family = math.ceil(family * ALPHA / alpha)
+        family = sequential.family_at(family, alpha)
     if entry is None:
         how = command(first["suite"], first["params"])
         if session:

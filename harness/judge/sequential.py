@@ -75,6 +75,12 @@ def last_alpha(alpha: float = ALPHA) -> float:
     return alpha - spent(LOOKS[-1], alpha)
 
 
+def family_at(family: int, alpha: float) -> int:
+    """The family size whose Bonferroni share of ALPHA is a verdict's share at `alpha`: what the
+    detectable-change arithmetic (noise_floor, which tests at ALPHA / family) must plan with."""
+    return math.ceil(family * ALPHA / alpha)
+
+
 @dataclass(frozen=True)
 class Look:
     number: int

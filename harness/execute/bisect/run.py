@@ -147,8 +147,7 @@ def rounds_needed(versions: list[str]) -> int:
 def run_bisect(request: Request, argv: list[str] | None = None) -> Outcome:
     check_request(request)
     needed = rounds_needed(request.versions)
-    budgeted = request.budget_s is not None
-    rounds = request.rounds or (sequential.MAX_ROUNDS if budgeted else needed)
+    rounds = request.rounds or (needed if request.budget_s is None else sequential.MAX_ROUNDS)
     framework = choose_framework(request)
     check_metric(request)
     image = stack_image(request.stack, "cpu")
