@@ -10,6 +10,7 @@ code 2, with no result file.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import json
 import logging
@@ -201,10 +202,8 @@ def exit_now(code: int) -> None:
     """
     logging.shutdown()
     for stream in (sys.stdout, sys.stderr):
-        try:
+        with contextlib.suppress(OSError, ValueError):  # a closed pipe: the code must still reach the harness
             stream.flush()
-        except (OSError, ValueError):  # a closed or broken pipe: the code still has to reach the harness
-            pass
     os._exit(code)
 
 
