@@ -90,7 +90,7 @@ def main() -> None:
             "| candidate | budget | sessions | called a change | time a session, median / max | rounds a side, median |"
         )
         print("| --- | --- | --- | --- | --- | --- |", flush=True)
-        for slowdown, count, budget in plans:
+        for slowdown, count, budget in (plan for plan in plans if plan[1] > 0):  # --aa 0: no A/A sessions
             candidate = REPO if slowdown == 0 else planted(root, 1 + slowdown)
             runs = [session(candidate, budget, args, root / "results") for _ in range(count)]
             key = "A/A" if slowdown == 0 else f"+{slowdown:.0%} work"
