@@ -99,6 +99,29 @@ def test_the_final_verdict_is_judged_at_the_stopping_looks_alpha() -> None:
     assert crossed.crossed and sequential.final_alpha(schedule) == crossed.alpha
 
 
+def test_a_look_its_rounds_cannot_reach_is_deferred_and_passes_its_share_to_the_next() -> None:
+    schedule = sequential.Schedule(160.0)
+    early = schedule.look(4, 20.0, False, family([row(0.03, n=4)]))  # 4 a side: no p below 0.029
+    assert (early.alpha, early.crossed) == (0.0, ()) and early.deferred == pytest.approx(sequential.spent(1 / 8))
+    assert "deferred" in early.line() and schedule.used == 0.0
+    later = schedule.look(8, 40.0, False, family([row(0.5, n=8)]))
+    assert later.alpha == pytest.approx(sequential.spent(1 / 4)) and not later.deferred  # both looks' shares
+    last = schedule.look(9, 160.0, True, family([row(0.5, n=4)]))  # the last look spends what is left, always
+    assert not last.deferred and schedule.used == pytest.approx(ALPHA)
+
+
+def test_deferring_reads_the_round_counts_and_rows_never_the_numbers() -> None:
+    # 6 a side: the smallest exact p is 2 / C(12, 6) = 0.0022; Holm multiplies it by the rows tested
+    assert not sequential.reachable(family([row(1e-9, n=4)]), 0.0097)  # however small the p
+    assert sequential.reachable(family([row(0.9, n=6)]), 0.0097)  # however large
+    assert sequential.reachable(family([row(0.9, n=6)] * 4), 0.0097)
+    assert not sequential.reachable(family([row(0.9, n=6)] * 5), 0.0097)
+    assert not sequential.reachable([], 0.05)  # nothing tested yet: nothing to spend on
+    # a look that can reach its alpha is taken as before: a change is called at it
+    schedule = sequential.Schedule(160.0)
+    assert schedule.look(6, 20.0, False, family([row(1e-4, n=6)])).crossed == ("numpy noop",)
+
+
 def simulate(shift: float, sessions: int, seed: int) -> list[tuple[bool, float, int]]:
     args = argparse.Namespace(budget=24.0, round_s=1.0, rows=2, sigma=0.11, modes=False)
     rng = random.Random(seed)
