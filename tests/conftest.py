@@ -9,6 +9,7 @@ import subprocess
 import sys
 import tempfile
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -87,6 +88,30 @@ def smoke_run(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], subpr
         return done[name]
 
     return run
+
+
+@dataclass(frozen=True)
+class Calibrated:
+    home: Path  # a cache home holding this machine's calibration of numpy, jax and pytorch
+    proc: subprocess.CompletedProcess[str]  # the `harness calibrate` that measured it
+
+
+@pytest.fixture(scope="session")
+def calibrated(tmp_path_factory: pytest.TempPathFactory) -> Calibrated:
+    """One real `harness calibrate` (every CPU stack, local) a test session. tests/test_calibration.py
+    checks it; a test that needs ceilings copies its calibration into its own cache home
+    (`seed_calibration`) instead of measuring the same machine again (80 s of CI's 2 cores each)."""
+    home = tmp_path_factory.mktemp("calibrated-home")
+    proc = subprocess.run([sys.executable, "-m", "harness.cli", "calibrate", "--backend", "local", "-q"],
+                          capture_output=True, text=True, cwd=REPO, timeout=900,
+                          env=dict(os.environ, HARNESS_CACHE_HOME=str(home)))  # fmt: skip
+    return Calibrated(home, proc)
+
+
+def seed_calibration(calibrated: Calibrated, home: Path) -> None:
+    """The session's calibration, copied into a test's cache home (the CLI then finds it cached)."""
+    assert calibrated.proc.returncode == 0, calibrated.proc.stdout + calibrated.proc.stderr
+    shutil.copytree(calibrated.home / "calibration", home / "calibration", dirs_exist_ok=True)
 
 
 def read(path: Path) -> Any:

@@ -12,21 +12,21 @@ from harness.judge.assessment import assess
 from harness.report.table import render
 from harness.store.calibration import parse, read_json_file
 from harness.store.run_folder import load_run
-from tests.conftest import finished, harness, read, run_folder
+from tests.conftest import Calibrated, finished, harness, read, run_folder
 from tests.factories import metric, result, write_run
 
 
-def cache_files() -> list[Path]:
-    """The calibration cache of this test's own cache home (tests/conftest.py sets HARNESS_CACHE_HOME)."""
-    return sorted((cache_home.home() / cache_home.CALIBRATION).glob("*.json"))
+def cache_files(home: Path | None = None) -> list[Path]:
+    """The calibration cache of a cache home: this test's own by default (tests/conftest.py sets it)."""
+    return sorted(((home or cache_home.home()) / cache_home.CALIBRATION).glob("*.json"))
 
 
 @pytest.mark.slow
-def test_calibrate_measures_every_stack_and_caches_per_machine() -> None:
-    proc = harness("calibrate", "--backend", "local", "-q")
+def test_calibrate_measures_every_stack_and_caches_per_machine(calibrated: Calibrated) -> None:
+    proc = calibrated.proc  # the session's one `harness calibrate --backend local` (tests/conftest.py)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "matmul float64/fp64" in proc.stdout and "stream bandwidth" in proc.stdout
-    (cache,) = cache_files()
+    (cache,) = cache_files(calibrated.home)
     ceilings = parse(read(cache))
     assert ceilings.frameworks == ("jax", "numpy", "pytorch")
     assert ceilings.bandwidth and ceilings.bandwidth > 1e8  # more than 0.1 GB/s on any real machine
