@@ -22,6 +22,7 @@ from suites.contract.errors import JobError
 from suites.contract.registry import all_suites
 from suites.contract.spec import SpecError
 from suites.gpt import common
+from suites.gpt.spec import PRESET_SHAPES
 from tests.conftest import finished, harness, read, run_folder
 
 SPEC = all_suites()["gpt"]
@@ -29,7 +30,7 @@ SMALL = common.Config(
     n_layer=2, n_head=2, n_embd=32, block_size=32, batch=4, dropout=0.0, intervals=3, steps=4, lr=1e-3, warmup=2,
     min_lr_ratio=0.1, weight_decay=0.1, grad_clip=1.0, eval_windows=4, attention="fused", variant="default", seed=7,
 )  # fmt: skip
-GPT2_SMALL = dataclasses.replace(SMALL, **common.PRESETS["gpt2-small"])
+GPT2_SMALL = dataclasses.replace(SMALL, **PRESET_SHAPES["gpt2-small"])
 
 
 class FakeCtx:
@@ -62,6 +63,17 @@ def test_a_preset_refuses_shape_parameters_that_it_would_overrule() -> None:
     with pytest.raises(SpecError, match="n_embd=30 is not a multiple of n_head=4"):
         SPEC.resolve({"n_embd": 30})
     assert SPEC.resolve({"preset": "gpt2-small"})["preset"] == "gpt2-small"
+
+
+def test_the_resolved_parameters_carry_the_presets_shape() -> None:
+    """The plan, the result and the report's header show what ran: an H200 session printed
+    `preset=gpt2-small, n_layer=4, n_embd=128, block_size=128` for an 86 M-parameter model."""
+    values = SPEC.resolve({"preset": "gpt2-small"})
+    assert {k: values[k] for k in ("n_layer", "n_head", "n_embd", "block_size")} == PRESET_SHAPES["gpt2-small"]
+    assert SPEC.resolve(dict(values)) == values  # a stored plan or result re-resolves to itself
+    with pytest.raises(SpecError, match="sets n_layer"):  # neither the default nor the preset's
+        SPEC.resolve({**values, "n_layer": 6})
+    assert SPEC.resolve({})["n_layer"] == 4
 
 
 def test_a_bad_shape_is_one_line_and_exit_2_before_any_job(tmp_path: Path) -> None:

@@ -143,6 +143,9 @@ class SuiteSpec:
     # What the values must satisfy together (e.g. a width that the head count divides): the problem
     # and its fix in one line, or None. Checked with every resolve, so the host refuses before any job.
     constraint: Callable[[dict[str, ParamValue]], str | None] | None = None
+    # Values one parameter sets for others (a preset's model shape), applied after the constraint, so
+    # that the resolved parameters (the plan, the result, the report's header) say what really ran.
+    derive: Callable[[dict[str, ParamValue]], dict[str, ParamValue]] | None = None
 
     def param(self, name: str) -> Param:
         for p in self.params:
@@ -165,6 +168,8 @@ class SuiteSpec:
         problem = self.constraint(values) if self.constraint is not None else None
         if problem:
             raise SpecError(f"suite {self.name}: {problem}")
+        if self.derive is not None:
+            values.update(self.derive(values))
         return values
 
     @property

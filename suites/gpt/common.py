@@ -18,6 +18,7 @@ from typing import Any
 from suites.contract import datasets
 from suites.contract.errors import JobError
 from suites.contract.settings import compute_dtype
+from suites.gpt.spec import PRESET_SHAPES, SHAPE
 from suites.runtime import training
 from suites.runtime.context import Context
 
@@ -27,7 +28,6 @@ EPS = 1e-8
 INIT_STD = 0.02  # GPT-2's; the residual projections are scaled by 1/sqrt(2 n_layer)
 PROBE_STEPS = 8  # the loss_curve check: the first optimiser steps, in float32
 PROBE_POSITIONS, PROBE_LOGITS = 4, 32  # the initial_logits check: a corner of the first sequence's logits
-PRESETS = {"gpt2-small": {"n_layer": 12, "n_head": 12, "n_embd": 768, "block_size": 1024}}
 
 CORPUS = Path(__file__).resolve().parent / "corpus" / "tinyshakespeare.txt.xz"
 # tiny Shakespeare (Karpathy's char-rnn extract of the plays, public domain): 1 115 394 bytes.
@@ -76,8 +76,10 @@ class Config:
 def config(ctx: Context) -> Config:
     """The job's Config; the spec's constraint (spec.shape_problem) has checked the shape parameters."""
     p = ctx.params
-    shape = {k: int(p[k]) for k in ("n_layer", "n_head", "n_embd", "block_size")}
-    shape.update(PRESETS.get(str(p.get("preset", "none")), {}))
+    # the host resolved the preset into these four (spec.preset_shape); a job.json written by hand
+    # may not have, so the preset is applied here too
+    shape = {k: int(p[k]) for k in SHAPE}
+    shape.update({k: int(v) for k, v in PRESET_SHAPES.get(str(p.get("preset", "none")), {}).items()})
     return Config(
         **shape,
         batch=int(p["batch_size"]),

@@ -9,7 +9,12 @@ from suites.contract.spec import CheckSpec, Param, ParamValue, SuiteSpec
 from suites.contract.training_spec import first_step_specs
 
 DATASETS = ("shakespeare", "tinyshakespeare", "synthetic")
-PRESETS = ("none", "gpt2-small")
+# A preset's model shape; the resolved parameters carry it (SPEC.derive), so a run's header, plan and
+# result say 12 layers, not the defaults it overrode.
+PRESET_SHAPES: dict[str, dict[str, ParamValue]] = {
+    "gpt2-small": {"n_layer": 12, "n_head": 12, "n_embd": 768, "block_size": 1024}
+}
+PRESETS = ("none", *PRESET_SHAPES)
 VARIANTS = ("default", "compiled")
 ATTENTION = ("fused", "manual")
 
@@ -94,7 +99,9 @@ SHAPE = ("n_layer", "n_head", "n_embd", "block_size")
 def shape_problem(values: dict[str, ParamValue]) -> str | None:
     """A preset's shape must not be overruled silently, and the heads must divide the width."""
     if values["preset"] != "none":
-        changed = [p.name for p in PARAMS if p.name in SHAPE and values[p.name] != p.default]
+        preset = PRESET_SHAPES[str(values["preset"])]
+        # the preset's own values are accepted: a stored plan or result re-resolves what derive wrote
+        changed = [p.name for p in PARAMS if p.name in SHAPE and values[p.name] not in (p.default, preset[p.name])]
         if changed:
             return f"preset={values['preset']} sets {', '.join(changed)}: leave them out, or use --param preset=none"
         return None
@@ -102,6 +109,10 @@ def shape_problem(values: dict[str, ParamValue]) -> str | None:
     if isinstance(width, int) and isinstance(heads, int) and width % heads:
         return f"n_embd={width} is not a multiple of n_head={heads}: pick a head count that divides the width"
     return None
+
+
+def preset_shape(values: dict[str, ParamValue]) -> dict[str, ParamValue]:
+    return dict(PRESET_SHAPES.get(str(values["preset"]), {}))
 
 
 SPEC = SuiteSpec(
@@ -137,6 +148,7 @@ SPEC = SuiteSpec(
         ),
     ),
     constraint=shape_problem,
+    derive=preset_shape,
     unsupported={"numpy": "NumPy has no automatic differentiation to train a transformer with"},
     repeat=1,  # not used: intervals of optimiser steps are timed (see `intervals`)
     warmup=0,
