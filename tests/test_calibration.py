@@ -85,3 +85,34 @@ def test_achievable_share_uses_the_best_framework(tmp_path: Path) -> None:
     (run_dir / "numpy.json").write_text(json.dumps(r))
     rate = next(line for line in render(assess(load_run(run_dir))).splitlines() if line.startswith("matmul GFLOP/s"))
     assert "50% of achievable" in rate  # 20 GFLOP/s against the best framework's 40
+
+
+class _Ctx:
+    """What samples_for reads of a job's Context: its repeat and its synchronisation."""
+
+    repeat = 10
+
+    @staticmethod
+    def sync(out: object) -> object:
+        return out
+
+
+@pytest.mark.parametrize(("seconds", "samples"), [(0.0, 10), (0.15, 6), (0.5, 3)])
+def test_a_slow_product_gets_fewer_samples_but_never_under_three(
+    monkeypatch: pytest.MonkeyPatch, seconds: float, samples: int
+) -> None:
+    """PyTorch's bfloat16 matmul on a CPU without bf16 units takes seconds a product: ten of them
+    each, three sizes, two arithmetics made most of `harness calibrate` here (80 s -> 50 s)."""
+    import time
+
+    from suites.calibrate import common
+
+    monkeypatch.setattr(common, "SAMPLE_BUDGET_S", 1.0)
+    calls = []
+
+    def product() -> None:
+        calls.append(1)
+        time.sleep(seconds)
+
+    assert common.samples_for(_Ctx(), product) == samples  # type: ignore[arg-type]
+    assert len(calls) == 2  # the compile's call, then the timed one

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
@@ -87,6 +88,21 @@ def measured_key(case: Matmul, probe: precision.Probe) -> tuple[str, str]:
 # On a GPU the smaller products are slower and simply never the best.
 SIZES = ((1, ""), (2, " n/2"), (4, " n/4"))
 MIN_SIZE = 16
+# A product that takes seconds (PyTorch's bfloat16 on a CPU without bf16 units: 2.3 s at 1024 on
+# this project's 2-core machine, 50 of its 80-second calibration) gets fewer samples: a ceiling is
+# its best sample, and long samples do not find a quiet moment by number. At least MIN_SAMPLES.
+SAMPLE_BUDGET_S = 3.0
+MIN_SAMPLES = 3
+
+
+def samples_for(ctx: Context, fn: Callable[[], Any]) -> int:
+    """How many samples `fn` gets: the suite's repeat, fewer when one call (timed here, synchronised,
+    after the compile of its first) would make them take over SAMPLE_BUDGET_S."""
+    ctx.sync(fn())  # compiles where the framework compiles: not what is timed next
+    began = time.perf_counter()
+    ctx.sync(fn())
+    once = time.perf_counter() - began
+    return max(MIN_SAMPLES, min(ctx.repeat, int(SAMPLE_BUDGET_S / max(once, 1e-9))))
 
 
 def measure_all(ctx: Context, matmuls: Sequence[Matmul], stream: Callable[[], Any]) -> None:
@@ -103,9 +119,12 @@ def measure_all(ctx: Context, matmuls: Sequence[Matmul], stream: Callable[[], An
                 continue
             done[key] = f"asked {case.asked}"
             for size, suffix in ((n // d, suffix) for d, suffix in SIZES if n // d >= MIN_SIZE):
+                product = case.make(size)
                 ctx.measure(
                     f"matmul {key}{suffix}",
-                    case.make(size),
+                    product,
+                    repeat=samples_for(ctx, product),
+                    warmup=0,  # samples_for ran it twice
                     flops=matmul_flops(size),
                     bytes_moved=matmul_bytes(size, case.dtype),
                     dtype=case.dtype,
