@@ -90,7 +90,8 @@ SIZES = ((1, ""), (2, " n/2"), (4, " n/4"))
 MIN_SIZE = 16
 # A product that takes seconds (PyTorch's bfloat16 on a CPU without bf16 units: 2.3 s at 1024 on
 # this project's 2-core machine, 50 of its 80-second calibration) gets fewer samples: a ceiling is
-# its best sample, and long samples do not find a quiet moment by number. At least MIN_SAMPLES.
+# its best sample, and long samples do not find a quiet moment by number. At least MIN_SAMPLES
+# (or the suite's repeat, when a test asks for fewer).
 SAMPLE_BUDGET_S = 3.0
 MIN_SAMPLES = 3
 
@@ -102,7 +103,7 @@ def samples_for(ctx: Context, fn: Callable[[], Any]) -> int:
     began = time.perf_counter()
     ctx.sync(fn())
     once = time.perf_counter() - began
-    return max(MIN_SAMPLES, min(ctx.repeat, int(SAMPLE_BUDGET_S / max(once, 1e-9))))
+    return min(ctx.repeat, max(MIN_SAMPLES, int(SAMPLE_BUDGET_S / max(once, 1e-9))))  # never above repeat
 
 
 def measure_all(ctx: Context, matmuls: Sequence[Matmul], stream: Callable[[], Any]) -> None:
