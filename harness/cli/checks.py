@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
@@ -29,11 +30,27 @@ def selftest(
         bool, typer.Option("--calibrate/--no-calibrate", help="measure the achievable ceilings first (% of achievable)")
     ] = True,
     results_dir: ResultsDir = None,
+    mistakes: Annotated[
+        bool,
+        typer.Option(
+            "--mistakes",
+            help="instead: run the corpus of planted benchmarking mistakes and show which guard caught each",
+        ),
+    ] = False,
+    only: Annotated[
+        Optional[str], typer.Option("--only", help="with --mistakes: only these mistakes (comma-separated)")
+    ] = None,
 ) -> None:
     """Every suite at its smoke size on DEVICE with this interpreter's frameworks; one line per check."""
     from harness.execute.selftest import run_selftest
     from harness.store.plan import get_suite, visible_suites
 
+    if only is not None and not mistakes:
+        raise HarnessError("--only picks planted mistakes: add --mistakes, or use --suites to pick suites")
+    if mistakes:
+        if suites is not None:
+            raise HarnessError("--mistakes runs its own hidden suite: leave out --suites")
+        _mistakes(device.value, results_dir or default_results_dir(), only)
     names = [n.strip() for n in suites.split(",")] if suites is not None else None
     if names is not None:
         if not all(names) or len(set(names)) != len(names):
@@ -55,3 +72,20 @@ def selftest(
     rest = len(checks) - passed - len(failed) - busy
     typer.echo(f"selftest: {passed} passed, {len(failed)} failed, {busy} disturbed, {rest} not applicable")
     raise typer.Exit(FAILED if failed else DISTURBED if busy else 0)
+
+
+def _mistakes(device: str, results_dir: Path, only: str | None) -> None:
+    from harness.execute.mistakes import run_mistakes, table
+
+    names = [n.strip() for n in only.split(",")] if only is not None else None
+    if names is not None and (not all(names) or len(set(names)) != len(names)):
+        raise HarnessError(f"--only {only!r} has an empty or repeated name; give e.g. --only memoised,own_data")
+    outcomes = run_mistakes(device=device, results_dir=results_dir, only=names, echo=typer.echo)
+    typer.echo("")
+    for row in table(outcomes):  # markdown: it reads in a terminal and pastes into a report
+        typer.echo(row)
+    missed = [o for o in outcomes if o.caught is False]
+    caught = sum(o.caught is True for o in outcomes)
+    skipped = sum(o.caught is None for o in outcomes)
+    typer.echo(f"mistakes: {caught} caught (the control included), {len(missed)} missed, {skipped} not run here")
+    raise typer.Exit(FAILED if missed or not caught else 0)

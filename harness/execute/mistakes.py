@@ -1,0 +1,175 @@
+"""`harness selftest --mistakes`: classic benchmarking mistakes planted in a hidden suite
+(suites/mistakes), each run through the real plan, backend, job runtime and assessment, and the
+guard that must catch it named beside what was raised.
+
+A mistake is caught when its guard is raised against the framework that made it, the honest
+framework beside it raises nothing (no blame moved onto it), and the run does not pass (its exit
+status is what a user's script would see). One honest run of every framework first is the control:
+a guard that fires on honest code would make every catch below worthless.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from harness.backends.base import BackendOptions, make_backend
+from harness.core.errors import HarnessError
+from harness.execute.runner import execute
+from harness.execute.selftest import installed
+from harness.judge.assessment import Assessment, assess, run_exit_code
+from harness.store.plan import PlanRequest, make_plan
+from harness.store.run_folder import load_run, prepare_results_dir
+
+SUITE = "mistakes"
+# What each guard is called in the table, and what it raises in a run's report.
+GUARDS = {
+    "sync": "sync escaped (a barrier after the clock found the work still running)",
+    "plausible": "implausible rate (above the device's peak)",
+    "check": "failed check against the other frameworks' outputs",
+    "precision": "measured arithmetic differs from the baseline's",
+    "finished": "the job did not finish",
+}
+
+
+@dataclass(frozen=True)
+class Mistake:
+    name: str  # the suite's `mistake` parameter
+    what: str  # the mistake, as a user would recognise it
+    culprit: str  # the framework that makes it
+    honest: str  # the framework beside it, honest: the baseline and the reference of the checks
+    guard: str  # the GUARDS key that must catch it
+    devices: tuple[str, ...] = ("cpu", "gpu")
+
+
+CONTROL = Mistake("none", "none: every framework honest (the control)", "none", "numpy", "")
+CORPUS = (
+    Mistake("unsynchronised", "the clock stops before JAX's asynchronous matmul ends (no block_until_ready)",
+            "jax", "numpy", "sync"),
+    Mistake("unsynchronised", "the clock stops before a CUDA matmul ends (no torch.cuda.synchronize)",
+            "pytorch", "numpy", "sync", devices=("gpu",)),
+    Mistake("float32", "float32 arithmetic under a float64 suite", "pytorch", "numpy", "check"),
+    Mistake("own_data", "its own random inputs instead of the shared ones", "jax", "numpy", "check"),
+    Mistake("half_work", "half the rows of the product: less work than the metric claims", "pytorch", "numpy",
+            "check"),
+    Mistake("memoised", "the product cached after the first call", "numpy", "jax", "plausible", devices=("cpu",)),
+    Mistake("memoised", "the product cached after the first call", "pytorch", "jax", "plausible"),
+    Mistake("dead_code", "a jitted product whose result is never used (XLA deletes it)", "jax", "numpy",
+            "plausible"),
+    Mistake("inflated_flops", "a FLOP count 10 times the real one", "pytorch", "numpy", "plausible"),
+)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Outcome:
+    mistake: Mistake
+    raised: tuple[str, ...]  # guards raised against the culprit
+    honest_raised: tuple[str, ...]  # guards raised against the honest framework (must be none)
+    exit_code: int
+    run_id: str
+    ran: bool = True
+    why: str = ""  # not run: why
+
+    @property
+    def caught(self) -> bool | None:
+        """None: not run here; for the control, True when nothing was raised at all."""
+        if not self.ran:
+            return None
+        if self.mistake is CONTROL:
+            return not self.raised and not self.honest_raised and self.exit_code in (0, 3)
+        return self.mistake.guard in self.raised and not self.honest_raised and self.exit_code not in (0, 3)
+
+
+def raised(judged: Assessment, framework: str) -> tuple[str, ...]:
+    """The guards a run raised against one framework, in GUARDS' order."""
+    result = judged.run.results.get(framework)
+    if result is None or result["status"] != "ok":
+        return ("finished",)
+    found = {
+        "sync": any(s == "escaped" for (fw, _), s in judged.sync_states.items() if fw == framework),
+        "plausible": any(not f.plausible for f in judged.findings if f.framework == framework),
+        "check": framework in judged.gate_failed,
+        "precision": framework in judged.precision_mismatches,
+    }
+    return tuple(g for g in GUARDS if found.get(g))
+
+
+def corpus(device: str, only: list[str] | None = None) -> list[Mistake]:
+    """The mistakes that apply on this device, or those named (an unknown name is one line)."""
+    known = sorted({m.name for m in CORPUS})
+    for name in only or []:
+        if name not in known:
+            raise HarnessError(f"no planted mistake {name!r}; the corpus has {', '.join(known)}")
+    return [m for m in CORPUS if device in m.devices and (only is None or m.name in only)]
+
+
+def _run_one(mistake: Mistake, frameworks: list[str], device: str, results_dir: Path) -> tuple[Assessment, str]:
+    plan = make_plan(
+        PlanRequest(
+            suite=SUITE,
+            frameworks=",".join(frameworks),
+            device=device,
+            params=(f"mistake={mistake.name}", f"culprit={mistake.culprit}"),
+            baseline=frameworks[0],
+        ),
+        backend="local",
+    )
+    run_dir = execute(plan, make_backend("local", BackendOptions(echo=False)), results_dir,
+                      argv=["harness", "selftest", "--mistakes"])  # fmt: skip
+    return assess(load_run(run_dir)), run_dir.name
+
+
+def run_mistakes(
+    *, device: str, results_dir: Path, only: list[str] | None = None, echo: Callable[[str], None] = print
+) -> list[Outcome]:
+    """The control, then every mistake; one line each as it ends."""
+    chosen = corpus(device, only)  # an unknown name stops here, before any folder is made
+    prepare_results_dir(results_dir)
+    outcomes: list[Outcome] = []
+    have = [fw for fw in ("numpy", "jax", "pytorch") if installed(fw) and not (device == "gpu" and fw == "numpy")]
+    for mistake in (CONTROL, *chosen):
+        frameworks = have if mistake is CONTROL else [mistake.honest, mistake.culprit]
+        missing = [fw for fw in frameworks if fw not in have]
+        if missing or len(frameworks) < 2:
+            why = f"{', '.join(missing) or 'a second framework'} not installed here (or no {device} variant)"
+            outcomes.append(Outcome(mistake, (), (), 0, "", ran=False, why=why))
+            echo(line(outcomes[-1]))
+            continue
+        judged, run_id = _run_one(mistake, frameworks, device, results_dir)
+        if mistake is CONTROL:
+            everyone = tuple(g for fw in frameworks for g in raised(judged, fw))
+            outcome = Outcome(mistake, everyone, (), run_exit_code(judged), run_id)
+        else:
+            outcome = Outcome(mistake, raised(judged, mistake.culprit), raised(judged, mistake.honest),
+                              run_exit_code(judged), run_id)  # fmt: skip
+        outcomes.append(outcome)
+        echo(line(outcome))
+        if judged.interrupted:
+            raise KeyboardInterrupt
+    return outcomes
+
+
+def line(o: Outcome) -> str:
+    mark = {True: "CAUGHT", False: "MISSED", None: "n/a   "}[o.caught]
+    if o.mistake is CONTROL:
+        mark = {True: "QUIET ", False: "FALSE ", None: "n/a   "}[o.caught]
+    who = "all" if o.mistake is CONTROL else o.mistake.culprit
+    if not o.ran:
+        return f"{mark}  {o.mistake.name:<15} {who:<8} {o.why}"
+    got = ", ".join(o.raised) or "nothing"
+    extra = f"; against the honest {o.mistake.honest}: {', '.join(o.honest_raised)}" if o.honest_raised else ""
+    wanted = f"must raise {o.mistake.guard}" if o.mistake.guard else "must raise nothing"
+    return f"{mark}  {o.mistake.name:<15} {who:<8} {wanted}; raised {got}{extra} (exit {o.exit_code}, run {o.run_id})"
+
+
+def table(outcomes: list[Outcome]) -> Iterator[str]:
+    """The corpus as a markdown table (docs/measurements.md holds this machine's)."""
+    yield "| mistake | framework | guard that must catch it | raised | caught |"
+    yield "| --- | --- | --- | --- | --- |"
+    for o in outcomes:
+        guard = GUARDS.get(o.mistake.guard, "none (the control)")
+        got = ", ".join(o.raised) or "nothing" if o.ran else f"not run: {o.why}"
+        verdict = {True: "yes", False: "**no**", None: "n/a"}[o.caught]
+        who = "all" if o.mistake is CONTROL else o.mistake.culprit
+        yield f"| {o.mistake.what} | {who} | {guard} | {got} | {verdict} |"

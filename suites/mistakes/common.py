@@ -1,0 +1,88 @@
+"""The workload and every planted mistake, once: each framework supplies only its array operations."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from suites.runtime.context import Context
+
+INFLATION = 10.0  # the inflated_flops mistake declares this many times the real count
+
+
+@dataclass(frozen=True)
+class Ops:
+    put: Callable[[Any], Any]  # a NumPy array -> the framework's, on the job's device
+    matmul: Callable[[Any, Any], Any]  # compiled where the framework compiles
+    to_numpy: Callable[[Any], Any]
+    as_float32: Callable[[Any], Any]
+    # A compiled step that computes the product and returns something else (compilers delete it).
+    discard: Callable[[Any, Any], Any] | None = None
+
+
+def size(ctx: Context) -> int:
+    return int(ctx.params["n"]) or (4096 if ctx.device_kind == "gpu" else 256)
+
+
+def planted(ctx: Context) -> str:
+    return str(ctx.params["mistake"]) if ctx.params["culprit"] == ctx.framework else "none"
+
+
+def operands(n: int, seed: int) -> tuple[Any, Any]:
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    return rng.random((n, n)), rng.random((n, n))
+
+
+def run(ctx: Context, ops: Ops) -> None:
+    n, seed, mistake = size(ctx), int(ctx.params["seed"]), planted(ctx)
+    a_np, b_np = operands(n, seed)
+    a, b = ops.put(a_np), ops.put(b_np)
+
+    def honest() -> Any:
+        return ops.matmul(a, b)
+
+    timed: Callable[[], Any] = honest
+    flops = 2.0 * n**3
+    if mistake == "own_data":  # its own random inputs, not the shared ones
+        import numpy as np
+
+        rng = np.random.default_rng(seed + 1)
+        own_a, own_b = ops.put(rng.random((n, n))), ops.put(rng.random((n, n)))
+        timed = lambda: ops.matmul(own_a, own_b)  # noqa: E731
+    elif mistake == "float32":  # float32 arithmetic under a float64 suite
+        a32, b32 = ops.as_float32(a), ops.as_float32(b)
+        timed = lambda: ops.matmul(a32, b32)  # noqa: E731
+    elif mistake == "half_work":  # half the rows: less work than the metric claims
+        top = ops.put(a_np[: n // 2])
+        timed = lambda: ops.matmul(top, b)  # noqa: E731
+    elif mistake == "memoised":  # the result kept from the first call
+        kept: dict[str, Any] = {}
+
+        def timed() -> Any:
+            if "c" not in kept:
+                kept["c"] = honest()
+            return kept["c"]
+    elif mistake == "dead_code":  # the product is never used: the compiler deletes it
+        if ops.discard is None:
+            raise ValueError(f"{ctx.framework} compiles nothing here: dead_code does not apply")
+        discard = ops.discard
+        timed = lambda: discard(a, b)  # noqa: E731
+    elif mistake == "inflated_flops":
+        flops *= INFLATION
+    elif mistake == "unsynchronised":  # the result stored aside, nothing returned to wait on
+        held: dict[str, Any] = {}
+
+        def timed() -> Any:
+            held["c"] = honest()
+
+    c = ctx.measure("matmul", timed, flops=flops, bytes_moved=3.0 * n * n * 8, dtype="float64",
+                    description=f"C = A @ B, {n} x {n} float64" + (f" (planted: {mistake})" if mistake != "none" else ""))  # fmt: skip
+    if mistake in ("memoised", "dead_code", "inflated_flops", "unsynchronised"):
+        c = honest()  # these leave the product right: only the timing guard may catch them
+    product = ops.to_numpy(c).astype("float64")
+    rows, cols = product.shape  # what the timed call returned, whatever it computed
+    ctx.check("product", [float(product.sum()), float(product[0, 0]), float(product[-1, -1]),
+                          float(product[rows // 2, cols // 3])])  # fmt: skip

@@ -1,0 +1,25 @@
+from __future__ import annotations
+
+from typing import Any
+
+from suites.mistakes.common import Ops
+from suites.mistakes.common import run as run_mistake
+from suites.runtime.context import Context
+
+
+def run(ctx: Context) -> None:
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+
+    def discard(a: Any, b: Any) -> Any:
+        _ = a @ b  # never used: XLA removes it
+        return a[0, 0]
+
+    run_mistake(ctx, Ops(
+        put=lambda x: jax.device_put(jnp.asarray(x), ctx.device),
+        matmul=jax.jit(jnp.matmul),
+        to_numpy=np.asarray,
+        as_float32=lambda x: x.astype(jnp.float32),
+        discard=jax.jit(discard),
+    ))  # fmt: skip
