@@ -38,7 +38,7 @@ class FakeCtx:
 
     def __init__(self, **params: Any) -> None:
         self.spec = SPEC
-        self.params = {p.name: p.default for p in SPEC.params} | params
+        self.params = SPEC.resolve(params)  # as the job runtime does (suites/contract/job_spec.py)
 
 
 def test_gpt2_small_preset_is_gpt2_small_with_a_byte_vocabulary() -> None:

@@ -19,7 +19,7 @@ from harness.core.errors import HarnessError
 from harness.execute.runner import execute
 from harness.execute.selftest import installed
 from harness.judge.assessment import Assessment, assess, run_exit_code
-from harness.store.plan import PlanRequest, make_plan
+from harness.store.plan import PlanRequest, frameworks_for, get_suite, make_plan
 from harness.store.run_folder import load_run, prepare_results_dir
 
 SUITE = "mistakes"
@@ -127,7 +127,7 @@ def run_mistakes(
     chosen = corpus(device, only)  # an unknown name stops here, before any folder is made
     prepare_results_dir(results_dir)
     outcomes: list[Outcome] = []
-    have = [fw for fw in ("numpy", "jax", "pytorch") if installed(fw) and not (device == "gpu" and fw == "numpy")]
+    have = frameworks_for(device, [fw for fw in get_suite(SUITE).frameworks if installed(fw)])
     for mistake in (CONTROL, *chosen):
         frameworks = have if mistake is CONTROL else [mistake.honest, mistake.culprit]
         missing = [fw for fw in frameworks if fw not in have]

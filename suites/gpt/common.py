@@ -18,7 +18,7 @@ from typing import Any
 from suites.contract import datasets
 from suites.contract.errors import JobError
 from suites.contract.settings import compute_dtype
-from suites.gpt.spec import PRESET_SHAPES, SHAPE
+from suites.gpt.spec import SHAPE
 from suites.runtime import training
 from suites.runtime.context import Context
 
@@ -76,10 +76,8 @@ class Config:
 def config(ctx: Context) -> Config:
     """The job's Config; the spec's constraint (spec.shape_problem) has checked the shape parameters."""
     p = ctx.params
-    # the host resolved the preset into these four (spec.preset_shape); a job.json written by hand
-    # may not have, so the preset is applied here too
+    # resolved parameters (SuiteSpec.resolve, in the host and again in the job) carry a preset's shape
     shape = {k: int(p[k]) for k in SHAPE}
-    shape.update({k: int(v) for k, v in PRESET_SHAPES.get(str(p.get("preset", "none")), {}).items()})
     return Config(
         **shape,
         batch=int(p["batch_size"]),
