@@ -206,7 +206,7 @@ def test_a_version_the_machine_disturbed_is_no_verdict_and_exit_3_and_a_failed_o
     quiet = [_run("1.0", [2.0, 2.1, 1.9, 2.0]), _run("1.1", [2.0, 2.1, 1.9, 2.05]), _run("2.0", [7.0, 7.1, 6.9, 7.05])]
     busy = VersionRun("1.1", [], [], "fewer than two rounds the machine left alone", disturbed=True)
     broken = VersionRun("1.1", [], [], "round 1: failed: boom")
-    assert exit_code(quiet) == 0 and exit_code([quiet[0], busy]) == 3 and exit_code([busy, broken]) == 1
+    assert exit_code(quiet, []) == 0 and exit_code([quiet[0], busy], []) == 3 and exit_code([busy, broken], []) == 1
     pairs = judge([compare_pair(a, b, "work", "s", "lower") for a, b in pairwise([quiet[0], busy, quiet[2]])])
     assert answer(pairs).startswith("no verdict: 1.0 -> 1.1 could not be judged")
     # A change found after a pair that could not be judged may not be the first: the answer says so.
@@ -216,6 +216,28 @@ def test_a_version_the_machine_disturbed_is_no_verdict_and_exit_3_and_a_failed_o
     assert first_change(ahead) is ahead[1] and answer(ahead).endswith(
         "; but earlier, 0.9 -> 1.2 could not be judged (0.9: fewer than two rounds the machine left alone)"
     )
+
+
+def test_rounds_the_machine_took_away_leave_no_verdict_never_no_change_and_exit_3() -> None:
+    """4 rounds asked for, one of 1.1's disturbed and left out: 3 against 4 cannot reach p < 0.05, however
+    far apart. That is the machine's doing, not a finding: no "no significant change", exit 3."""
+    before = VersionRun("1.1", [2.0, 2.01, 1.99], [2.0] * 9, left_out=1, rounds=4)
+    after = _run("2.0", [7.0, 7.01, 6.99, 7.02])
+    [pair] = judge([compare_pair(before, after, "work", "s", "lower")])
+    assert not pair.significant and pair.disturbed
+    assert pair.verdict == (
+        "no verdict: the machine disturbed 1 of 4 rounds of 1.1 (left out); the 3 left cannot give one: "
+        "rerun on a quiet machine"
+    )
+    assert answer([pair]).startswith("no verdict: 1.1 -> 2.0 could not be judged (the machine disturbed 1 of 4")
+    assert exit_code([before, after], [pair]) == 3
+    # Too few rounds with nothing left out is no verdict too, but the user's to mend: not the machine's.
+    [few] = judge([compare_pair(_run("1.1", [2.0, 2.01, 1.99]), after, "work", "s", "lower")])
+    assert not few.disturbed and answer([few]).startswith("no verdict: 1.1 -> 2.0 could not be judged (3 processes")
+    # Left-out rounds that still leave enough for a verdict change nothing.
+    five = VersionRun("1.1", [2.0, 2.01, 1.99, 2.02], [2.0] * 12, left_out=1, rounds=5)
+    [kept] = judge([compare_pair(five, after, "work", "s", "lower")])
+    assert kept.significant and not kept.disturbed and exit_code([five, after], [kept]) == 0
 
 
 def test_faster_is_a_change_too() -> None:

@@ -96,4 +96,4 @@ def bisect(
     outcome = run_bisect(request, argv=["harness"] + sys.argv[1:])
     typer.echo("\n" + render(outcome))
     typer.echo(f"\nbisect folder: {outcome.folder}")
-    raise typer.Exit(exit_code(list(outcome.runs.values())))
+    raise typer.Exit(exit_code(list(outcome.runs.values()), outcome.pairs))

@@ -55,6 +55,7 @@ def version_record(run: VersionRun, runs: list[str]) -> dict[str, Any]:
         "median": run.median,
         "round_medians": run.round_medians,
         "n_samples": len(run.samples),
+        "rounds_left_out": run.left_out,  # rounds the machine disturbed, not in round_medians
         "problem": run.problem,
         "runs": runs,
     }

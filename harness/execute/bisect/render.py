@@ -20,7 +20,8 @@ def render(outcome: Outcome) -> str:
             version,
             doc["locks"][version]["lock_hash"][:12],
             fmt_value(median, unit) if (median := run.median) is not None else "-",
-            ", ".join(fmt_value(m, unit) for m in run.round_medians) or "-",
+            (", ".join(fmt_value(m, unit) for m in run.round_medians) or "-")
+            + (f" ({run.left_out} disturbed, left out)" if run.left_out else ""),
             run.problem or "",
         ]
         for version, run in outcome.runs.items()

@@ -249,6 +249,7 @@ def _collect(
     medians: list[float] = []
     samples: list[float] = []
     found: dict[str, Any] | None = None
+    left_out = 0
     for number in range(1, rounds + 1):
         path = folder / version / f"round-{number}" / job.result_file()
         try:
@@ -265,7 +266,8 @@ def _collect(
             return VersionRun(version, medians, samples, f"no metric {request.metric!r} (it has: {names})"), found
         found = found or dict(metric)
         if assessment.mostly_disturbed(len(assessment.disturbed_samples(metric)), len(metric["samples"])):
-            continue  # a round the machine disturbed measured its neighbours: out, as in `compare`
+            left_out += 1  # a round the machine disturbed measured its neighbours: out, as in `compare`
+            continue
         medians.append(float(metric["stats"]["median"]))
         samples.extend(float(s) for s in metric["samples"])
     if len(medians) < 2:
@@ -274,8 +276,10 @@ def _collect(
             if rounds < 2
             else "fewer than two rounds the machine left alone (contended or throttled rounds are left out)"
         )
-        return VersionRun(version, medians, samples, why, disturbed=rounds >= 2), found
-    return VersionRun(version, medians, samples), found
+        return VersionRun(
+            version, medians, samples, why, disturbed=rounds >= 2, left_out=left_out, rounds=rounds
+        ), found
+    return VersionRun(version, medians, samples, left_out=left_out, rounds=rounds), found
 
 
 def _conclude(

@@ -30,6 +30,15 @@ class VersionRun:
     samples: list[float]
     problem: str | None = None  # why it has no usable measurement
     disturbed: bool = False  # the problem: the machine disturbed too many of its rounds (nothing failed)
+    left_out: int = 0  # rounds the machine disturbed, left out of round_medians
+    rounds: int = 0  # rounds run
+
+    @property
+    def disturbance(self) -> str | None:
+        """What the machine cost this version, in words (None: nothing left out)."""
+        if not self.left_out:
+            return None
+        return f"the machine disturbed {self.left_out} of {self.rounds} rounds of {self.version} (left out)"
 
     @property
     def median(self) -> float | None:
@@ -42,6 +51,17 @@ class Pair:
     after: str
     change: Change | None  # None: one side has no measurement
     excluded: str | None = None
+    disturbance: str | None = None  # rounds of either side the machine disturbed and left out
+
+    @property
+    def judged(self) -> bool:
+        """A verdict either way: both sides measured, and enough rounds for the test to decide."""
+        return self.change is not None and self.change.no_verdict is None
+
+    @property
+    def disturbed(self) -> bool:
+        """No verdict, and the rounds the machine disturbed are why: a quiet rerun can give one."""
+        return self.change is not None and self.change.no_verdict is not None and self.disturbance is not None
 
     @property
     def significant(self) -> bool:
@@ -60,6 +80,7 @@ def compare_pair(a: VersionRun, b: VersionRun, metric: str, unit: str, better: s
     median_a, median_b = statistics.median(a.samples), statistics.median(b.samples)
     if median_a == 0:
         return Pair(a.version, b.version, None, f"{a.version}: median is 0")
+    disturbance = "; ".join(d for d in (a.disturbance, b.disturbance) if d) or None
     ratio, interval, p = evidence(a.round_medians, b.round_medians, rounds=True)  # as `compare` judges rounds
     change = Change(
         framework="",
@@ -76,7 +97,7 @@ def compare_pair(a: VersionRun, b: VersionRun, metric: str, unit: str, better: s
         basis=ROUNDS,
         processes=(len(a.round_medians), len(b.round_medians)),
     )
-    return Pair(a.version, b.version, change)
+    return Pair(a.version, b.version, change, disturbance=disturbance)
 
 
 def judge(pairs: list[Pair]) -> list[Pair]:
@@ -85,6 +106,11 @@ def judge(pairs: list[Pair]) -> list[Pair]:
     judged = family([c for i in measured if (c := pairs[i].change) is not None], "a version", "--rounds")
     out = list(pairs)
     for i, change in zip(measured, judged, strict=True):
+        if change.no_verdict and pairs[i].disturbance:
+            # The rounds asked for were enough; the machine took some away. Say so, not "ask for more".
+            fewest = min(change.processes)
+            why = f"{pairs[i].disturbance}; the {fewest} left cannot give one: rerun on a quiet machine"
+            change = replace(change, no_verdict=why)
         out[i] = replace(pairs[i], change=change)
     return out
 
@@ -95,18 +121,27 @@ def first_change(pairs: list[Pair]) -> Pair | None:
 
 def answer(pairs: list[Pair]) -> str:
     found = first_change(pairs)
-    # A pair with no verdict (a side failed, or the machine disturbed it) before the first significant
-    # change, or anywhere when there is none: the first change may hide in any of them.
-    blind = [p for p in (pairs[: pairs.index(found)] if found else pairs) if p.change is None]
-    gap = f"{blind[0].before} -> {blind[0].after} could not be judged ({blind[0].excluded})" if blind else ""
+    # A pair with no verdict (a side failed, the machine disturbed it, or too few rounds were left to
+    # decide) before the first significant change, or anywhere when there is none: the first change may
+    # hide in any of them, so "no significant change" is never said of a pair the test could not judge.
+    blind = [p for p in (pairs[: pairs.index(found)] if found else pairs) if not p.judged]
+    gap = f"{blind[0].before} -> {blind[0].after} could not be judged ({_why(blind[0])})" if blind else ""
     if found is None:
         return f"no verdict: {gap}" if blind else "no significant change between consecutive versions"
     text = f"first significant change: {found.after} ({found.verdict} than {found.before})"
     return f"{text}; but earlier, {gap}" if blind else text
 
 
-def exit_code(runs: list[VersionRun]) -> int:
+def _why(pair: Pair) -> str:
+    if pair.change is None:
+        return str(pair.excluded)
+    return str(pair.change.no_verdict)
+
+
+def exit_code(runs: list[VersionRun], pairs: list[Pair]) -> int:
     """`harness bisect`'s status: 0 when every version measured; FAILED (1) when a version's job failed
     or measured nothing usable; DISTURBED (3) when the machine's disturbance is all that kept a version
-    out (rerun on a quiet machine), as for `harness run`."""
-    return worst(*(DISTURBED if run.disturbed else FAILED for run in runs if run.problem is not None))
+    out, or took away the rounds a pair needed for a verdict (rerun on a quiet machine), as for
+    `harness run`."""
+    failed = (DISTURBED if run.disturbed else FAILED for run in runs if run.problem is not None)
+    return worst(*failed, *(DISTURBED for pair in pairs if pair.disturbed))
