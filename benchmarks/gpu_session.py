@@ -78,8 +78,8 @@ STEPS: list[tuple[str, tuple[str, ...], dict[str, list[list[str]]]]] = [
                   "-p", "steps=20", "-p", "intervals=10", "-p", "eval_windows=16"]]
                 + [["run", "--suite", "mnist", "-p", "dataset=synthetic", "-p", "epochs=2", "--precision", p]
                    for p in ("fp32", "bf16")],
-        "tiny": [["run", "--suite", "mnist", "-p", "dataset=synthetic", "-p", "epochs=2", "-p", "train_samples=512",
-                  "-p", "test_samples=256", "--precision", p] for p in ("fp32", "bf16")]
+        "tiny": [["run", "--suite", "mnist", "-p", "dataset=synthetic", "-p", "epochs=2", "-p", "train_samples=256",
+                  "-p", "test_samples=128", "--precision", p] for p in ("fp32", "bf16")]
                 + [["run", "--suite", "gpt", "--smoke", "--precision", "bf16"]],
     }),
     ("resnet18", ("flax", "pytorch"), {

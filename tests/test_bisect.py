@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import sys
 import zipfile
 from itertools import pairwise
 from pathlib import Path
@@ -14,7 +15,7 @@ import pytest
 from harness.core import cache_home
 from harness.core.errors import HarnessError
 from harness.execute.bisect import record
-from harness.execute.bisect.envs import env_for, install_command
+from harness.execute.bisect.envs import env_for, install_command, venv_command
 from harness.execute.bisect.locks import (
     check_package,
     check_version,
@@ -119,6 +120,12 @@ def test_hashes_come_from_the_downloaded_files_and_the_download_targets_the_imag
     lock.write_text("x")
     install = install_command(Path("/env/bin/python"), lock, [], no_index=False)
     assert "--require-hashes" in install and "--only-binary=:all:" in install and "--no-index" not in install
+    assert install[:3] == ["/env/bin/python", "-m", "pip"]
+    # Without a pip of its own, the venv is installed into by this interpreter's pip, pointed at it.
+    host = install_command(Path("/env/bin/python"), lock, [], no_index=False, with_pip=False)
+    assert host[:5] == [sys.executable, "-m", "pip", "--python", "/env/bin/python"] and host[5:] == install[3:]
+    assert "--without-pip" in venv_command(Path("/env"), with_pip=False)
+    assert "--without-pip" not in venv_command(Path("/env"), with_pip=True)
 
 
 def test_the_venv_is_named_by_the_lock_hash(tmp_path: Path) -> None:
@@ -281,7 +288,7 @@ def test_bisect_finds_the_planted_slowdown(tmp_path: Path) -> None:
     results = tmp_path / "results"
     proc = harness(
         "bisect", "--suite", "plant", "--metric", "work", "--stack", "numpy", "--package", "fwh_plant",
-        "--versions", "1.0,2.0,2.1", "--find-links", str(wheels), "--rounds", "7", "--repeat", "5",
+        "--versions", "1.0,2.0,2.1", "--find-links", str(wheels), "--rounds", "6", "--repeat", "3",
         "--results-dir", str(results), "-q",
     )  # fmt: skip
     # The change comes first and the equal pair after it: a chance verdict on equal versions (the
