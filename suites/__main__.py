@@ -133,6 +133,8 @@ def run_job(job: JobSpec, spec: SuiteSpec, framework: Framework, params: dict[st
             sync_check=os.environ.get("HARNESS_SYNC_CHECK", "on") != "off",
             holds_work=adapter.holds_work,
             energy_meter=meter,
+            # Compilations inside a steady sample's clock mark it `compiled` (a retrace per call).
+            compile_counter=getattr(adapter, "compile_counter", None),
             data_dir=Path(job.data_dir) if job.data_dir is not None else None,
             artifacts_dir=out.parent / f"{framework.name}-artifacts",
             result_path=out,

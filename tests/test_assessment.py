@@ -150,6 +150,12 @@ def escaped(doc: dict[str, Any]) -> dict[str, Any]:
     return doc
 
 
+def recompiled(doc: dict[str, Any]) -> dict[str, Any]:
+    doc["metrics"][0]["marks"] = {"compiled": [0, 1, 2, 3, 4]}  # the job saw a compile in every sample
+    doc["metrics"][0]["steady_compilations"] = 5
+    return doc
+
+
 @dataclass(frozen=True)
 class Planted:
     """A problem planted in jax's matmul (numpy is the clean baseline), and how each medium says it."""
@@ -193,6 +199,18 @@ PLANTED = [
         "ESCAPED: ",
         "sync escaped",
         lambda d: {"framework": "jax", "metric": "matmul", "why": "sync escaped"} in d["excluded_metrics"],
+    ),
+    Planted(
+        "recompiled",
+        lambda: recompiled(job("jax", HONEST)),
+        "5 of 5 samples compiled (a retrace per call",
+        lambda r: r["excluded"] == "compiled in the steady state (5/5 samples)",
+        "RECOMPILED: 5 of 5 steady samples compiled",
+        "compiled in the steady state",
+        lambda d: (
+            {"framework": "jax", "metric": "matmul", "why": "compiled in the steady state (5/5 samples)"}
+            in d["excluded_metrics"]
+        ),
     ),
     Planted(
         "precision mismatch",
@@ -258,7 +276,9 @@ def said_by_the_judging_functions(run: Run) -> bool:
     ]
     probes = {fw: assessment.measured_precision(r) for fw, r in run.results.items()}
     other_arithmetic = any(p != probes[run.baseline] for p in probes.values())
-    return bool(failed) or any(not f.plausible for f in findings) or bool(escapes) or other_arithmetic
+    compiled = [m for r in run.results.values() if r["status"] == "ok" for m in r["metrics"]
+                if (m.get("marks") or {}).get("compiled")]  # fmt: skip
+    return bool(failed) or any(not f.plausible for f in findings) or bool(escapes) or other_arithmetic or bool(compiled)
 
 
 @pytest.mark.parametrize("planted", PLANTED, ids=[p.name for p in PLANTED])

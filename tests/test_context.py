@@ -64,3 +64,60 @@ def test_checks_carry_the_declared_tolerance_and_reject_nan() -> None:
         ctx.check("c", float("nan"))
     with pytest.raises(KeyError):
         ctx.check("undeclared", 1.0)
+
+
+class Compiles:
+    """A stand-in compile counter: `work` compiles on the calls listed (0 = the first call)."""
+
+    def __init__(self, on: set[int]) -> None:
+        self.on, self.calls, self.count = on, 0, 0
+
+    def work(self) -> int:
+        if self.calls in self.on:
+            self.count += 1
+        self.calls += 1
+        return self.calls
+
+    def counter(self) -> Any:
+        return lambda: self.count
+
+
+def counted(compiles: Compiles | None, built: list[int] | None = None) -> Context:
+    def factory() -> Any:
+        if built is not None:
+            built.append(1)
+        return compiles.counter() if compiles is not None else (lambda: None)
+
+    return Context(SPEC, "jax", {}, repeat=4, warmup=1, device="cpu", device_kind="cpu", sync=lambda out: None,
+                   compile_counter=factory)  # fmt: skip
+
+
+def test_a_compile_inside_a_steady_samples_clock_marks_that_sample() -> None:
+    # calls: 0 first (compiles: fine), 1 warm-up, 2-5 the samples; 3 and 5 compile again (a retrace)
+    compiles = Compiles({0, 3, 5})
+    built: list[int] = []
+    ctx = counted(compiles, built)
+    ctx.measure("m", compiles.work)
+    ctx.measure("again", compiles.work)  # no compile here; the counter was built once
+    first, again = ctx.metrics
+    assert first["marks"].get("compiled") == [1, 3] and first["steady_compilations"] == 2
+    assert "compiled" not in again["marks"] and again["steady_compilations"] == 0
+    assert built == [1] and first["compiles"] is False
+
+
+def test_the_first_call_and_warm_up_may_compile_and_a_declared_metric_is_counted_not_marked() -> None:
+    compiles = Compiles({0, 1})
+    ctx = counted(compiles)
+    ctx.measure("m", compiles.work)
+    assert "compiled" not in ctx.metrics[0]["marks"] and ctx.metrics[0]["steady_compilations"] == 0
+    every = Compiles(set(range(100)))
+    ctx = counted(every)
+    ctx.measure("seed", every.work, compiles=True)  # a seed's retrace, reproduced on purpose
+    assert "compiled" not in ctx.metrics[0]["marks"] and ctx.metrics[0]["steady_compilations"] == 4
+    assert ctx.metrics[0]["compiles"] is True
+
+
+def test_a_framework_without_a_counter_records_none_never_zero() -> None:
+    for ctx in (counted(None), make(Recorder(), [float(t) for t in range(8)])):
+        ctx.measure("m", lambda: 1)
+        assert ctx.metrics[0]["steady_compilations"] is None and "compiled" not in ctx.metrics[0]["marks"]

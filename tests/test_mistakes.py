@@ -27,7 +27,7 @@ def test_every_planted_mistake_is_caught_by_its_own_guard(tmp_path: Path) -> Non
         assert row.startswith(f"CAUGHT  {mistake.name}") and f"must raise {mistake.guard}; raised" in row, row
         assert "against the honest" not in row, row
     assert len(list(tmp_path.iterdir())) == len(got)  # one kept run folder each, for `harness show`
-    assert "mistakes: 9 caught (the control included), 0 missed" in proc.stdout
+    assert f"mistakes: {len(got)} caught (the control included), 0 missed" in proc.stdout
 
 
 # Each edit takes one guard away, as a careless change could; the corpus must then fail, naming the row.
@@ -39,6 +39,7 @@ REMOVED = {
     "sync barrier": ("harness/judge/plausibility.py",
                      ('return state if state in ("ok", "escaped", "unchecked") else "unchecked"', 'return "ok"'),
                      "unsynchronised"),
+    "compile mark": ("suites/runtime/context.py", ("if recompiled and not compiles:", "if False:"), "retrace"),
 }  # fmt: skip
 
 

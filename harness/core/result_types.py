@@ -135,6 +135,8 @@ class Metric(TypedDict):
     marks: NotRequired[MarksField]  # reason (suites/contract/marks.py) -> ascending indices into samples
     round_sizes: NotRequired[RoundSizesField]  # pooled rounds: samples per round, in order
     contention: NotRequired[ContentionField]
+    steady_compilations: NotRequired[Count | None]  # compilations inside the steady samples' clocks
+    compiles: NotRequired[Flag | None]  # declared: times compilation on purpose (not marked)
 
 
 class Check(TypedDict):

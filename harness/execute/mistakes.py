@@ -26,6 +26,7 @@ SUITE = "mistakes"
 # What each guard is called in the table, and what it raises in a run's report.
 GUARDS = {
     "sync": "sync escaped (a barrier after the clock found the work still running)",
+    "steady": "recompiled (the framework compiled inside the clock of a steady sample)",
     "plausible": "implausible rate (above the device's peak)",
     "check": "failed check against the other frameworks' outputs",
     "precision": "measured arithmetic differs from the baseline's",
@@ -58,6 +59,10 @@ CORPUS = (
     Mistake("dead_code", "a jitted product whose result is never used (XLA deletes it)", "jax", "numpy",
             "plausible"),
     Mistake("inflated_flops", "a FLOP count 10 times the real one", "pytorch", "numpy", "plausible"),
+    Mistake("retrace", "a jitted product with a static argument that changes every call (a compile per call)",
+            "jax", "numpy", "steady"),
+    Mistake("retrace", "a torch.compile'd product specialised on an int that changes every call", "pytorch", "numpy",
+            "steady"),
 )  # fmt: skip
 
 
@@ -88,6 +93,7 @@ def raised(judged: Assessment, framework: str) -> tuple[str, ...]:
         return ("finished",)
     found = {
         "sync": any(s == "escaped" for (fw, _), s in judged.sync_states.items() if fw == framework),
+        "steady": any(fw == framework for fw, _ in judged.recompiled),
         "plausible": any(not f.plausible for f in judged.findings if f.framework == framework),
         "check": framework in judged.gate_failed,
         "precision": framework in judged.precision_mismatches,

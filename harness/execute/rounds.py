@@ -52,6 +52,9 @@ def pool(docs: list[Result], run_id: str) -> Result:
             metric["round_sizes"] = [len(m["samples"]) for m in same]
             if any("marks" in m for m in same):
                 metric["marks"] = _pooled_marks(same, metric["round_sizes"])
+            counts = [m.get("steady_compilations") for m in same]
+            if any(k is not None for k in counts):  # every round's, or unknown
+                metric["steady_compilations"] = None if None in counts else sum(k or 0 for k in counts)
             pooled_contention = _pooled_contention(same)
             if pooled_contention is None:
                 metric.pop("contention", None)

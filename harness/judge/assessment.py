@@ -34,6 +34,7 @@ from harness.judge.plausibility import Finding, lint, sync_state
 from harness.store.calibration import Ceilings, ceilings_for_run
 from harness.store.run_folder import Run
 from harness.text.numbers import fmt_rel_diff
+from suites.contract.marks import COMPILED
 from suites.contract.precision import CLASSES as PROBE_CLASSES
 from suites.contract.registry import all_suites
 from suites.contract.spec import CheckSpec
@@ -43,6 +44,7 @@ Key = tuple[str, str]  # (framework, metric)
 GATE = "failed the agreement gate"
 SYNC_ESCAPED = "sync escaped"  # the exclusion reason of an escaped metric, in footers and exports
 CONTENDED = "contended"  # the start of the exclusion reason of a metric whose samples were mostly contended
+RECOMPILED = "compiled in the steady state"  # the start of the exclusion reason of a retracing metric
 
 
 @dataclass(frozen=True)
@@ -75,6 +77,8 @@ class Assessment:
     contention: Mapping[Key, tuple[int, int]] = field(default_factory=dict)
     # framework -> which like-for-like settings differ from the baseline's (`training.fairness`)
     fairness_mismatches: Mapping[str, str] = field(default_factory=dict)
+    # ok jobs' time metrics whose steady samples compiled -> (samples marked `compiled`, samples)
+    recompiled: Mapping[Key, tuple[int, int]] = field(default_factory=dict)
 
     @cached_property
     def crowded(self) -> str | None:
@@ -118,7 +122,9 @@ class Assessment:
     @cached_property
     def implausible(self) -> frozenset[Key]:
         """(framework, metric) pairs whose numbers must not be printed as records or used in ratios."""
-        return frozenset((f.framework, f.metric) for f in self.implausible_findings) | self.escaped
+        return (
+            frozenset((f.framework, f.metric) for f in self.implausible_findings) | self.escaped | set(self.recompiled)
+        )
 
     @property
     def gate_passed(self) -> bool:
@@ -239,6 +245,10 @@ def assess(run: Run) -> Assessment:
         if not f.plausible:
             word = "FLOP/s" if f.quantity == "flops" else "bandwidth"
             exclusions.setdefault((f.framework, f.metric), f"implausible {word} (above device peak)")
+    # A compilation inside a steady sample is the code's doing, not the machine's: one is enough.
+    recompiled = _recompiled(run)
+    for key, (compiled, n) in recompiled.items():
+        exclusions.setdefault(key, f"{RECOMPILED} ({compiled}/{n} samples)")
     contention = _contention(run)
     for key, (contended, n) in contention.items():
         if mostly_disturbed(contended, n):  # most samples disturbed: the median itself is the neighbours' doing
@@ -264,7 +274,20 @@ def assess(run: Run) -> Assessment:
         interrupted=bool(run.summary.get("interrupted")),
         contention=contention,
         fairness_mismatches=unfair,
+        recompiled=recompiled,
     )
+
+
+def _recompiled(run: Run) -> dict[Key, tuple[int, int]]:
+    """Time metrics with samples the job marked `compiled` (suites/contract/marks.py)."""
+    found: dict[Key, tuple[int, int]] = {}
+    for fw, _, m in ok_metrics(run):
+        if m["kind"] == "time":
+            n = len(m["samples"])
+            marked = _indices((m.get("marks") or {}).get(COMPILED), n)
+            if marked:
+                found[(fw, m["name"])] = (len(marked), n)
+    return found
 
 
 def _contention(run: Run) -> dict[Key, tuple[int, int]]:

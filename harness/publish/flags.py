@@ -1,7 +1,7 @@
 """The flags of every (framework, metric) of a run, in words, from the harness's own verdicts.
 
-A flag is a reason not to trust a number as a normal point: its sync escaped the clock, its rate
-is above the device's peak, or its framework is not comparable (failed the agreement gate, or
+A flag is a reason not to trust a number as a normal point: its sync escaped the clock, its steady
+samples compiled (a retrace per call), its rate is above the device's peak, or its framework is not comparable (failed the agreement gate, or
 the precision probe measured other arithmetic). The site shows every flag next to its number and
 draws a flagged number apart from the normal points, never as one of them.
 """
@@ -20,6 +20,7 @@ Key = tuple[str, str]  # (framework, metric) as the result file names them; the 
 ESCAPED_WORD = "ESCAPED"
 IMPLAUSIBLE_WORD = "IMPLAUSIBLE"
 NOT_COMPARABLE_WORD = "NOT COMPARABLE"
+RECOMPILED_WORD = "RECOMPILED"
 
 
 def run_flags(judged: Assessment) -> dict[Key, list[str]]:
@@ -27,6 +28,10 @@ def run_flags(judged: Assessment) -> dict[Key, list[str]]:
     flags: dict[Key, list[str]] = {}
     for key in sorted(judged.escaped):
         flags.setdefault(key, []).append(f"{ESCAPED_WORD}: {ESCAPED}")
+    for key, (k, n) in sorted(judged.recompiled.items()):
+        flags.setdefault(key, []).append(
+            f"{RECOMPILED_WORD}: {k} of {n} steady samples compiled (a retrace per call); they time the compiler"
+        )
     for finding in judged.implausible_findings:
         flags.setdefault((finding.framework, finding.metric), []).append(
             f"{IMPLAUSIBLE_WORD}: {fmt_giga(finding.achieved)} {finding.unit} is above the limit "

@@ -7,7 +7,7 @@ from typing import Any
 
 from harness.core.result_types import Metric, Result
 from harness.core.statistics import BOOTSTRAP_MIN_N, UNSTABLE_RELATIVE_IQR
-from harness.judge.assessment import CONTENDED, SYNC_ESCAPED, Assessment, Ratio
+from harness.judge.assessment import CONTENDED, RECOMPILED, SYNC_ESCAPED, Assessment, Ratio
 from harness.judge.plausibility import ESCAPED, IMPLAUSIBLE, Finding
 from harness.report import training_text
 from harness.store.run_folder import Run, code_label, session_label
@@ -49,6 +49,8 @@ def _ratio_text(ratio: Ratio | None) -> str:
 def _label(excluded: str) -> str:
     if excluded == SYNC_ESCAPED:
         return "ESCAPED"
+    if excluded.startswith(RECOMPILED):
+        return "RECOMPILED"
     return "CONTENDED" if excluded.startswith(CONTENDED) else "IMPLAUSIBLE"
 
 
@@ -341,6 +343,15 @@ def _integrity_lines(judged: Assessment, title: Callable[[str], list[str]], bull
                     f"  {fw} {name}: a barrier after the clock still waited {fmt_time(sync.get('excess_median_s', 0.0))} "
                     f"(median) behind samples of {fmt_time(sync.get('sample_median_s', 0.0))}; the timed call "
                     "returned before its work finished; excluded from ratios"
+                )
+            )
+    if judged.recompiled:
+        lines += title("RECOMPILED - the framework compiled inside the clock of steady samples")
+        for (fw, name), (k, n) in sorted(judged.recompiled.items()):
+            lines.append(
+                bullet(
+                    f"  {fw} {name}: {k} of {n} samples compiled (a retrace per call: a new shape, dtype or static "
+                    "argument); they time the compiler, not the work; excluded from ratios"
                 )
             )
     bad = judged.implausible_findings

@@ -14,10 +14,12 @@ from __future__ import annotations
 ESCAPED = "escaped"
 CONTENDED = "contended"
 THROTTLED = "throttled"
+COMPILED = "compiled"
 
 # reason -> the legend text a reader sees beside the marked samples.
 MARKS: dict[str, str] = {
     ESCAPED: "work still running when the clock stopped (a device barrier after the sample found it)",
     CONTENDED: "the CPU was shared while the clock ran (other tasks, steal time, or the sample was pre-empted)",
     THROTTLED: "the GPU was held below its clocks (NVML: power cap, thermal, hardware slowdown)",
+    COMPILED: "the framework compiled while the clock ran (a retrace: a new shape, dtype or static argument)",
 }

@@ -19,6 +19,8 @@ class Ops:
     as_float32: Callable[[Any], Any]
     # A compiled step that computes the product and returns something else (compilers delete it).
     discard: Callable[[Any, Any], Any] | None = None
+    # The product compiled with a static argument: each new value is a new program (a retrace).
+    specialised: Callable[[Any, Any, int], Any] | None = None
 
 
 def size(ctx: Context) -> int:
@@ -70,6 +72,11 @@ def run(ctx: Context, ops: Ops) -> None:
             raise ValueError(f"{ctx.framework} compiles nothing here: dead_code does not apply")
         discard = ops.discard
         timed = lambda: discard(a, b)  # noqa: E731
+    elif mistake == "retrace":  # a static argument that changes with every call: compiled each time
+        if ops.specialised is None:
+            raise ValueError(f"{ctx.framework} compiles nothing here: retrace does not apply")
+        specialised, calls = ops.specialised, iter(range(1 << 30))
+        timed = lambda: specialised(a, b, next(calls))  # noqa: E731
     elif mistake == "inflated_flops":
         flops *= INFLATION
     elif mistake == "unsynchronised":  # the result stored aside, nothing returned to wait on

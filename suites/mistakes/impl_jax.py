@@ -16,10 +16,14 @@ def run(ctx: Context) -> None:
         _ = a @ b  # never used: XLA removes it
         return a[0, 0]
 
+    def specialised(a: Any, b: Any, step: int) -> Any:
+        return a @ b + 0.0 * step  # `step` is static: every new value traces and compiles anew
+
     run_mistake(ctx, Ops(
         put=lambda x: jax.device_put(jnp.asarray(x), ctx.device),
         matmul=jax.jit(jnp.matmul),
         to_numpy=np.asarray,
         as_float32=lambda x: x.astype(jnp.float32),
         discard=jax.jit(discard),
+        specialised=jax.jit(specialised, static_argnums=2),
     ))  # fmt: skip

@@ -7,7 +7,17 @@ the check is taken from an honest call, so only the timing guard can catch it.""
 
 from suites.contract.spec import CheckSpec, Param, SuiteSpec
 
-MISTAKES = ("none", "unsynchronised", "float32", "own_data", "half_work", "memoised", "dead_code", "inflated_flops")
+MISTAKES = (
+    "none",
+    "unsynchronised",
+    "float32",
+    "own_data",
+    "half_work",
+    "memoised",
+    "dead_code",
+    "inflated_flops",
+    "retrace",
+)
 
 SPEC = SuiteSpec(
     name="mistakes",

@@ -63,6 +63,13 @@ def initialise(settings: Settings) -> None:
     jax.block_until_ready(jax.device_put(0.0, device(settings)))
 
 
+def compile_counter() -> Any:
+    """XLA compilations so far in this process (jax.monitoring; None where the event is gone)."""
+    from suites.runtime.training_jax import CompileCounter
+
+    return CompileCounter()
+
+
 def sync(out: Any) -> None:
     import jax
 

@@ -87,6 +87,25 @@ def initialise(settings: Settings) -> None:
         torch.cuda.synchronize()
 
 
+def compile_counter() -> Any:
+    """Graphs TorchDynamo compiled so far in this process. Eager code never imports TorchDynamo: 0
+    then, and no canary to pay for; once something has, a canary proves the counter moves (once)."""
+    import sys
+
+    proved: list[Any] = []
+
+    def count() -> int | None:
+        if "torch._dynamo" not in sys.modules:
+            return 0
+        if not proved:
+            from suites.runtime.training_torch import CompileCounter
+
+            proved.append(CompileCounter(compiles=True))
+        return proved[0]()  # type: ignore[no-any-return]
+
+    return count
+
+
 def sync(out: Any) -> None:
     if _on_gpu:
         import torch

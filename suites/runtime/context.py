@@ -31,6 +31,10 @@ def _no_sync(out: Any) -> None:
     """Deliberately nothing (see `measure(synchronise=False)`)."""
 
 
+def _uncounted() -> int | None:
+    return None
+
+
 def _finite(value: Any, what: str) -> Any:
     if isinstance(value, (list, tuple)):
         return [_finite(v, what) for v in value]
@@ -63,6 +67,7 @@ class Context:
         sync_check: bool = True,
         energy_meter: Callable[[], Any] | None = None,
         precision: str = "fp32",
+        compile_counter: Callable[[], Callable[[], int | None]] | None = None,
     ) -> None:
         self.spec = spec
         self.framework = framework
@@ -85,6 +90,11 @@ class Context:
         # GPU jobs: a factory of nvml.EnergyMeter, entered before a clock starts and left after
         # it stops (suites/runtime/nvml.py); None where there is no GPU energy to read.
         self.energy_meter = energy_meter
+        # The framework's running count of compilations (None: it compiles nothing we can count),
+        # built at the first `measure`: its canary compilation is not free, and training loops
+        # that never call `measure` count their own.
+        self._compile_counter = compile_counter
+        self._compilations: Callable[[], int | None] | None = None
         self.metrics: list[dict[str, Any]] = []
         self.checks: list[dict[str, Any]] = []
         self.notes: list[str] = []
@@ -168,6 +178,12 @@ class Context:
             "the whole board, idle draw and the barrier checks between samples included",
         )
 
+    def _counter(self) -> Callable[[], int | None]:
+        """The job's compilation counter, built once; a framework without one counts None."""
+        if self._compilations is None:
+            self._compilations = self._compile_counter() if self._compile_counter is not None else _uncounted
+        return self._compilations
+
     def _returns_nothing(self, out: Any) -> bool:
         return self._holds_work is not None and not self._holds_work(out)
 
@@ -184,6 +200,7 @@ class Context:
         description: str = "",
         dtype: str | None = None,
         synchronise: bool = True,
+        compiles: bool = False,
     ) -> Any:
         """Time `fn`; returns its last output.
 
@@ -192,6 +209,9 @@ class Context:
         (after `per`), from which achieved FLOP/s is derived; `dtype` says which peak it is
         held against. `synchronise=False` exists only so tests can prove the plausibility
         lint catches the classic mistake; the metric records that it was not synchronised.
+        `compiles=True` declares a metric that times compilation on purpose (a seed's retrace,
+        reproduced to show its cost): its compiling samples are counted but not marked.
+        Undeclared, a sample inside whose clock the framework compiled is marked `compiled`.
         """
         repeat = self.repeat if repeat is None else repeat
         warmup = self.warmup if warmup is None else warmup
@@ -208,6 +228,8 @@ class Context:
         before: list[contention.Reading] = []
         after: list[contention.Reading] = []
         gpu: list[tuple[float | None, int | None]] = []
+        count = self._counter()
+        compiled: list[int | None] = []  # compilations inside each sample's clock (None: not observable)
         gc_was_enabled = gc.isenabled()
         gc.disable()  # a collection inside one sample is noise another framework doesn't pay
         try:
@@ -215,8 +237,11 @@ class Context:
                 clock_state = getattr(meter, "clock_state", None)  # GPU jobs: NVML's SM clock and reasons
                 for _ in range(repeat):
                     before.append(contention.read(before=True))  # outside the clock, like the probe
+                    ahead = count()  # read outside the clock too
                     elapsed, out = self._timed(fn, sync)
+                    behind = count()
                     after.append(contention.read(before=False))
+                    compiled.append(None if ahead is None or behind is None else behind - ahead)
                     if clock_state is not None:
                         gpu.append(clock_state())
                     probes.append(self.probe_escape())  # outside the clock
@@ -231,6 +256,10 @@ class Context:
         for reason in (marks.CONTENDED, marks.THROTTLED):
             if seen.get(reason):
                 found_marks[reason] = list(seen[reason])
+        recompiled = [i for i, k in enumerate(compiled) if k]
+        if recompiled and not compiles:  # the steady state compiled: these samples timed a compiler, not the work
+            found_marks[marks.COMPILED] = recompiled
+        observed = all(k is not None for k in compiled)
         self.metrics.append(
             {
                 "name": name,
@@ -250,6 +279,9 @@ class Context:
                 "marks": found_marks,
                 "contention": seen,
                 "warnings": warnings,
+                # Compilations inside the steady samples' clocks, all together (null: not countable).
+                "steady_compilations": sum(k or 0 for k in compiled) if observed else None,
+                "compiles": compiles,  # declared: times compilation on purpose
             }
         )
         self._loop_energy(name, meter, repeat * (per or 1))
