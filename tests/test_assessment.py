@@ -156,6 +156,17 @@ def recompiled(doc: dict[str, Any]) -> dict[str, Any]:
     return doc
 
 
+def over_threads(doc: dict[str, Any], cpu_per_wall: float = 1.8) -> dict[str, Any]:
+    """jax ran under --threads 1 but its process kept `cpu_per_wall` cores busy while the clock ran."""
+    doc["settings"] = dict(doc.get("settings") or {}, threads=1)
+    walls = doc["metrics"][0]["samples"]
+    doc["metrics"][0]["contention"] = {
+        "cpu_s": [w * cpu_per_wall for w in walls], "wall_s": list(walls), "involuntary_switches": [0] * len(walls),
+        "cores": 2, "window_s": 0.2, "contended": [],
+    }  # fmt: skip
+    return doc
+
+
 @dataclass(frozen=True)
 class Planted:
     """A problem planted in jax's matmul (numpy is the clean baseline), and how each medium says it."""
@@ -209,6 +220,22 @@ PLANTED = [
         "compiled in the steady state",
         lambda d: (
             {"framework": "jax", "metric": "matmul", "why": "compiled in the steady state (5/5 samples)"}
+            in d["excluded_metrics"]
+        ),
+    ),
+    Planted(
+        "over threads",
+        lambda: over_threads(job("jax", HONEST)),
+        "1.80 cores busy over its samples under --threads 1",
+        lambda r: r["excluded"] == "more cores than --threads allows (1.80 cores busy, --threads 1)",
+        "THREADS: 1.80 cores busy under --threads 1",
+        "more cores than --threads allows",
+        lambda d: (
+            {
+                "framework": "jax",
+                "metric": "matmul",
+                "why": "more cores than --threads allows (1.80 cores busy, --threads 1)",
+            }
             in d["excluded_metrics"]
         ),
     ),
@@ -278,7 +305,13 @@ def said_by_the_judging_functions(run: Run) -> bool:
     other_arithmetic = any(p != probes[run.baseline] for p in probes.values())
     compiled = [m for r in run.results.values() if r["status"] == "ok" for m in r["metrics"]
                 if (m.get("marks") or {}).get("compiled")]  # fmt: skip
-    return bool(failed) or any(not f.plausible for f in findings) or bool(escapes) or other_arithmetic or bool(compiled)
+    busy = [m for r in run.results.values() if r["status"] == "ok" and (r.get("settings") or {}).get("threads")
+            for m in r["metrics"] if m.get("contention")
+            and sum(m["contention"]["cpu_s"]) > 1.25 * sum(m["contention"]["wall_s"])]  # fmt: skip
+    return (
+        bool(failed) or any(not f.plausible for f in findings) or bool(escapes) or other_arithmetic or bool(compiled)
+        or bool(busy)
+    )  # fmt: skip
 
 
 @pytest.mark.parametrize("planted", PLANTED, ids=[p.name for p in PLANTED])
@@ -309,6 +342,17 @@ def test_the_exit_code_follows_the_judging_functions_for_every_combination(tmp_p
             run = load_run(write_run(tmp_path / f"run{i}{clean_first}", docs if clean_first else docs[::-1]))
             expected = 1 if said_by_the_judging_functions(run) else 0
             assert run_exit_code(assess(run)) == expected, (planted.name, clean_first)
+
+
+def test_a_job_at_its_thread_limit_is_not_flagged_and_short_samples_are_not_read(tmp_path: Path) -> None:
+    """Pinned to one core, a process cannot exceed 1 core busy; at 1.2 it is within the slack."""
+    judged = assess(planted_run(tmp_path / "at", over_threads(job("jax", HONEST), cpu_per_wall=1.2)))
+    assert not judged.over_threads and judged.passed
+    short = over_threads(job("jax", [1e-3] * 5), cpu_per_wall=3.0)  # 5 ms of samples: too short to read
+    assert not assess(planted_run(tmp_path / "short", short)).over_threads
+    unlimited = over_threads(job("jax", HONEST))
+    unlimited["settings"]["threads"] = None  # no --threads: nothing to exceed
+    assert not assess(planted_run(tmp_path / "free", unlimited)).over_threads
 
 
 def test_an_interrupted_run_exits_130_whatever_its_judgment(tmp_path: Path) -> None:

@@ -98,6 +98,7 @@ class Contention(TypedDict):
     """What the process got around each sample (suites/runtime/contention.py); lists index `samples`."""
 
     cpu_s: Annotated[list[NonNegative], Strict(), MaxLen(MAX_SAMPLES)]
+    wall_s: NotRequired[Annotated[list[NonNegative], Strict(), MaxLen(MAX_SAMPLES)] | None]
     involuntary_switches: Annotated[list[Count], Strict(), MaxLen(MAX_SAMPLES)]
     others_cores: NotRequired[Annotated[list[NonNegative | None], Strict(), MaxLen(MAX_SAMPLES)] | None]
     steal_cores: NotRequired[Annotated[list[NonNegative | None], Strict(), MaxLen(MAX_SAMPLES)] | None]

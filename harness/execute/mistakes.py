@@ -10,6 +10,7 @@ a guard that fires on honest code would make every catch below worthless.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,6 +28,7 @@ SUITE = "mistakes"
 GUARDS = {
     "sync": "sync escaped (a barrier after the clock found the work still running)",
     "steady": "recompiled (the framework compiled inside the clock of a steady sample)",
+    "threads": "more cores busy than --threads allows (CPU time per second of the samples)",
     "plausible": "implausible rate (above the device's peak)",
     "check": "failed check against the other frameworks' outputs",
     "precision": "measured arithmetic differs from the baseline's",
@@ -42,6 +44,9 @@ class Mistake:
     honest: str  # the framework beside it, honest: the baseline and the reference of the checks
     guard: str  # the GUARDS key that must catch it
     devices: tuple[str, ...] = ("cpu", "gpu")
+    threads: int | None = None  # the run's --threads
+    params: tuple[str, ...] = ()  # more of the suite's parameters, key=value
+    cores: int = 1  # usable cores the mistake needs to show at all
 
 
 CONTROL = Mistake("none", "none: every framework honest (the control)", "none", "numpy", "")
@@ -61,6 +66,9 @@ CORPUS = (
     Mistake("inflated_flops", "a FLOP count 10 times the real one", "pytorch", "numpy", "plausible"),
     Mistake("retrace", "a jitted product with a static argument that changes every call (a compile per call)",
             "jax", "numpy", "steady"),
+    # N = 1024: samples of tens of ms, long enough for the CPU time per second to be read.
+    Mistake("extra_threads", "the job's core limit undone (affinity widened, torch.set_num_threads) under --threads 1",
+            "pytorch", "numpy", "threads", devices=("cpu",), threads=1, params=("n=1024",), cores=2),
     Mistake("retrace", "a torch.compile'd product specialised on an int that changes every call", "pytorch", "numpy",
             "steady"),
 )  # fmt: skip
@@ -94,11 +102,16 @@ def raised(judged: Assessment, framework: str) -> tuple[str, ...]:
     found = {
         "sync": any(s == "escaped" for (fw, _), s in judged.sync_states.items() if fw == framework),
         "steady": any(fw == framework for fw, _ in judged.recompiled),
+        "threads": any(fw == framework for fw, _ in judged.over_threads),
         "plausible": any(not f.plausible for f in judged.findings if f.framework == framework),
         "check": framework in judged.gate_failed,
         "precision": framework in judged.precision_mismatches,
     }
     return tuple(g for g in GUARDS if found.get(g))
+
+
+def usable_cores() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
 def corpus(device: str, only: list[str] | None = None) -> list[Mistake]:
@@ -116,8 +129,9 @@ def _run_one(mistake: Mistake, frameworks: list[str], device: str, results_dir: 
             suite=SUITE,
             frameworks=",".join(frameworks),
             device=device,
-            params=(f"mistake={mistake.name}", f"culprit={mistake.culprit}"),
+            params=(f"mistake={mistake.name}", f"culprit={mistake.culprit}", *mistake.params),
             baseline=frameworks[0],
+            threads=mistake.threads,
         ),
         backend="local",
     )
@@ -137,8 +151,10 @@ def run_mistakes(
     for mistake in (CONTROL, *chosen):
         frameworks = have if mistake is CONTROL else [mistake.honest, mistake.culprit]
         missing = [fw for fw in frameworks if fw not in have]
-        if missing or len(frameworks) < 2:
+        if missing or len(frameworks) < 2 or usable_cores() < mistake.cores:
             why = f"{', '.join(missing) or 'a second framework'} not installed here (or no {device} variant)"
+            if not missing and len(frameworks) >= 2:
+                why = f"it needs {mistake.cores} usable cores to show; this process has {usable_cores()}"
             outcomes.append(Outcome(mistake, (), (), 0, "", ran=False, why=why))
             echo(line(outcomes[-1]))
             continue

@@ -45,6 +45,13 @@ GATE = "failed the agreement gate"
 SYNC_ESCAPED = "sync escaped"  # the exclusion reason of an escaped metric, in footers and exports
 CONTENDED = "contended"  # the start of the exclusion reason of a metric whose samples were mostly contended
 RECOMPILED = "compiled in the steady state"  # the start of the exclusion reason of a retracing metric
+OVER_THREADS = "more cores than --threads allows"  # the start of the exclusion reason of such a metric
+# The job is pinned to `--threads` cores (suites/contract/settings.py pin_cores), so its CPU time per
+# second cannot exceed that while the pin holds: above it by this much, the job undid its limit
+# (a widened affinity). The slack covers the kernel's CPU accounting; under MIN_WALL_S of samples
+# the quotient is not read at all.
+THREADS_SLACK_CORES = 0.25
+MIN_WALL_S = 0.05
 
 
 @dataclass(frozen=True)
@@ -79,6 +86,8 @@ class Assessment:
     fairness_mismatches: Mapping[str, str] = field(default_factory=dict)
     # ok jobs' time metrics whose steady samples compiled -> (samples marked `compiled`, samples)
     recompiled: Mapping[Key, tuple[int, int]] = field(default_factory=dict)
+    # ok jobs' time metrics that kept more cores busy than --threads allows -> (cores busy, allowed)
+    over_threads: Mapping[Key, tuple[float, int]] = field(default_factory=dict)
 
     @cached_property
     def crowded(self) -> str | None:
@@ -123,7 +132,10 @@ class Assessment:
     def implausible(self) -> frozenset[Key]:
         """(framework, metric) pairs whose numbers must not be printed as records or used in ratios."""
         return (
-            frozenset((f.framework, f.metric) for f in self.implausible_findings) | self.escaped | set(self.recompiled)
+            frozenset((f.framework, f.metric) for f in self.implausible_findings)
+            | self.escaped
+            | set(self.recompiled)
+            | set(self.over_threads)
         )
 
     @property
@@ -249,6 +261,9 @@ def assess(run: Run) -> Assessment:
     recompiled = _recompiled(run)
     for key, (compiled, n) in recompiled.items():
         exclusions.setdefault(key, f"{RECOMPILED} ({compiled}/{n} samples)")
+    over_threads = _over_threads(run)
+    for key, (busy, allowed) in over_threads.items():
+        exclusions.setdefault(key, f"{OVER_THREADS} ({busy:.2f} cores busy, --threads {allowed})")
     contention = _contention(run)
     for key, (contended, n) in contention.items():
         if mostly_disturbed(contended, n):  # most samples disturbed: the median itself is the neighbours' doing
@@ -275,7 +290,31 @@ def assess(run: Run) -> Assessment:
         contention=contention,
         fairness_mismatches=unfair,
         recompiled=recompiled,
+        over_threads=over_threads,
     )
+
+
+def _over_threads(run: Run) -> dict[Key, tuple[float, int]]:
+    """Time metrics whose process kept more cores busy, on average over its samples, than the
+    `--threads` it ran under (recorded in the result's settings)."""
+    found: dict[Key, tuple[float, int]] = {}
+    for fw, result, m in ok_metrics(run):
+        allowed = (result.get("settings") or {}).get("threads")
+        seen = m.get("contention")
+        if m["kind"] != "time" or not isinstance(allowed, int) or allowed < 1 or not isinstance(seen, dict):
+            continue
+        cpu, wall = seen.get("cpu_s"), seen.get("wall_s")
+        if not isinstance(cpu, list) or not isinstance(wall, list) or len(cpu) != len(wall):
+            continue
+        total = sum(w for w in wall if _finite_number(w))
+        busy = sum(c for c in cpu if _finite_number(c)) / total if total >= MIN_WALL_S else 0.0
+        if busy > allowed + THREADS_SLACK_CORES:
+            found[(fw, m["name"])] = (busy, allowed)
+    return found
+
+
+def _finite_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value >= 0
 
 
 def _recompiled(run: Run) -> dict[Key, tuple[int, int]]:

@@ -1,7 +1,7 @@
 """The flags of every (framework, metric) of a run, in words, from the harness's own verdicts.
 
 A flag is a reason not to trust a number as a normal point: its sync escaped the clock, its steady
-samples compiled (a retrace per call), its rate is above the device's peak, or its framework is not comparable (failed the agreement gate, or
+samples compiled (a retrace per call), it kept more cores busy than `--threads` allows, its rate is above the device's peak, or its framework is not comparable (failed the agreement gate, or
 the precision probe measured other arithmetic). The site shows every flag next to its number and
 draws a flagged number apart from the normal points, never as one of them.
 """
@@ -21,6 +21,7 @@ ESCAPED_WORD = "ESCAPED"
 IMPLAUSIBLE_WORD = "IMPLAUSIBLE"
 NOT_COMPARABLE_WORD = "NOT COMPARABLE"
 RECOMPILED_WORD = "RECOMPILED"
+THREADS_WORD = "THREADS"
 
 
 def run_flags(judged: Assessment) -> dict[Key, list[str]]:
@@ -31,6 +32,10 @@ def run_flags(judged: Assessment) -> dict[Key, list[str]]:
     for key, (k, n) in sorted(judged.recompiled.items()):
         flags.setdefault(key, []).append(
             f"{RECOMPILED_WORD}: {k} of {n} steady samples compiled (a retrace per call); they time the compiler"
+        )
+    for key, (busy, allowed) in sorted(judged.over_threads.items()):
+        flags.setdefault(key, []).append(
+            f"{THREADS_WORD}: {busy:.2f} cores busy under --threads {allowed} (the job undid its core limit)"
         )
     for finding in judged.implausible_findings:
         flags.setdefault((finding.framework, finding.metric), []).append(

@@ -7,7 +7,7 @@ from typing import Any
 
 from harness.core.result_types import Metric, Result
 from harness.core.statistics import BOOTSTRAP_MIN_N, UNSTABLE_RELATIVE_IQR
-from harness.judge.assessment import CONTENDED, RECOMPILED, SYNC_ESCAPED, Assessment, Ratio
+from harness.judge.assessment import CONTENDED, OVER_THREADS, RECOMPILED, SYNC_ESCAPED, Assessment, Ratio
 from harness.judge.plausibility import ESCAPED, IMPLAUSIBLE, Finding
 from harness.report import training_text
 from harness.store.run_folder import Run, code_label, session_label
@@ -51,6 +51,8 @@ def _label(excluded: str) -> str:
         return "ESCAPED"
     if excluded.startswith(RECOMPILED):
         return "RECOMPILED"
+    if excluded.startswith(OVER_THREADS):
+        return "THREADS"
     return "CONTENDED" if excluded.startswith(CONTENDED) else "IMPLAUSIBLE"
 
 
@@ -352,6 +354,15 @@ def _integrity_lines(judged: Assessment, title: Callable[[str], list[str]], bull
                 bullet(
                     f"  {fw} {name}: {k} of {n} samples compiled (a retrace per call: a new shape, dtype or static "
                     "argument); they time the compiler, not the work; excluded from ratios"
+                )
+            )
+    if judged.over_threads:
+        lines += title("THREADS - the job kept more cores busy than --threads allows")
+        for (fw, name), (busy, allowed) in sorted(judged.over_threads.items()):
+            lines.append(
+                bullet(
+                    f"  {fw} {name}: {busy:.2f} cores busy over its samples under --threads {allowed} (the job "
+                    "undid its core limit: a widened affinity); not comparable with the others; excluded from ratios"
                 )
             )
     bad = judged.implausible_findings

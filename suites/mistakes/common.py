@@ -21,6 +21,8 @@ class Ops:
     discard: Callable[[Any, Any], Any] | None = None
     # The product compiled with a static argument: each new value is a new program (a retrace).
     specialised: Callable[[Any, Any, int], Any] | None = None
+    # Sets the framework's own compute pool to this many threads.
+    threads: Callable[[int], None] | None = None
 
 
 def size(ctx: Context) -> int:
@@ -77,6 +79,14 @@ def run(ctx: Context, ops: Ops) -> None:
             raise ValueError(f"{ctx.framework} compiles nothing here: retrace does not apply")
         specialised, calls = ops.specialised, iter(range(1 << 30))
         timed = lambda: specialised(a, b, next(calls))  # noqa: E731
+    elif mistake == "extra_threads":  # the run's core limit undone: every core, a thread on each
+        import os
+
+        if ops.threads is None:
+            raise ValueError(f"{ctx.framework} sizes no pool of its own here: extra_threads does not apply")
+        everything = range(os.cpu_count() or 1)
+        os.sched_setaffinity(0, everything)
+        ops.threads(len(everything))
     elif mistake == "inflated_flops":
         flops *= INFLATION
     elif mistake == "unsynchronised":  # the result stored aside, nothing returned to wait on

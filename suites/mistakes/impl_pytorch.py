@@ -24,4 +24,5 @@ def run(ctx: Context) -> None:
         to_numpy=lambda x: x.cpu().numpy(),
         as_float32=lambda x: x.float(),
         specialised=compiled if ctx.params["mistake"] == "retrace" else None,  # TorchDynamo only when planted
+        threads=torch.set_num_threads,
     ))  # fmt: skip

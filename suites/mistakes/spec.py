@@ -17,6 +17,7 @@ MISTAKES = (
     "dead_code",
     "inflated_flops",
     "retrace",
+    "extra_threads",
 )
 
 SPEC = SuiteSpec(

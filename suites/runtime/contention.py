@@ -340,6 +340,7 @@ def record(
         found["throttled"] = [i for i, (_, reasons) in enumerate(gpu) if throttled(reasons)]
     return found | {
         "cpu_s": [round(c, 9) for c in cpu],
+        "wall_s": [round(w, 9) for w in walls],  # the readings' own clock: cpu_s / wall_s is cores busy
         "involuntary_switches": switches,
         "others_cores": others if any(o is not None for o in others) else None,
         "steal_cores": steal if any(s is not None for s in steal) else None,
