@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.execute.mistakes import CONTROL, CORPUS, GUARDS, Outcome, corpus, table
+from harness.execute.mistakes import CONTROL, CORPUS, GUARDS, LIMITATIONS, Outcome, corpus, table
 from tests.conftest import harness
 from tests.planted import harness_in, planted_repo
 
@@ -28,6 +28,10 @@ def test_every_planted_mistake_is_caught_by_its_own_guard(tmp_path: Path) -> Non
         assert "against the honest" not in row, row
     assert len(list(tmp_path.iterdir())) == len(got)  # one kept run folder each, for `harness show`
     assert f"mistakes: {len(got)} caught (the control included), 0 missed" in proc.stdout
+    # What no guard catches yet is in the table as a limitation, never as a catch.
+    limits = [row for row in proc.stdout.splitlines() if "| limitation: " in row]
+    assert len(limits) == len(LIMITATIONS) and all("| not planted |" in row for row in limits), limits
+    assert f"{len(LIMITATIONS)} documented limitations" in proc.stdout
 
 
 # Each edit takes one guard away, as a careless change could; the corpus must then fail, naming the row.

@@ -97,7 +97,11 @@ def test_marks_and_round_sizes_that_fit_the_samples_validate() -> None:
     [
         ({"escaped": [3]}, None, "marks.escaped: expected indices of the 3 samples (0 to 2)"),
         ({"escaped": [-1]}, None, "marks.escaped: expected indices of the 3 samples"),
-        ({"throttled?": [0]}, None, "marks: 'throttled?' is not a mark reason (one of escaped, contended, throttled, compiled)"),
+        (
+            {"throttled?": [0]},
+            None,
+            "marks: 'throttled?' is not a mark reason (one of escaped, contended, throttled, compiled)",
+        ),
         ({"escaped": [2, 0]}, None, "marks.escaped: expected distinct indices in ascending order"),
         ({"escaped": [1, 1]}, None, "marks.escaped: expected distinct indices in ascending order"),
         ({"escaped": [0.0]}, None, "marks.escaped: expected a list of sample indices"),
