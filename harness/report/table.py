@@ -330,6 +330,13 @@ def cold_path_lines(run: Run) -> list[str]:
     return lines
 
 
+def _section(
+    title: Callable[[str], list[str]], bullet: Callable[[str], str], heading: str, items: list[str]
+) -> list[str]:
+    """A footer section: its heading and one bullet per item; nothing when there are no items."""
+    return title(heading) + [bullet(item) for item in items] if items else []
+
+
 def _integrity_lines(judged: Assessment, title: Callable[[str], list[str]], bullet: Callable[[str], str]) -> list[str]:
     """Footer sections for escaped syncs, implausible rates, unchecked syncs and suite warnings."""
     run = judged.run
@@ -347,24 +354,16 @@ def _integrity_lines(judged: Assessment, title: Callable[[str], list[str]], bull
                     "returned before its work finished; excluded from ratios"
                 )
             )
-    if judged.recompiled:
-        lines += title("RECOMPILED - the framework compiled inside the clock of steady samples")
-        for (fw, name), (k, n) in sorted(judged.recompiled.items()):
-            lines.append(
-                bullet(
-                    f"  {fw} {name}: {k} of {n} samples compiled (a retrace per call: a new shape, dtype or static "
-                    "argument); they time the compiler, not the work; excluded from ratios"
-                )
-            )
-    if judged.over_threads:
-        lines += title("THREADS - the job kept more cores busy than --threads allows")
-        for (fw, name), (busy, allowed) in sorted(judged.over_threads.items()):
-            lines.append(
-                bullet(
-                    f"  {fw} {name}: {busy:.2f} cores busy over its samples under --threads {allowed} (the job "
-                    "undid its core limit: a widened affinity); not comparable with the others; excluded from ratios"
-                )
-            )
+    lines += _section(title, bullet, "RECOMPILED - the framework compiled inside the clock of steady samples", [
+        f"  {fw} {name}: {k} of {n} samples compiled (a retrace per call: a new shape, dtype or static argument); "
+        "they time the compiler, not the work; excluded from ratios"
+        for (fw, name), (k, n) in sorted(judged.recompiled.items())
+    ])  # fmt: skip
+    lines += _section(title, bullet, "THREADS - the job kept more cores busy than --threads allows", [
+        f"  {fw} {name}: {busy:.2f} cores busy over its samples under --threads {allowed} (the job undid its core "
+        "limit: a widened affinity); not comparable with the others; excluded from ratios"
+        for (fw, name), (busy, allowed) in sorted(judged.over_threads.items())
+    ])  # fmt: skip
     bad = judged.implausible_findings
     if bad:
         lines += title(IMPLAUSIBLE)
