@@ -10,7 +10,6 @@ a guard that fires on honest code would make every catch below worthless.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,6 +21,7 @@ from harness.execute.selftest import installed
 from harness.judge.assessment import Assessment, assess, run_exit_code
 from harness.store.plan import PlanRequest, frameworks_for, get_suite, make_plan
 from harness.store.run_folder import load_run, prepare_results_dir
+from suites.contract.settings import usable_cores
 
 SUITE = "mistakes"
 # What each guard is called in the table, and what it raises in a run's report.
@@ -132,10 +132,6 @@ def raised(judged: Assessment, framework: str) -> tuple[str, ...]:
     return tuple(g for g in GUARDS if found.get(g))
 
 
-def usable_cores() -> int:
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-
-
 def corpus(device: str, only: list[str] | None = None) -> list[Mistake]:
     """The mistakes that apply on this device, or those named (an unknown name is one line)."""
     known = sorted({m.name for m in CORPUS})
@@ -173,10 +169,11 @@ def run_mistakes(
     for mistake in (CONTROL, *chosen):
         frameworks = have if mistake is CONTROL else [mistake.honest, mistake.culprit]
         missing = [fw for fw in frameworks if fw not in have]
-        if missing or len(frameworks) < 2 or usable_cores() < mistake.cores:
+        cores = usable_cores() or 1
+        if missing or len(frameworks) < 2 or cores < mistake.cores:
             why = f"{', '.join(missing) or 'a second framework'} not installed here (or no {device} variant)"
             if not missing and len(frameworks) >= 2:
-                why = f"it needs {mistake.cores} usable cores to show; this process has {usable_cores()}"
+                why = f"it needs {mistake.cores} usable cores to show; this process has {cores}"
             outcomes.append(Outcome(mistake, (), (), 0, "", ran=False, why=why))
             echo(line(outcomes[-1]))
             continue

@@ -303,18 +303,11 @@ def _over_threads(run: Run) -> dict[Key, tuple[float, int]]:
         seen = m.get("contention")
         if m["kind"] != "time" or not isinstance(allowed, int) or allowed < 1 or not isinstance(seen, dict):
             continue
-        cpu, wall = seen.get("cpu_s"), seen.get("wall_s")
-        if not isinstance(cpu, list) or not isinstance(wall, list) or len(cpu) != len(wall):
-            continue
-        total = sum(w for w in wall if _finite_number(w))
-        busy = sum(c for c in cpu if _finite_number(c)) / total if total >= MIN_WALL_S else 0.0
-        if busy > allowed + THREADS_SLACK_CORES:
-            found[(fw, m["name"])] = (busy, allowed)
+        # The schema holds both lists to one finite, non-negative value per sample.
+        cpu, wall = seen.get("cpu_s") or [], seen.get("wall_s") or []
+        if sum(wall) >= MIN_WALL_S and sum(cpu) / sum(wall) > allowed + THREADS_SLACK_CORES:
+            found[(fw, m["name"])] = (sum(cpu) / sum(wall), allowed)
     return found
-
-
-def _finite_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value >= 0
 
 
 def _recompiled(run: Run) -> dict[Key, tuple[int, int]]:
