@@ -9,6 +9,7 @@ change, the same workload and parameters).
     python benchmarks/ab_budget.py                                  # the figures of docs/method.md
     python benchmarks/ab_budget.py --aa 20 --planted 0.05:8:180 --planted 0.30:10:60
     python benchmarks/ab_budget.py --frameworks numpy,jax
+    python benchmarks/ab_budget.py --processes fresh              # a new interpreter every round's job
 
 `--planted SLOWDOWN:SESSIONS:BUDGET_S` (repeatable); `--aa N` A/A sessions at `--aa-budget`
 seconds. Prints a Markdown table and writes every session's outcome as JSON (--out). Run it on a
@@ -52,7 +53,7 @@ def session(candidate: Path, budget: float, args: argparse.Namespace, results: P
     proc = subprocess.run(
         [sys.executable, "-m", "harness.cli", "ab", str(REPO), str(candidate), "--suite", "fault",
          "-f", args.frameworks, "-p", f"work={args.work}", "--repeat", str(args.repeat), "--budget", f"{budget:g}s",
-         "--backend", "local", "--results-dir", str(results), "-q"],
+         "--backend", "local", "--processes", args.processes, "--results-dir", str(results), "-q"],
         capture_output=True, text=True, cwd=REPO, timeout=budget + 600,
     )  # fmt: skip
     seconds = time.monotonic() - began
@@ -78,6 +79,7 @@ def main() -> None:
     parser.add_argument("--frameworks", default="numpy")
     parser.add_argument("--work", type=int, default=300000)
     parser.add_argument("--repeat", type=int, default=20)
+    parser.add_argument("--processes", choices=("forked", "fresh"), default="forked", help="each round's job process")
     parser.add_argument("--out", type=Path, default=Path("ab_budget.json"))
     args = parser.parse_args()
     plans = [(0.0, args.aa, args.aa_budget)] + [

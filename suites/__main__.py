@@ -38,7 +38,7 @@ from suites.contract.settings import (
     recorded_variables,
 )
 from suites.contract.spec import ParamValue, SuiteSpec
-from suites.runtime import nvml
+from suites.runtime import fork_server, nvml
 from suites.runtime.context import Context
 
 BAD_SPEC = 2  # exit code for a job.json this job cannot run
@@ -49,6 +49,10 @@ def _parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", help="run one (suite, framework) job")
     run.add_argument("--job", required=True, type=Path, help=f"the job's {job_spec.JOB_FILE} (its whole spec)")
+    # Rounds on the local backend: import once, fork a job per round (suites/runtime/fork_server.py).
+    serve = sub.add_parser("serve", help="import a framework once, then fork each job sent on a socket")
+    serve.add_argument("--job", required=True, type=Path, help="the first job's spec: its settings shape the import")
+    serve.add_argument("--socket", required=True, type=int, help="the descriptor of the harness's socket")
     return parser
 
 
@@ -56,11 +60,10 @@ def _log(prefix: str, text: str) -> None:
     print(f"[{prefix}] {text}", flush=True)
 
 
-def run_job(job: JobSpec, spec: SuiteSpec, framework: Framework, params: dict[str, ParamValue]) -> int:
-    repeat, warmup = job.repeat, job.warmup
+def job_settings(job: JobSpec, spec: SuiteSpec) -> Settings:
     # Warm needs somewhere to keep the caches; without one the job is cold, and says so.
     cache = "warm" if job.cache == "warm" and job.cache_dir else "cold"
-    settings = Settings(
+    return Settings(
         device=job.device,
         threads=job.threads,
         x64=spec.x64,
@@ -68,6 +71,21 @@ def run_job(job: JobSpec, spec: SuiteSpec, framework: Framework, params: dict[st
         cache_dir=job.cache_dir,
         precision=job.precision,
     )
+
+
+def run_job(
+    job: JobSpec,
+    spec: SuiteSpec,
+    framework: Framework,
+    params: dict[str, ParamValue],
+    process: dict[str, Any] | None = None,
+) -> int:
+    """The job, in this process. `process`: how the process started, when a fork server made it
+    (suites/runtime/fork_server.py): the framework is imported already, and the import it paid once is
+    the cold path's."""
+    repeat, warmup = job.repeat, job.warmup
+    settings = job_settings(job, spec)
+    cache = settings.cache
     result = new_result(
         run_id=job.run_id,
         suite=spec.name,
@@ -91,7 +109,7 @@ def run_job(job: JobSpec, spec: SuiteSpec, framework: Framework, params: dict[st
     apply_environment(settings)  # before the framework is imported: thread pools read it then
     scratch = tempfile.mkdtemp(prefix="harness-cache-")  # cold caches start here, and are removed
     apply_caches(settings, scratch)
-    env: dict[str, Any] = {"machine": machine.describe()}
+    env: dict[str, Any] = {"machine": machine.describe(), "process": process or {"start": "fresh"}}
     # The cold path, each part on its own clock (the first call and steady state are per metric).
     cold: dict[str, float] = {}
     env["cold_path"] = cold
@@ -101,7 +119,7 @@ def run_job(job: JobSpec, spec: SuiteSpec, framework: Framework, params: dict[st
         clock = time.perf_counter()
         for module in framework.modules:
             importlib.import_module(module)
-        cold["import_s"] = time.perf_counter() - clock
+        cold["import_s"] = time.perf_counter() - clock if process is None else process["server_import_s"]
         adapter = load_adapter(framework)
         clock = time.perf_counter()
         env["precision"] = adapter.configure(settings)
@@ -181,8 +199,19 @@ def run_job(job: JobSpec, spec: SuiteSpec, framework: Framework, params: dict[st
     return code
 
 
+def run_spec(job: JobSpec, process: dict[str, Any] | None = None) -> int:
+    try:
+        spec, framework, params = job_spec.resolve(job)
+    except JobSpecError as error:
+        print(f"error: {job_spec.JOB_FILE}: {error}", file=sys.stderr, flush=True)
+        return BAD_SPEC
+    return run_job(job, spec, framework, params, process)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    if args.command == "serve":
+        return fork_server.serve(args.job, args.socket, job_settings, run_spec)
     try:
         job = job_spec.read(args.job)
         spec, framework, params = job_spec.resolve(job)

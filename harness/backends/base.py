@@ -14,6 +14,7 @@ is imported by its path when that backend is made, never before.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import math
 import re
@@ -91,12 +92,20 @@ class BackendOptions:
     transfer: str = "auto"  # docker: bind | copy | auto (copy for an engine not on this machine)
     pinned: Mapping[str, dict[str, Any]] = field(default_factory=dict)  # docker: stack -> recorded image
     suites_dir: Path = SUITES_DIR  # local, docker: the suites the jobs run (`harness ab`: a checkout's)
+    fork_rounds: bool = True  # local: rounds fork each job from a server that imported once (--processes)
 
 
 class Backend(Protocol):
     name: str
 
     def run_job(self, job: Job, run_id: str, run_dir: Path) -> JobOutcome: ...
+
+
+def serving(backend: Backend) -> contextlib.AbstractContextManager[object]:
+    """Around a session's rounds: a backend that can fork each job from a server that imported its
+    framework once (local) does so inside the block; the others run their jobs as always."""
+    enter: Callable[[], contextlib.AbstractContextManager[object]] | None = getattr(backend, "serving", None)
+    return enter() if enter is not None else contextlib.nullcontext()
 
 
 def job_command(spec_path: str, python: str = "python") -> list[str]:

@@ -21,10 +21,11 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import IO, Any, Protocol
 
 from harness.backends import job_folder
 from harness.backends.base import BackendOptions, JobOutcome, Limits, job_command
+from harness.backends.fork_server import ForkedJob, ForkServer, ServerGone
 from harness.backends.job_folder import Tail, pump, read_chunks
 from harness.core.safe_files import make_folder
 from harness.store.plan import Job
@@ -205,11 +206,53 @@ class LocalBackend:
         echo: bool = True,
         limits: Limits | None = None,
         suites_dir: Path = SUITES_DIR,
+        fork_rounds: bool = True,
     ) -> None:
         self.pythons = pythons or {}
         self.echo = echo
         self.limits = limits or Limits()
         self.suites_dir = suites_dir  # the code the jobs run (another checkout's in `harness ab`)
+        self.fork_rounds = fork_rounds  # inside `serving()`: each job forked from a server that imported once
+        self._serving = False
+        self._servers: dict[tuple[Any, ...], ForkServer | None] = {}  # None: that key runs fresh processes
+
+    @contextlib.contextmanager
+    def serving(self) -> Iterator[None]:
+        """Around a session's rounds: each job is forked from a server per (interpreter, framework,
+        settings) that imported the framework once (suites/runtime/fork_server.py), unless this
+        backend was asked for fresh processes. The servers end with the block."""
+        if self._serving:  # already inside one (a backend shared by two sides): that block ends them
+            yield
+            return
+        self._serving = self.fork_rounds
+        try:
+            yield
+        finally:
+            self._serving = False
+            servers, self._servers = self._servers, {}
+            for server in servers.values():
+                if server is not None:
+                    server.close()
+
+    def _server(self, job: Job, spec_path: str, cache_dir: str | None, env: dict[str, str]) -> ForkServer | None:
+        """The server this job forks from (started now if it is the first of its key), or None."""
+        if not self._serving:
+            return None
+        python = self.python_for(job.stack)
+        key = (python, job.framework, job.device, job.threads, job.cache, cache_dir, tuple(sorted(env.items())))
+        server = self._servers.get(key)
+        if server is not None and not server.alive():
+            server = self._servers[key] = None
+        if key not in self._servers:
+            parent = os.getpid()
+            self._servers[key] = server = ForkServer.start(
+                [python, "-m", "suites", "serve", "--job", spec_path],
+                env,
+                str(self.suites_dir.parent),
+                lambda: self._child_setup(parent),
+                job.timeout_s,
+            )
+        return server
 
     def _child_setup(self, parent: int) -> None:
         """Runs in the child before exec: die with the harness, then the local stand-ins for limits."""
@@ -229,6 +272,16 @@ class LocalBackend:
         # A path is taken from the user's folder, not the job's (it starts in the suites' root); a bare
         # name is looked up on PATH as given.
         return os.path.abspath(python) if os.sep in python else python
+
+    def _fork(self, server: ForkServer | None, spec_path: str) -> ForkedJob | None:
+        """The job as a child of its server; None (a fresh process instead) when there is none or it failed."""
+        if server is None:
+            return None
+        try:
+            return server.fork(spec_path)
+        except ServerGone:
+            server.close()
+            return None
 
     def _start(self, cmd: list[str], env: dict[str, str]) -> subprocess.Popen[bytes]:
         parent = os.getpid()
@@ -266,10 +319,12 @@ class LocalBackend:
             data_dir=None if job.data_dir is None else os.path.abspath(job.data_dir),
             cache_dir=cache_dir,
         )
-        cmd = job_command(str(job_folder.write_spec(work, spec)), python=self.python_for(job.stack))
+        spec_path = str(job_folder.write_spec(work, spec))
+        cmd = job_command(spec_path, python=self.python_for(job.stack))
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(self.suites_dir.parent), env.get("PYTHONPATH")]))
         env["PYTHONUNBUFFERED"] = "1"
+        server = self._server(job, spec_path, cache_dir, env)  # before the job's tree is taken: not the job's
         stdout_log, stderr_log = logs / f"{job.framework}.stdout.log", logs / f"{job.framework}.stderr.log"
         stdout_sink, stderr_sink = (
             job_folder.open_log(logs, stdout_log.name),
@@ -281,7 +336,7 @@ class LocalBackend:
         try:
             with contained():  # whatever the job starts ends with it, setsid or not
                 try:
-                    proc = self._start(cmd, env)
+                    proc: Process = self._fork(server, spec_path) or self._start(cmd, env)
                 except OSError as error:  # e.g. a --python path that does not exist: the job fails, the run goes on
                     message = f"cannot start {cmd[0]}: {error}\n"
                     with stderr_sink:
@@ -312,7 +367,22 @@ class LocalBackend:
         )
 
 
-def _wait(proc: subprocess.Popen[bytes], timeout_s: float | None) -> bool:
+class Process(Protocol):
+    """A started job: a `subprocess.Popen`, or a `ForkedJob` that behaves as one."""
+
+    @property
+    def pid(self) -> int: ...
+    @property
+    def returncode(self) -> int | None: ...
+    @property
+    def stdout(self) -> IO[bytes] | None: ...
+    @property
+    def stderr(self) -> IO[bytes] | None: ...
+    def wait(self, timeout: float | None = None) -> int: ...
+    def poll(self) -> int | None: ...
+
+
+def _wait(proc: Process, timeout_s: float | None) -> bool:
     """Wait for the job's first process, killing its process group at a timeout; true if it timed out."""
     try:
         proc.wait(timeout=timeout_s)
@@ -330,5 +400,9 @@ def _wait(proc: subprocess.Popen[bytes], timeout_s: float | None) -> bool:
 
 def from_options(options: BackendOptions) -> LocalBackend:
     return LocalBackend(
-        pythons=dict(options.pythons), echo=options.echo, limits=options.limits, suites_dir=options.suites_dir
+        pythons=dict(options.pythons),
+        echo=options.echo,
+        limits=options.limits,
+        suites_dir=options.suites_dir,
+        fork_rounds=options.fork_rounds,
     )

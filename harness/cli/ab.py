@@ -20,6 +20,8 @@ from harness.cli.options import (
     JunitOption,
     Precision,
     PrecisionOption,
+    Processes,
+    ProcessesOption,
     Quiet,
     ResultsDir,
     ThreadsOption,
@@ -86,6 +88,7 @@ def ab_command(
     fmt: FormatOption = Format.table,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="validate and print the plan; start nothing")] = False,
     quiet: Quiet = False,
+    processes: ProcessesOption = Processes.forked,
 ) -> None:
     """Measure two versions of the suites in one session, round by round (A B, B A, ...), and compare
     them: run-to-run drift hits both sides alike, so a change smaller than it can be seen. With
@@ -139,7 +142,7 @@ def ab_command(
         rounds=chosen,
         results_dir=results_dir or default_results_dir(),
         backend=backend_name,
-        options=backend_options(quiet=quiet),
+        options=backend_options(quiet=quiet, processes=processes),
         budget_s=budget_s,
     )
     session = ab.run_ab(request, argv=["harness"] + sys.argv[1:])

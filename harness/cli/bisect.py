@@ -13,6 +13,8 @@ from harness.cli.options import (
     BudgetOption,
     Precision,
     PrecisionOption,
+    Processes,
+    ProcessesOption,
     Quiet,
     ResultsDir,
     WheelhouseOption,
@@ -67,6 +69,7 @@ def bisect(
     wheelhouse: WheelhouseOption = None,
     results_dir: ResultsDir = None,
     quiet: Quiet = False,
+    processes: ProcessesOption = Processes.forked,
 ) -> None:
     """Run a suite against several versions of one package (one venv or stack image each, from
     generated locks), interleaved, and report the first version whose change is significant."""
@@ -89,6 +92,7 @@ def bisect(
         find_links=[p.resolve() for p in find_links],
         no_index=no_index,
         echo=not quiet,
+        fork_rounds=processes is Processes.forked,
         backend=backend.value,
         wheelhouse=(wheelhouse or default_wheelhouse()) if backend is BisectBackend.docker else wheelhouse,
         budget_s=None if budget is None else parse_budget(budget),

@@ -17,6 +17,8 @@ from harness.cli.options import (
     DeviceOption,
     Precision,
     PrecisionOption,
+    Processes,
+    ProcessesOption,
     Quiet,
     ResultsDir,
     ThreadsOption,
@@ -70,6 +72,7 @@ def noise(
     precision: PrecisionOption = Precision("fp32"),
     results_dir: ResultsDir = None,
     quiet: Quiet = False,
+    processes: ProcessesOption = Processes.forked,
 ) -> None:
     """How much each metric moves between two processes, and between two runs, of the same code on this
     machine (A/A experiments), stored per machine and workload: `compare` and `run --detect` read it."""
@@ -105,7 +108,7 @@ def noise(
         ),
         backend=name,
     )
-    chosen = make_backend(name, backend_options(quiet=quiet))
+    chosen = make_backend(name, backend_options(quiet=quiet, processes=processes))
     began = time.perf_counter()
     runs = []
     for done in range(sessions):

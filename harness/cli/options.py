@@ -45,6 +45,11 @@ class Transfer(str, Enum):
     copy = "copy"
 
 
+class Processes(str, Enum):
+    forked = "forked"
+    fresh = "fresh"
+
+
 def default_results_dir() -> Path:
     return Path(os.environ.get("HARNESS_RESULTS_DIR", "results"))
 
@@ -101,6 +106,7 @@ def backend_options(
     transfer: Transfer = Transfer.auto,
     pythons: dict[str, str] | None = None,
     wheelhouse: Path | None = None,
+    processes: Processes = Processes.forked,
 ) -> BackendOptions:
     """The options of a command line, as every backend factory takes them."""
     return BackendOptions(
@@ -110,6 +116,7 @@ def backend_options(
         gpus=gpus,
         wheelhouse=wheelhouse or default_wheelhouse(),
         transfer=transfer.value,
+        fork_rounds=processes is Processes.forked,
     )
 
 
@@ -165,6 +172,16 @@ BudgetOption = Annotated[
         metavar="DURATION",
         help="run rounds until DURATION (90s, 3m, 1h) is spent: another starts only if it fits; --rounds is then "
         "a cap (docs/usage.md)",
+    ),
+]
+# Rounds on the local backend (harness/backends/fork_server.py): what each round's job process is.
+ProcessesOption = Annotated[
+    Processes,
+    typer.Option(
+        "--processes",
+        envvar="HARNESS_PROCESSES",
+        help="local rounds: forked = each round's job forked from a server that imported the framework once "
+        "(faster rounds); fresh = a new interpreter every job (docs/method.md)",
     ),
 ]
 MemoryOption = Annotated[

@@ -25,6 +25,8 @@ from harness.cli.options import (
     MemoryOption,
     Precision,
     PrecisionOption,
+    Processes,
+    ProcessesOption,
     Quiet,
     ResultsDir,
     ThreadsOption,
@@ -102,6 +104,7 @@ def run(
     ] = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="validate and print the plan; start nothing")] = False,
     transfer: TransferOption = Transfer.auto,
+    processes: ProcessesOption = Processes.forked,
     cache: Annotated[
         str,
         typer.Option(
@@ -180,7 +183,9 @@ def run(
         typer.echo(line, err=True)
     if rounds is None:
         rounds = 1 if budget_s is None else sequential.MAX_ROUNDS
-    options = backend_options(quiet=quiet, memory=memory, cpus=cpus, gpus=gpus, transfer=transfer, pythons=pythons)
+    options = backend_options(
+        quiet=quiet, memory=memory, cpus=cpus, gpus=gpus, transfer=transfer, pythons=pythons, processes=processes
+    )
     # What the chosen backend refuses (--python for slurm, HARNESS_SLURM_*, --gpus for docker), checked
     # here for --dry-run and a real run alike: a dry run must not accept what the run then refuses.
     check_backend_options(backend_name, options)

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, cast
 
-from harness.backends.base import Backend
+from harness.backends.base import Backend, serving
 from harness.core.errors import HarnessError
 from harness.core.result_types import Check, Metric, Result, Stats
 from harness.core.safe_files import NoSpace
@@ -38,6 +38,7 @@ def pool(docs: list[Result], run_id: str) -> Result:
         merged["reason"] = f"round {docs.index(failed) + 1}: {failed['reason']}"
     else:
         merged = copy.deepcopy(docs[0])
+        merged["environment"]["process"] = _pooled_process(docs)
         by_round = [{m["name"]: m for m in d["metrics"]} for d in docs]
         partial = [m["name"] for m in merged["metrics"] if not all(m["name"] in names for names in by_round)]
         merged["metrics"] = [m for m in merged["metrics"] if m["name"] not in partial]
@@ -149,6 +150,18 @@ def _pooled_marks(same: list[Metric], sizes: list[int]) -> dict[str, list[int]]:
     return {reason: sorted(indices) for reason, indices in pooled.items() if indices}
 
 
+def _pooled_process(docs: list[Result]) -> dict[str, Any]:
+    """How the rounds' processes started: all fresh, all forked from a server that imported once
+    (suites/runtime/fork_server.py), or mixed (a server that failed leaves its jobs to fresh ones)."""
+    found = [d["environment"].get("process") for d in docs]
+    forked = [p for p in found if isinstance(p, dict) and p.get("start") == "forked"]
+    start = "fresh" if not forked else "forked" if len(forked) == len(found) else "mixed"
+    pooled: dict[str, Any] = {"start": start, "rounds": len(found), "forked_rounds": len(forked)}
+    if forked:
+        pooled["server_import_s"] = forked[0].get("server_import_s")
+    return pooled
+
+
 def _pooled_contention(same: list[Metric]) -> dict[str, Any] | None:
     """Every round's per-sample contention concatenated like the samples (None unless every round has it)."""
     found = [m.get("contention") for m in same]
@@ -211,6 +224,8 @@ def execute_interleaved(
     with contextlib.ExitStack() as stack:
         for side in sides:
             stack.enter_context(run_lock(side.run_dir))
+        for side in sides:  # each side's own servers: its own code and interpreters (harness ab)
+            stack.enter_context(serving(side.backend))
         writers = []
         for side in sides:
             writer = RunWriter(side.run_dir, side.plan, side.backend.name, argv, side.code)

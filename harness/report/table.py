@@ -326,7 +326,12 @@ def cold_path_lines(run: Run) -> list[str]:
             parts.insert(0, f"container start {fmt_time(float(start))}")
         if parts:
             cache = result["settings"].get("cache")
-            lines.append(f"{fw}: " + ", ".join(parts) + (f" (compiler caches {cache})" if cache else ""))
+            notes = [f"compiler caches {cache}"] if cache else []
+            process = env.get("process")
+            if isinstance(process, dict) and process.get("start") in ("forked", "mixed"):
+                # The import was paid once by the server each round's job was forked from.
+                notes.append("import once, in the fork server the rounds' jobs were forked from")
+            lines.append(f"{fw}: " + ", ".join(parts) + (f" ({'; '.join(notes)})" if notes else ""))
     return lines
 
 

@@ -6,13 +6,14 @@ by harness.execute.runner.execute with a local backend whose interpreter for the
 
 from __future__ import annotations
 
+import contextlib
 import sys
 from dataclasses import dataclass, field, replace
 from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
-from harness.backends.base import Backend, JobOutcome
+from harness.backends.base import Backend, JobOutcome, serving
 from harness.backends.local import LocalBackend
 from harness.core.errors import HarnessError
 from harness.core.safe_files import make_folder, new_folder, write_bytes_atomic, write_json_atomic
@@ -48,6 +49,7 @@ class Request:
     find_links: list[Path] = field(default_factory=list)
     no_index: bool = False
     echo: bool = True
+    fork_rounds: bool = True  # local: each version's jobs forked from a server that imported once
     backend: str = "local"  # local: a venv per version; docker: an image per version
     wheelhouse: Path | None = None  # docker: build the images from these wheels only (with --find-links)
     budget_s: float | None = None  # rounds until this is spent (envs and images built before: not counted)
@@ -65,8 +67,8 @@ class Outcome:
 class VenvBackend(LocalBackend):
     """The local backend with one version's venv as the stack's interpreter, recorded as the result's image."""
 
-    def __init__(self, env: Env, echo: bool) -> None:
-        super().__init__(pythons={env.stack: str(env.python)}, echo=echo)
+    def __init__(self, env: Env, echo: bool, fork_rounds: bool = True) -> None:
+        super().__init__(pythons={env.stack: str(env.python)}, echo=echo, fork_rounds=fork_rounds)
         self.env = env
 
     def run_job(self, job: Job, run_id: str, run_dir: Path) -> JobOutcome:
@@ -185,18 +187,21 @@ def run_bisect(request: Request, argv: list[str] | None = None) -> Outcome:
         env = env_for(request.stack, text)
         built = ensure_env(env, lock, label, request.find_links, request.no_index)
         say(f"   {'built' if built else 'reused'} {env.folder}")
-        backends[version] = VenvBackend(env, request.echo)
+        backends[version] = VenvBackend(env, request.echo, request.fork_rounds)
         locks[version]["env"] = str(env.folder)
     # The budget runs from the first round: building the versions' venvs or images is not measuring.
     clock = None if request.budget_s is None else RoundClock(request.budget_s, least=needed)
     done = 0
-    for number in range(1, rounds + 1):
-        say(f"== round {number}/{rounds}" if clock is None else f"== round {number}")
-        if _run_round(plan, number, request, backends, folder, argv):
-            break
-        done = number
-        if clock is not None and clock(number):
-            break
+    with contextlib.ExitStack() as servers:
+        for backend in backends.values():  # each version's servers import that version once
+            servers.enter_context(serving(backend))
+        for number in range(1, rounds + 1):
+            say(f"== round {number}/{rounds}" if clock is None else f"== round {number}")
+            if _run_round(plan, number, request, backends, folder, argv):
+                break
+            done = number
+            if clock is not None and clock(number):
+                break
     if clock is not None:
         say(clock.line())
     return _conclude(request, plan, framework, folder, locks, done, None if clock is None else clock.record())
