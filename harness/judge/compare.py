@@ -53,6 +53,8 @@ COMPARED_FIELDS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("precision", ("environment", "precision")),
     ("image", ("image", "id")),
     ("variables", ("environment", "variables")),
+    # Rounds forked from one import vs new interpreters (--processes): the same work, another process history.
+    ("process start", ("environment", "process", "start")),
 )
 
 
