@@ -15,6 +15,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
@@ -155,13 +156,14 @@ def test_a_suite_that_declares_no_metric_names_is_checked_after_its_first_job(tm
 
 
 @pytest.mark.parametrize("suite", ["xla", "plant", "fault", "calibrate", "scipy", "autograd"])
-def test_declared_metric_names_are_the_ones_the_implementations_report(suite: str, tmp_path: Path) -> None:
+def test_declared_metric_names_are_the_ones_the_implementations_report(
+    suite: str, smoke_run: Callable[[str], subprocess.CompletedProcess[str]]
+) -> None:
     """Every framework of a suite that declares `metrics`, at its smoke size: no undeclared name."""
     from suites.contract.registry import all_suites
 
     spec = all_suites()[suite]
-    proc = harness("run", "--suite", suite, "--smoke", "--backend", "local", "--results-dir", str(tmp_path), "-q",
-                   timeout=600)  # fmt: skip
+    proc = smoke_run(suite)  # `run --smoke --backend local -q` on every framework: tests/test_conformance.py's run
     run = run_folder(proc.stdout + "\n" + proc.stderr)
     for framework in spec.frameworks:
         doc = read(run / f"{framework}.json")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -15,8 +16,10 @@ from tests.conftest import REPO, finished, harness, read, run_folder
 pytestmark = pytest.mark.slow
 
 
-def test_every_result_carries_the_cold_path_and_the_table_shows_it(results: Path) -> None:
-    proc = harness("run", "--suite", "xla", "--frameworks", "numpy,jax", "--smoke", "--results-dir", str(results))
+def test_every_result_carries_the_cold_path_and_the_table_shows_it(
+    smoke_run: Callable[[str], subprocess.CompletedProcess[str]],
+) -> None:
+    proc = smoke_run("xla")  # `run --smoke`, caches cold by default: tests/test_conformance.py's run
     assert finished(proc), proc.stdout + proc.stderr
     for fw in ("numpy", "jax"):
         cold = read(run_folder(proc.stdout) / f"{fw}.json")["environment"]["cold_path"]

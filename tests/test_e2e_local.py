@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import os
 import stat
+import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -15,11 +17,8 @@ from tests.conftest import finished, harness, read, run_folder
 pytestmark = pytest.mark.slow
 
 
-def test_xla_on_three_frameworks(results: Path) -> None:
-    proc = harness(
-        "run", "--suite", "xla", "--frameworks", "numpy,jax,pytorch", "--backend", "local",
-        "--param", "matrix_size=64", "--repeat", "3", "--results-dir", str(results),
-    )  # fmt: skip
+def test_xla_on_three_frameworks(smoke_run: Callable[[str], subprocess.CompletedProcess[str]]) -> None:
+    proc = smoke_run("xla")  # matrix_size=64, 3 samples (the smoke size), one thread: tests/test_conformance.py's run
     assert finished(proc), proc.stdout + proc.stderr
     run = run_folder(proc.stdout)
     summary = read(run / "summary.json")

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import subprocess
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -11,7 +13,7 @@ from harness.core.schema import load_result
 from harness.judge.assessment import assess
 from harness.report.table import render
 from harness.store.run_folder import load_run
-from tests.conftest import finished, harness, run_folder
+from tests.conftest import finished, run_folder
 from tests.factories import metric, result, write_run
 
 
@@ -27,9 +29,8 @@ def test_footer_lists_settings_that_differ(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-def test_threads_reach_every_framework(results: Path) -> None:
-    proc = harness("run", "--backend", "local", "--suite", "xla", "--frameworks", "numpy,jax,pytorch", "--param", "matrix_size=16",
-                   "--repeat", "1", "--threads", "1", "-q", "--results-dir", str(results))  # fmt: skip
+def test_threads_reach_every_framework(smoke_run: Callable[[str], subprocess.CompletedProcess[str]]) -> None:
+    proc = smoke_run("xla")  # numpy, jax and pytorch under --threads 1: tests/test_conformance.py's run
     assert finished(proc), proc.stdout + proc.stderr
     run = run_folder(proc.stdout)
     for fw in ("numpy", "jax", "pytorch"):
@@ -49,14 +50,15 @@ def test_threads_reach_every_framework(results: Path) -> None:
 
 
 @pytest.mark.slow
-def test_a_blas_pool_the_work_loaded_is_recorded_after_it(results: Path) -> None:
+def test_a_blas_pool_the_work_loaded_is_recorded_after_it(
+    smoke_run: Callable[[str], subprocess.CompletedProcess[str]],
+) -> None:
     """NumPy's job no longer imports SciPy's linear algebra up front (a third of its time): the pools
     are read again after the work, so a suite that used SciPy records SciPy's OpenBLAS too, and one
     that did not records only NumPy's."""
     pools = {}
     for suite in ("scipy", "xla"):
-        proc = harness("run", "--backend", "local", "--suite", suite, "--frameworks", "numpy", "--smoke",
-                       "--threads", "1", "-q", "--calibrate", "never", "--results-dir", str(results / suite))  # fmt: skip
+        proc = smoke_run(suite)  # --smoke --threads 1, never calibrating: tests/test_conformance.py's runs
         assert finished(proc), proc.stdout + proc.stderr
         pools[suite] = load_result(run_folder(proc.stdout) / "numpy.json")["environment"]["precision"]["blas_threads"]
     files = {suite: sorted(p["library"] for p in found) for suite, found in pools.items()}

@@ -17,10 +17,12 @@ from tests.conftest import REPO, finished, harness, read, run_folder
 pytestmark = pytest.mark.slow
 
 
-def fault_run(results: Path, mode: str, *extra: str) -> tuple[subprocess.CompletedProcess[str], Path]:
+def fault_run(
+    results: Path, mode: str, *extra: str, delay_s: float = 30
+) -> tuple[subprocess.CompletedProcess[str], Path]:
     proc = harness(
         "run", "--suite", "fault", "--frameworks", "numpy,pytorch", "--param", f"mode={mode}",
-        "--param", "target=pytorch", "--param", "delay_s=30", "--results-dir", str(results), *extra,
+        "--param", "target=pytorch", "--param", f"delay_s={delay_s:g}", "--results-dir", str(results), *extra,
     )  # fmt: skip
     return proc, run_folder(proc.stdout)
 
@@ -57,7 +59,9 @@ def test_slow_start_within_its_timeout_is_ok(results: Path) -> None:
 
 
 def test_resume_reruns_only_jobs_that_are_not_ok(results: Path) -> None:
-    proc, run = fault_run(results, "slow-start", "--timeout", "3")
+    # The plan keeps delay_s, so the resumed job sleeps it again: 6 s is past the first run's 3 s
+    # timeout (the sleep starts after the job's own start-up) without sitting out 30 s a second time.
+    proc, run = fault_run(results, "slow-start", "--timeout", "3", delay_s=6)
     first_numpy = read(run / "numpy.json")
     assert read(run / "pytorch.json")["status"] == "timeout"
     again = harness("run", "--resume", str(run), "--timeout", "120", "--results-dir", str(results))

@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-from pathlib import Path
+import subprocess
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 import pytest
 
 from suites.cifar10.common import crop_params
-from tests.conftest import finished, harness, read, run_folder
+from tests.conftest import finished, read, run_folder
 
 pytestmark = pytest.mark.slow
 
@@ -55,16 +56,18 @@ def test_augmentation_matches_crop_then_resize_and_both_frameworks_agree() -> No
     assert ((boxes[:, 0] + boxes[:, 1]) <= 32).all() and ((boxes[:, 2] + boxes[:, 3]) <= 32).all()
 
 
-def test_cifar10_trains_identically_in_flax_and_pytorch(results: Path) -> None:
-    proc = harness(
-        "run", "--suite", "cifar10", "--frameworks", "flax,pytorch", "--backend", "local", "--param", "dataset=synthetic",
-        "--param", "train_samples=512", "--param", "test_samples=200", "--param", "epochs=2",
-        "--param", "batch_size=64", "--param", "lr=0.002", "--param", "artifacts=true", "--results-dir", str(results),
-    )  # fmt: skip
+def test_cifar10_trains_identically_in_flax_and_pytorch(
+    smoke_run: Callable[[str], subprocess.CompletedProcess[str]],
+) -> None:
+    proc = smoke_run("cifar10")  # the smoke size with artifacts=true, one thread: tests/test_conformance.py's run
     assert finished(proc), proc.stdout + proc.stderr
     run = run_folder(proc.stdout)
     docs = {fw: read(run / f"{fw}.json") for fw in ("flax", "pytorch")}
     for doc in docs.values():
+        sizes = {k: doc["params"][k] for k in ("dataset", "train_samples", "test_samples", "epochs", "batch_size",
+                                               "lr", "artifacts")}  # fmt: skip
+        assert sizes == {"dataset": "synthetic", "train_samples": 512, "test_samples": 200, "epochs": 2,
+                         "batch_size": 64, "lr": 0.002, "artifacts": True}  # fmt: skip
         assert metric(doc, "train loss (last epoch)")[0] < metric(doc, "train loss (first epoch)")[0]
         assert metric(doc, "test accuracy")[0] > 30.0  # chance is 10 %
         assert next(c for c in doc["checks"] if c["name"] == "param_count")["value"] == 1_070_794

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import math
-from pathlib import Path
+import subprocess
+from collections.abc import Callable
 
 import numpy as np
 import pytest
@@ -11,7 +12,7 @@ import pytest
 from harness.core.schema import load_result
 from suites.contract.errors import JobError
 from suites.jit.common import SEED_F16, lengths, name, seed_points
-from tests.conftest import finished, harness, run_folder
+from tests.conftest import finished, run_folder
 
 # One length (L=1000, K=100 calls per loop) so torch.compile compiles once.
 
@@ -36,9 +37,8 @@ def test_seed_sanity_values_are_float16_results() -> None:
 
 
 @pytest.mark.slow
-def test_jit_on_three_frameworks(results: Path) -> None:
-    proc = harness("run", "--backend", "local", "--suite", "jit", "--smoke", "-q",
-                   "--results-dir", str(results))  # fmt: skip
+def test_jit_on_three_frameworks(smoke_run: Callable[[str], subprocess.CompletedProcess[str]]) -> None:
+    proc = smoke_run("jit")  # `run --smoke --backend local -q`, one thread: the run tests/test_conformance.py reads
     assert finished(proc), proc.stdout + proc.stderr
     run = run_folder(proc.stdout)
     docs = {fw: load_result(run / f"{fw}.json") for fw in ("numpy", "jax", "pytorch")}

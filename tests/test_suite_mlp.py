@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -29,10 +31,16 @@ def run_mlp(results: Path, *params: str, frameworks: str = "flax,pytorch") -> tu
     return run_folder(proc.stdout), proc.stdout
 
 
-def test_default_variant_learns_and_the_partial_batch_compiles_twice(results: Path) -> None:
-    run, table = run_mlp(results, "epochs=3")
+def test_default_variant_learns_and_the_partial_batch_compiles_twice(
+    smoke_run: Callable[[str], subprocess.CompletedProcess[str]],
+) -> None:
+    proc = smoke_run("mlp")  # epochs=3 (the smoke size), one thread: the run tests/test_conformance.py reads
+    assert finished(proc), proc.stdout + proc.stderr
+    run, table = run_folder(proc.stdout), proc.stdout
     docs = {fw: load_result(run / f"{fw}.json") for fw in ("flax", "pytorch")}
     for doc in docs.values():
+        sizes = {k: doc["params"][k] for k in ("epochs", "variant", "train_samples", "batch_size")}
+        assert sizes == {"epochs": 3, "variant": "default", "train_samples": 0, "batch_size": 128}  # all 8000 points
         loss_first, loss_last = metric(doc, "train loss (first epoch)")[0], metric(doc, "train loss (last epoch)")[0]
         assert loss_last < loss_first
         assert metric(doc, "test accuracy")[0] > 80.0  # chance is 50 %

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -30,20 +31,21 @@ def check(doc: dict[str, Any], name: str) -> Any:
     return next(c for c in doc["checks"] if c["name"] == name)["value"]
 
 
-def test_mnist_trains_the_same_model_in_flax_and_pytorch(results: Path) -> None:
-    # 100 steps: enough to reach the plateau, so the two frameworks' accuracies (which differ only
-    # by their dropout streams) land inside the suite's 5-point band instead of mid-climb.
-    proc = harness(
-        "run", "--suite", "mnist", "--frameworks", "flax,pytorch", "--backend", "local", "--param", "dataset=synthetic",
-        "--param", "train_samples=1600", "--param", "test_samples=500", "--param", "epochs=2",
-        "--param", "batch_size=32", "--param", "drop_last=true",
-        "--param", "artifacts=true", "--results-dir", str(results),
-    )  # fmt: skip
+def test_mnist_trains_the_same_model_in_flax_and_pytorch(
+    smoke_run: Callable[[str], subprocess.CompletedProcess[str]],
+) -> None:
+    # The smoke size with artifacts=true, one thread: the run tests/test_conformance.py reads too
+    # (tests/conftest.py). 100 steps: enough to reach the plateau, so the two frameworks' accuracies
+    # (which differ only by their dropout streams) land inside the suite's 5-point band instead of mid-climb.
+    proc = smoke_run("mnist")
     assert finished(proc), proc.stdout + proc.stderr
     run = run_folder(proc.stdout)
     for fw in ("flax", "pytorch"):
         doc = load_result(run / f"{fw}.json")  # schema-valid
         assert doc["status"] == "ok"
+        sizes = ("dataset", "train_samples", "epochs", "batch_size", "drop_last", "artifacts")
+        assert {k: doc["params"][k] for k in sizes} == {"dataset": "synthetic", "train_samples": 1600, "epochs": 2,
+                                                        "batch_size": 32, "drop_last": True, "artifacts": True}  # fmt: skip
         epoch = metric(doc, "epoch")
         assert epoch["kind"] == "time" and epoch["first_call"] > 0 and epoch["stats"]["n"] == 1
         first, last = metric(doc, "train loss (first epoch)"), metric(doc, "train loss (last epoch)")

@@ -2,26 +2,27 @@
 
 from __future__ import annotations
 
-from pathlib import Path
+import subprocess
+from collections.abc import Callable
 
 import numpy as np
 import pytest
 
 from harness.core.schema import load_result
-from tests.conftest import finished, harness, run_folder
+from tests.conftest import finished, run_folder
 
 pytestmark = pytest.mark.slow
 
 
-def test_bfgs_agrees_and_pytorch_is_skipped(results: Path) -> None:
-    proc = harness("run", "--backend", "local", "--suite", "scipy", "--frameworks", "numpy,jax,pytorch", "--param", "n=1000",
-                   "--repeat", "1", "--warmup", "0", "-q", "--results-dir", str(results))  # fmt: skip
+def test_bfgs_agrees_and_pytorch_is_skipped(smoke_run: Callable[[str], subprocess.CompletedProcess[str]]) -> None:
+    proc = smoke_run("scipy")  # n=1000 (the smoke size) on numpy, jax and pytorch: tests/test_conformance.py's run
     assert finished(proc), proc.stdout + proc.stderr
     run = run_folder(proc.stdout)
     torch_doc = load_result(run / "pytorch.json")
     assert torch_doc["status"] == "skipped" and "no BFGS" in torch_doc["reason"]
 
     docs = {fw: load_result(run / f"{fw}.json") for fw in ("numpy", "jax")}
+    assert all(d["params"]["n"] == 1000 for d in docs.values())
     checks = {fw: {c["name"]: c["value"] for c in d["checks"]} for fw, d in docs.items()}
     for values in checks.values():
         # The seed's re-run reports RMSE about 0.45 at x about [1.53, 2.79] (n = 10 000).

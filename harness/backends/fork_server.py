@@ -101,6 +101,9 @@ class ForkServer:
         except (TimeoutError, ServerGone):
             server.close()
             return None
+        except BaseException:  # an interrupt while it imports: it must not outlive the harness's wish
+            server.close()
+            raise
         return server
 
     def alive(self) -> bool:
