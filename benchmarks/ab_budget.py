@@ -79,7 +79,7 @@ def main() -> None:
     parser.add_argument("--frameworks", default="numpy")
     parser.add_argument("--work", type=int, default=300000)
     parser.add_argument("--repeat", type=int, default=20)
-    parser.add_argument("--processes", choices=("forked", "fresh"), default="forked", help="each round's job process")
+    parser.add_argument("--processes", choices=("forked", "fresh"), default="fresh", help="each round's job process")
     parser.add_argument("--out", type=Path, default=Path("ab_budget.json"))
     args = parser.parse_args()
     plans = [(0.0, args.aa, args.aa_budget)] + [

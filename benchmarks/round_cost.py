@@ -59,7 +59,7 @@ def main() -> None:
     parser.add_argument("--frameworks", default="numpy,jax,pytorch")
     parser.add_argument("--rounds", type=int, default=8)
     parser.add_argument("--checkout", type=Path, default=REPO, help="a checkout of this project to measure")
-    parser.add_argument("--processes", choices=("forked", "fresh"), default="forked", help="each round's job process")
+    parser.add_argument("--processes", choices=("forked", "fresh"), default="fresh", help="each round's job process")
     args = parser.parse_args()
     checkout = args.checkout.resolve()
     with tempfile.TemporaryDirectory(prefix="round-cost-") as home:

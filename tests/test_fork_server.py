@@ -51,7 +51,7 @@ def servers(backend: LocalBackend) -> list:
 
 @pytest.fixture
 def backend() -> Iterator[LocalBackend]:
-    made = LocalBackend(echo=False)
+    made = LocalBackend(echo=False, fork_rounds=True)
     with made.serving():
         yield made
 
@@ -69,7 +69,7 @@ def test_each_job_is_forked_from_one_server_and_records_it(backend: LocalBackend
 
 
 def test_the_servers_end_with_the_session(tmp_path: Path) -> None:
-    made = LocalBackend(echo=False)
+    made = LocalBackend(echo=False, fork_rounds=True)
     with made.serving():
         run_one(made, tmp_path / "a")
         (server,) = servers(made)
@@ -79,8 +79,8 @@ def test_the_servers_end_with_the_session(tmp_path: Path) -> None:
     assert after["environment"]["process"] == {"start": "fresh"}
 
 
-def test_fresh_processes_when_asked(tmp_path: Path) -> None:
-    made = LocalBackend(echo=False, fork_rounds=False)
+def test_fresh_processes_unless_asked(tmp_path: Path) -> None:
+    made = LocalBackend(echo=False)
     with made.serving():
         doc = run_one(made, tmp_path)
     assert doc["environment"]["process"] == {"start": "fresh"}
@@ -119,7 +119,7 @@ def test_a_dead_server_leaves_its_jobs_to_fresh_processes(backend: LocalBackend,
 
 
 def test_a_server_killed_under_its_job_fails_that_job_only(tmp_path: Path) -> None:
-    made = LocalBackend(echo=False)
+    made = LocalBackend(echo=False, fork_rounds=True)
     with made.serving():
         run_one(made, tmp_path / "a")
         (server,) = servers(made)
@@ -143,7 +143,7 @@ def test_a_server_that_cannot_start_leaves_the_job_to_a_fresh_process(tmp_path: 
         f"if 'serve' in sys.argv: sys.exit(3)\nos.execv({sys.executable!r}, [{sys.executable!r}] + sys.argv[1:])\n"
     )
     python.chmod(0o755)
-    made = LocalBackend(echo=False, pythons={"numpy": str(python)})
+    made = LocalBackend(echo=False, pythons={"numpy": str(python)}, fork_rounds=True)
     with made.serving():
         doc = run_one(made, tmp_path / "run")
         assert list(made._servers.values()) == [None]  # remembered: no second try for the session
@@ -176,7 +176,7 @@ def test_nothing_a_forked_job_started_outlives_it(tmp_path: Path, monkeypatch: p
     common.write_text(text.replace(anchor, ESCAPE + anchor))
     pid_file = tmp_path / "grandchild.pid"
     monkeypatch.setenv("ESCAPE_PID", str(pid_file))
-    made = LocalBackend(echo=False, suites_dir=code / "suites")
+    made = LocalBackend(echo=False, suites_dir=code / "suites", fork_rounds=True)
     began = time.monotonic()
     with made.serving():
         doc = run_one(made, tmp_path / "run", "mode=slow-start", "delay_s=0")
@@ -188,10 +188,10 @@ def test_nothing_a_forked_job_started_outlives_it(tmp_path: Path, monkeypatch: p
     assert time.monotonic() - began < 30  # the job did not wait out the grandchild's 60 s
 
 
-def test_rounds_in_the_cli_fork_and_say_so(tmp_path: Path) -> None:
+def test_rounds_in_the_cli_fork_when_asked_and_say_so(tmp_path: Path) -> None:
     proc = harness(
         "run", "--suite", "fault", "-f", "numpy", "--rounds", "3", "--backend", "local", "--calibrate", "never",
-        "--results-dir", str(tmp_path),
+        "--results-dir", str(tmp_path), "--processes", "forked",
     )  # fmt: skip
     assert finished(proc), proc.stderr
     folder = run_folder(proc.stdout)
@@ -204,9 +204,20 @@ def test_rounds_in_the_cli_fork_and_say_so(tmp_path: Path) -> None:
     ]
     assert "import once, in the fork server" in proc.stdout
     fresh = harness(
-        "run", "--suite", "fault", "-f", "numpy", "--rounds", "2", "--backend", "local", "--calibrate", "never",
-        "--results-dir", str(tmp_path / "fresh"), "--processes", "fresh",
-    )  # fmt: skip
+        "run",
+        "--suite",
+        "fault",
+        "-f",
+        "numpy",
+        "--rounds",
+        "2",
+        "--backend",
+        "local",
+        "--calibrate",
+        "never",
+        "--results-dir",
+        str(tmp_path / "fresh"),
+    )  # fmt: skip  (the default: a new interpreter every job)
     assert finished(fresh), fresh.stderr
     assert read(run_folder(fresh.stdout) / "numpy.json")["environment"]["process"]["start"] == "fresh"
     bad = harness("run", "--suite", "fault", "--processes", "spawned", "--results-dir", str(tmp_path / "bad"))

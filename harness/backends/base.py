@@ -92,7 +92,7 @@ class BackendOptions:
     transfer: str = "auto"  # docker: bind | copy | auto (copy for an engine not on this machine)
     pinned: Mapping[str, dict[str, Any]] = field(default_factory=dict)  # docker: stack -> recorded image
     suites_dir: Path = SUITES_DIR  # local, docker: the suites the jobs run (`harness ab`: a checkout's)
-    fork_rounds: bool = True  # local: rounds fork each job from a server that imported once (--processes)
+    fork_rounds: bool = False  # local: rounds fork each job from a server that imported once (--processes forked)
 
 
 class Backend(Protocol):

@@ -206,7 +206,7 @@ class LocalBackend:
         echo: bool = True,
         limits: Limits | None = None,
         suites_dir: Path = SUITES_DIR,
-        fork_rounds: bool = True,
+        fork_rounds: bool = False,
     ) -> None:
         self.pythons = pythons or {}
         self.echo = echo

@@ -88,7 +88,7 @@ def ab_command(
     fmt: FormatOption = Format.table,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="validate and print the plan; start nothing")] = False,
     quiet: Quiet = False,
-    processes: ProcessesOption = Processes.forked,
+    processes: ProcessesOption = Processes.fresh,
 ) -> None:
     """Measure two versions of the suites in one session, round by round (A B, B A, ...), and compare
     them: run-to-run drift hits both sides alike, so a change smaller than it can be seen. With

@@ -69,7 +69,7 @@ def bisect(
     wheelhouse: WheelhouseOption = None,
     results_dir: ResultsDir = None,
     quiet: Quiet = False,
-    processes: ProcessesOption = Processes.forked,
+    processes: ProcessesOption = Processes.fresh,
 ) -> None:
     """Run a suite against several versions of one package (one venv or stack image each, from
     generated locks), interleaved, and report the first version whose change is significant."""

@@ -72,7 +72,7 @@ def noise(
     precision: PrecisionOption = Precision("fp32"),
     results_dir: ResultsDir = None,
     quiet: Quiet = False,
-    processes: ProcessesOption = Processes.forked,
+    processes: ProcessesOption = Processes.fresh,
 ) -> None:
     """How much each metric moves between two processes, and between two runs, of the same code on this
     machine (A/A experiments), stored per machine and workload: `compare` and `run --detect` read it."""

@@ -106,7 +106,7 @@ def backend_options(
     transfer: Transfer = Transfer.auto,
     pythons: dict[str, str] | None = None,
     wheelhouse: Path | None = None,
-    processes: Processes = Processes.forked,
+    processes: Processes = Processes.fresh,
 ) -> BackendOptions:
     """The options of a command line, as every backend factory takes them."""
     return BackendOptions(
@@ -180,8 +180,8 @@ ProcessesOption = Annotated[
     typer.Option(
         "--processes",
         envvar="HARNESS_PROCESSES",
-        help="local rounds: forked = each round's job forked from a server that imported the framework once "
-        "(faster rounds); fresh = a new interpreter every job (docs/method.md)",
+        help="local rounds: fresh = a new interpreter every job (default); forked = each round's job forked from "
+        "a server that imported the framework once (cheaper rounds; its A/A record is in docs/method.md)",
     ),
 ]
 MemoryOption = Annotated[

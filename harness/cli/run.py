@@ -104,7 +104,7 @@ def run(
     ] = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="validate and print the plan; start nothing")] = False,
     transfer: TransferOption = Transfer.auto,
-    processes: ProcessesOption = Processes.forked,
+    processes: ProcessesOption = Processes.fresh,
     cache: Annotated[
         str,
         typer.Option(

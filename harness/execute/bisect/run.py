@@ -49,7 +49,7 @@ class Request:
     find_links: list[Path] = field(default_factory=list)
     no_index: bool = False
     echo: bool = True
-    fork_rounds: bool = True  # local: each version's jobs forked from a server that imported once
+    fork_rounds: bool = False  # local: each version's jobs forked from a server that imported once (opt-in)
     backend: str = "local"  # local: a venv per version; docker: an image per version
     wheelhouse: Path | None = None  # docker: build the images from these wheels only (with --find-links)
     budget_s: float | None = None  # rounds until this is spent (envs and images built before: not counted)
@@ -67,7 +67,7 @@ class Outcome:
 class VenvBackend(LocalBackend):
     """The local backend with one version's venv as the stack's interpreter, recorded as the result's image."""
 
-    def __init__(self, env: Env, echo: bool, fork_rounds: bool = True) -> None:
+    def __init__(self, env: Env, echo: bool, fork_rounds: bool = False) -> None:
         super().__init__(pythons={env.stack: str(env.python)}, echo=echo, fork_rounds=fork_rounds)
         self.env = env
 
