@@ -199,11 +199,16 @@ def run_job(
     return code
 
 
-def run_spec(job: JobSpec, process: dict[str, Any] | None = None) -> int:
+def run_path(path: Path, process: dict[str, Any] | None = None, key: dict[str, Any] | None = None) -> int:
+    """The job whose spec is at `path`. A fork server's child passes how it started and the key the
+    server imported for: a job that does not match it (the harness's bug) is refused like a bad spec."""
     try:
+        job = job_spec.read(path)
+        if key is not None and fork_server.key_of(job) != key:
+            raise JobSpecError(f"this fork server imported for {key}, not {fork_server.key_of(job)}")
         spec, framework, params = job_spec.resolve(job)
     except JobSpecError as error:
-        print(f"error: {job_spec.JOB_FILE}: {error}", file=sys.stderr, flush=True)
+        print(f"error: {path}: {error}", file=sys.stderr, flush=True)
         return BAD_SPEC
     return run_job(job, spec, framework, params, process)
 
@@ -211,14 +216,8 @@ def run_spec(job: JobSpec, process: dict[str, Any] | None = None) -> int:
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.command == "serve":
-        return fork_server.serve(args.job, args.socket, job_settings, run_spec)
-    try:
-        job = job_spec.read(args.job)
-        spec, framework, params = job_spec.resolve(job)
-    except JobSpecError as error:
-        print(f"error: {args.job}: {error}", file=sys.stderr, flush=True)
-        return BAD_SPEC
-    return run_job(job, spec, framework, params)
+        return fork_server.serve(args.job, args.socket, job_settings)
+    return run_path(args.job)
 
 
 def exit_now(code: int) -> None:

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+from harness.backends.base import serving
 from harness.backends.local import LocalBackend, read_stat
 from harness.core.schema import load_result
 from harness.execute.runner import execute
@@ -46,7 +47,7 @@ def run_one(backend: LocalBackend, results: Path, *params: str, timeout_s: float
 
 
 def servers(backend: LocalBackend) -> list:
-    return [s for s in backend._servers.values() if s is not None]
+    return [] if backend.pool is None else backend.pool.servers()
 
 
 @pytest.fixture
@@ -74,7 +75,7 @@ def test_the_servers_end_with_the_session(tmp_path: Path) -> None:
         run_one(made, tmp_path / "a")
         (server,) = servers(made)
     assert server.proc.returncode == 0  # ended when its socket closed, and reaped
-    assert made._servers == {}
+    assert made.pool is None
     after = run_one(made, tmp_path / "b")  # outside a session: a fresh process, as always
     assert after["environment"]["process"] == {"start": "fresh"}
 
@@ -84,7 +85,7 @@ def test_fresh_processes_unless_asked(tmp_path: Path) -> None:
     with made.serving():
         doc = run_one(made, tmp_path)
     assert doc["environment"]["process"] == {"start": "fresh"}
-    assert made._servers == {}
+    assert made.pool is None
 
 
 def test_a_forked_job_keeps_its_exit_code_output_and_failure(backend: LocalBackend, tmp_path: Path) -> None:
@@ -135,18 +136,25 @@ def test_a_server_killed_under_its_job_fails_that_job_only(tmp_path: Path) -> No
         assert run_one(made, tmp_path / "c")["status"] == "ok"
 
 
+def calls(python: Path) -> int:
+    marks = Path(str(python) + ".served")
+    return len(marks.read_text()) if marks.exists() else 0
+
+
 def test_a_server_that_cannot_start_leaves_the_job_to_a_fresh_process(tmp_path: Path) -> None:
     # An interpreter that runs any job fine but cannot be a server: it refuses `serve`.
     python = tmp_path / "python"
     python.write_text(
         f"#!{sys.executable}\nimport os, sys\n"
-        f"if 'serve' in sys.argv: sys.exit(3)\nos.execv({sys.executable!r}, [{sys.executable!r}] + sys.argv[1:])\n"
+        f"if 'serve' in sys.argv: open({str(python) + '.served'!r}, 'a').write('x'); sys.exit(3)\nos.execv({sys.executable!r}, [{sys.executable!r}] + sys.argv[1:])\n"
     )
     python.chmod(0o755)
     made = LocalBackend(echo=False, pythons={"numpy": str(python)}, fork_rounds=True)
     with made.serving():
         doc = run_one(made, tmp_path / "run")
-        assert list(made._servers.values()) == [None]  # remembered: no second try for the session
+        assert made.pool is not None and made.pool.servers() == []
+        assert run_one(made, tmp_path / "again")["environment"]["process"] == {"start": "fresh"}
+        assert calls(python) == 1  # remembered: no second try for the session
     assert doc["status"] == "ok" and doc["environment"]["process"] == {"start": "fresh"}
 
 
@@ -237,3 +245,79 @@ def test_the_server_refuses_a_job_of_another_key(tmp_path: Path) -> None:
     assert key_of(one) != key_of(two)
     assert key_of(one) == key_of(JobSpec(framework="numpy", threads=None, **{**base, "repeat": 9}))  # type: ignore[arg-type]
     assert json.dumps(key_of(one))  # it travels in an error line as it is
+
+
+def copy_of_suites(folder: Path) -> Path:
+    shutil.copytree(SUITES_DIR, folder / "suites", ignore=shutil.ignore_patterns("__pycache__"))
+    return folder / "suites"
+
+
+def run_sides(sides: list[LocalBackend], results: Path, order: str) -> list[dict]:
+    """One fault job a letter of `order` (A: the first backend, B: the second), in one session."""
+    with serving(*sides):
+        docs = [run_one(sides[ord(letter) - ord("A")], results / str(n)) for n, letter in enumerate(order)]
+        assert sides[0].pool is sides[1].pool
+        docs.append({"servers": len(servers(sides[0]))})
+    return docs
+
+
+def test_two_checkouts_with_the_same_code_fork_from_one_server(tmp_path: Path) -> None:
+    """harness ab's A/A: both sides' rounds are children of one server (its mark falls on both alike),
+    and each child runs its own checkout's suite: B's copy fails on purpose, through the shared server."""
+    copy = copy_of_suites(tmp_path / "b")
+    impl = copy / "fault" / "impl_numpy.py"
+    impl.write_text(PLANTED)  # the copy's numpy implementation of the suite fails, naming its folder
+    sides = [LocalBackend(echo=False, fork_rounds=True), LocalBackend(echo=False, suites_dir=copy, fork_rounds=True)]
+    *docs, count = run_sides(sides, tmp_path, "ABBA")
+    assert count == {"servers": 1}
+    assert [d["environment"]["process"]["forked_before"] for d in docs] == [0, 1, 2, 3]
+    assert [d["status"] for d in docs] == ["ok", "failed", "failed", "ok"]
+    assert docs[1]["reason"] == f"planted in the copy at {copy}"  # B's own code, and its own registry's folder
+
+
+PLANTED = """
+
+def run(ctx):
+    from suites.contract.errors import JobError
+    from suites.contract.registry import SUITES_DIR
+    raise JobError(f"planted in the copy at {SUITES_DIR}")
+"""
+
+
+def test_a_checkout_whose_code_before_the_fork_differs_gets_its_own_server(tmp_path: Path) -> None:
+    copy = copy_of_suites(tmp_path / "b")
+    settings = copy / "contract" / "settings.py"
+    settings.write_text(settings.read_text() + "\n# one more line: the server would run other code\n")
+    sides = [LocalBackend(echo=False, fork_rounds=True), LocalBackend(echo=False, suites_dir=copy, fork_rounds=True)]
+    *docs, count = run_sides(sides, tmp_path, "ABAB")
+    assert count == {"servers": 2}
+    assert [d["environment"]["process"]["forked_before"] for d in docs] == [0, 0, 1, 1]
+    assert all(d["status"] == "ok" for d in docs)
+
+
+def test_a_server_shares_only_what_it_can_prove_is_the_same(tmp_path: Path) -> None:
+    from harness.backends.fork_pool import same_code
+
+    copy = copy_of_suites(tmp_path / "b")
+    backend = LocalBackend(echo=False, suites_dir=copy, fork_rounds=True)
+    with backend.serving():
+        run_one(backend, tmp_path / "run")
+        (server,) = servers(backend)
+        assert "suites/contract/settings.py" in server.code and "suites/runtime/fork_server.py" in server.code
+        assert "suites/fault/spec.py" in server.code  # what the spec reader loaded (every suite's spec)
+        # the suite's implementation is imported by the child, from its own checkout
+        assert "suites/fault/common.py" not in server.code and "suites/fault/impl_numpy.py" not in server.code
+        root = str(tmp_path / "b")
+        assert same_code(server, root) and same_code(server, str(SUITES_DIR.parent))
+        real = dict(server.code)
+        for planted in ("suites/../../etc/passwd.py", "/etc/passwd", "suites/x.so"):
+            server.code = {**real, planted: "0" * 64}
+            assert not same_code(server, root)
+        settings = copy / "contract" / "settings.py"
+        moved = settings.with_name("moved.py")
+        settings.rename(moved)
+        settings.symlink_to(moved)  # the same bytes through a link: never followed
+        server.code = real
+        assert not same_code(server, root)
+        server.code = {}
+        assert not same_code(server, root)  # a server that reported nothing shares nothing

@@ -19,7 +19,7 @@ import importlib
 import math
 import re
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -101,11 +101,24 @@ class Backend(Protocol):
     def run_job(self, job: Job, run_id: str, run_dir: Path) -> JobOutcome: ...
 
 
-def serving(backend: Backend) -> contextlib.AbstractContextManager[object]:
+@contextlib.contextmanager
+def serving(*backends: Backend) -> Iterator[None]:
     """Around a session's rounds: a backend that can fork each job from a server that imported its
-    framework once (local) does so inside the block; the others run their jobs as always."""
-    enter: Callable[[], contextlib.AbstractContextManager[object]] | None = getattr(backend, "serving", None)
-    return enter() if enter is not None else contextlib.nullcontext()
+    framework once (local) does so inside the block; the others run their jobs as always. The
+    sides' backends of one kind share their servers (`serving(shared)` is given what the first
+    returned): in `harness ab`, one server forks both sides' jobs where their code before the fork
+    is the same, so what a server passes to its children is no difference between the sides."""
+    with contextlib.ExitStack() as stack:
+        shared: dict[object, object] = {}
+        for backend in backends:
+            enter: Callable[[object], contextlib.AbstractContextManager[object]] | None = getattr(
+                backend, "serving", None
+            )
+            if enter is None:
+                continue
+            kind = getattr(type(backend), "serving", None)  # one method, one kind of what it shares
+            shared[kind] = stack.enter_context(enter(shared.get(kind)))
+        yield
 
 
 def job_command(spec_path: str, python: str = "python") -> list[str]:

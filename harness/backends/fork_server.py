@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -21,6 +22,8 @@ from collections.abc import Callable
 from typing import IO, Any
 
 MAX_MESSAGE = 1 << 16
+MAX_CODE_FILES = 1000
+_DIGEST = re.compile(r"[0-9a-f]{64}")
 ANSWER_S = 30.0  # a fork takes milliseconds; a server silent this long is not one to send jobs to
 CLOSE_S = 5.0
 
@@ -60,6 +63,7 @@ class ForkServer:
 
     def __init__(self, proc: subprocess.Popen[bytes], sock: socket.socket, import_s: float) -> None:
         self.proc, self.sock, self.import_s = proc, sock, import_s
+        self.code: dict[str, str] = {}  # "suites/...py" -> sha256 of each file it loaded before forking
 
     @classmethod
     def start(
@@ -98,6 +102,7 @@ class ForkServer:
             if ready.get("ready") is not True or not isinstance(value, float) or not 0 <= value < 1e6:
                 raise ServerGone("not ready")
             server.import_s = value
+            server.code = _code(ready.get("code"))
         except (TimeoutError, ServerGone):
             server.close()
             return None
@@ -109,12 +114,14 @@ class ForkServer:
     def alive(self) -> bool:
         return self.proc.poll() is None
 
-    def fork(self, spec_path: str) -> ForkedJob:
-        """A child of the server running the job at `spec_path`, its output on two fresh pipes."""
+    def fork(self, spec_path: str, root: str) -> ForkedJob:
+        """A child of the server running the job at `spec_path` with the `suites` below `root`, its
+        output on two fresh pipes."""
         out_read, out_write = os.pipe()
         err_read, err_write = os.pipe()
         try:
-            socket.send_fds(self.sock, [json.dumps({"job": spec_path}).encode()], [out_write, err_write])
+            request = json.dumps({"job": spec_path, "root": root}).encode()
+            socket.send_fds(self.sock, [request], [out_write, err_write])
             pid = _int(_receive(self.sock, ANSWER_S), "pid")
         except (OSError, TimeoutError, ServerGone) as error:
             for fd in (out_read, err_read):
@@ -135,6 +142,17 @@ class ForkServer:
             with contextlib.suppress(ProcessLookupError):
                 self.proc.kill()
             self.proc.wait()
+
+
+def _code(value: Any) -> dict[str, str]:
+    """The server's digests of the files it loaded, checked: names are matched against another
+    checkout's files (harness/backends/fork_pool.py), so a bad one ends the server's use."""
+    if not isinstance(value, dict) or len(value) > MAX_CODE_FILES:
+        raise ServerGone("no digests of the code it loaded")
+    for name, digest in value.items():
+        if not (isinstance(digest, str) and _DIGEST.fullmatch(digest) and isinstance(name, str)):
+            raise ServerGone("a digest that is not a sha256")
+    return dict(value)
 
 
 class ForkedJob:

@@ -25,6 +25,7 @@ from typing import IO, Any, Protocol
 
 from harness.backends import job_folder
 from harness.backends.base import BackendOptions, JobOutcome, Limits, job_command
+from harness.backends.fork_pool import ServerPool
 from harness.backends.fork_server import ForkedJob, ForkServer, ServerGone
 from harness.backends.job_folder import Tail, pump, read_chunks
 from harness.core.safe_files import make_folder
@@ -214,45 +215,49 @@ class LocalBackend:
         self.suites_dir = suites_dir  # the code the jobs run (another checkout's in `harness ab`)
         self.fork_rounds = fork_rounds  # inside `serving()`: each job forked from a server that imported once
         self._serving = False
-        self._servers: dict[tuple[Any, ...], ForkServer | None] = {}  # None: that key runs fresh processes
+        self.pool: ServerPool | None = None  # inside `serving()` with fork_rounds: the session's servers
 
     @contextlib.contextmanager
-    def serving(self) -> Iterator[None]:
+    def serving(self, shared: ServerPool | None = None) -> Iterator[ServerPool | None]:
         """Around a session's rounds: each job is forked from a server per (interpreter, framework,
         settings) that imported the framework once (suites/runtime/fork_server.py), unless this
-        backend was asked for fresh processes. The servers end with the block."""
+        backend was asked for fresh processes. `shared`: another side's servers, which serve this
+        side's jobs too where the code matches (harness/backends/fork_pool.py); the block that made
+        the servers ends them."""
         if self._serving:  # already inside one (a backend shared by two sides): that block ends them
-            yield
+            yield self.pool
             return
-        self._serving = self.fork_rounds
+        self._serving = True
+        self.pool = (shared or ServerPool()) if self.fork_rounds else None
         try:
-            yield
+            yield self.pool
         finally:
-            self._serving = False
-            servers, self._servers = self._servers, {}
-            for server in servers.values():
-                if server is not None:
-                    server.close()
+            pool, self.pool, self._serving = self.pool, None, False
+            if pool is not None and pool is not shared:
+                pool.close()
 
     def _server(self, job: Job, spec_path: str, cache_dir: str | None, env: dict[str, str]) -> ForkServer | None:
-        """The server this job forks from (started now if it is the first of its key), or None."""
-        if not self._serving:
+        """The server this job forks from (started now if none of its key serves this code), or None."""
+        if self.pool is None:
             return None
         python = self.python_for(job.stack)
-        key = (python, job.framework, job.device, job.threads, job.cache, cache_dir, tuple(sorted(env.items())))
-        server = self._servers.get(key)
-        if server is not None and not server.alive():
-            server = self._servers[key] = None
-        if key not in self._servers:
-            parent = os.getpid()
-            self._servers[key] = server = ForkServer.start(
+        root = str(self.suites_dir.parent)
+        # The checkout's own folder (first on PYTHONPATH) is not the key: a server serves every
+        # checkout whose code it ran is the same (fork_pool.py).
+        rest = {**env, "PYTHONPATH": env["PYTHONPATH"].split(os.pathsep, 1)[1:]}
+        key = (python, job.framework, job.device, job.threads, job.cache, cache_dir, repr(sorted(rest.items())))
+        parent = os.getpid()
+        return self.pool.server_for(
+            key,
+            root,
+            lambda: ForkServer.start(
                 [python, "-m", "suites", "serve", "--job", spec_path],
                 env,
-                str(self.suites_dir.parent),
+                root,
                 lambda: self._child_setup(parent),
                 job.timeout_s,
-            )
-        return server
+            ),
+        )
 
     def _child_setup(self, parent: int) -> None:
         """Runs in the child before exec: die with the harness, then the local stand-ins for limits."""
@@ -278,7 +283,7 @@ class LocalBackend:
         if server is None:
             return None
         try:
-            return server.fork(spec_path)
+            return server.fork(spec_path, str(self.suites_dir.parent))
         except ServerGone:
             server.close()
             return None

@@ -224,8 +224,8 @@ def execute_interleaved(
     with contextlib.ExitStack() as stack:
         for side in sides:
             stack.enter_context(run_lock(side.run_dir))
-        for side in sides:  # each side's own servers: its own code and interpreters (harness ab)
-            stack.enter_context(serving(side.backend))
+        # The sides' servers, shared where their code before the fork is the same (harness ab)
+        stack.enter_context(serving(*(side.backend for side in sides)))
         writers = []
         for side in sides:
             writer = RunWriter(side.run_dir, side.plan, side.backend.name, argv, side.code)

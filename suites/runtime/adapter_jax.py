@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import importlib.metadata as metadata
+import importlib.util
+import sys
 from typing import Any
 
 from suites.contract import precision
@@ -143,17 +146,28 @@ def precision_probe(settings: Settings) -> dict[str, Any]:
     return precision.measured_record(matmul.measure(found), conv.measure(found_conv))
 
 
+def _installed(name: str) -> dict[str, str]:
+    """The version of a library of the stack: the module's own if the job imported it, else its
+    distribution's, without importing it (importing flax and optax only to read their versions cost a
+    JAX job 0.48 s a round, a third of it; benchmarks/round_cost.py)."""
+    module = sys.modules.get(name)
+    if module is not None:
+        return {name: getattr(module, "__version__", "unknown")}
+    if importlib.util.find_spec(name) is None:
+        return {}
+    try:
+        return {name: metadata.version(name)}
+    except metadata.PackageNotFoundError:  # importable, but not an installed distribution
+        return {name: "unknown"}
+
+
 def environment(settings: Settings) -> dict[str, Any]:
     import jax
     import jaxlib
 
     versions = {"jax": jax.__version__, "jaxlib": jaxlib.__version__}
     for name in ("flax", "optax", "equinox", "numpy"):
-        try:
-            module = __import__(name)
-            versions[name] = getattr(module, "__version__", "unknown")
-        except ImportError:
-            pass
+        versions.update(_installed(name))
     dev = device(settings)
     return {
         "versions": versions,

@@ -15,10 +15,19 @@ framework operation. A child forked from a multithreaded process can deadlock (J
 fork warning only once its backend is up, jax PR 20734; PyTorch's DataLoader forks after import
 the same way). It imports, and waits.
 
+One server may fork the jobs of two checkouts (`harness ab`'s sides, harness/backends/fork_pool.py):
+so that a server's mark on its children (the pages it imported into, its heap's layout) falls on
+both sides alike instead of being one side's. That is sound only if the server ran the same code
+for both: it reports the digest of every `suites` file it loaded, and the harness sends it another
+checkout's job only when that checkout's files are byte for byte the same. Each child, whichever
+side it runs, then drops every `suites` module and imports its own checkout's from scratch (the
+suite's code, the runtime that times it, the adapter): the code under test is always the child's.
+
 Protocol, over a SOCK_SEQPACKET socket pair the harness made (one message a packet, one job at a
 time; harness/backends/fork_server.py is the other end):
-    server -> harness  {"ready": true, "import_s": x}                once imported
-    harness -> server  {"job": "/abs/path/job.json"} + 2 descriptors (the job's stdout, stderr)
+    server -> harness  {"ready": true, "import_s": x, "code": {"suites/...py": sha256}}  once imported
+    harness -> server  {"job": "/abs/path/job.json", "root": "/abs/checkout"} + 2 descriptors
+                       (the job's stdout and stderr; root: the folder holding the job's `suites`)
     server -> harness  {"pid": n}, and when that child has ended {"exit": code}
 The end of the socket ends the server. Standard library only: this runs inside the stack images.
 """
@@ -27,6 +36,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import hashlib
 import importlib
 import json
 import logging
@@ -60,10 +70,6 @@ def key_of(job: JobSpec) -> dict[str, Any]:
     return {name: getattr(job, name) for name in KEY_FIELDS}
 
 
-# Runs one job in this process and returns its exit code (suites/__main__.py's, given what the server did).
-RunJob = Callable[[JobSpec, dict[str, Any]], int]
-
-
 def _prctl() -> Any:
     """libc's prctl, looked up before any fork (ctypes must not load libraries in a child)."""
     try:
@@ -76,7 +82,7 @@ def _send(sock: socket.socket, message: dict[str, Any]) -> None:
     sock.sendall(json.dumps(message).encode())
 
 
-def serve(first: Path, fd: int, settings_for: Callable[[JobSpec, SuiteSpec], Settings], run: RunJob) -> int:
+def serve(first: Path, fd: int, settings_for: Callable[[JobSpec, SuiteSpec], Settings]) -> int:
     """Import the framework of the job `first` names under its settings, then fork every job sent on `fd`."""
     sock = socket.socket(fileno=fd)
     try:
@@ -87,6 +93,8 @@ def serve(first: Path, fd: int, settings_for: Callable[[JobSpec, SuiteSpec], Set
         return 2
     key = key_of(job)
     base = dict(os.environ)  # each child starts from it and applies its own settings, as a fresh job does
+    own = _Root.of_server(base)
+    folder = str(Path(__file__).resolve().parents[2])  # the checkout whose `suites` this is
     settings = settings_for(job, suite)
     apply_environment(settings)
     scratch = tempfile.mkdtemp(prefix="harness-serve-")
@@ -94,7 +102,7 @@ def serve(first: Path, fd: int, settings_for: Callable[[JobSpec, SuiteSpec], Set
     prctl = _prctl()
     try:
         import_s = _import(framework)
-        _send(sock, {"ready": True, "import_s": import_s})
+        _send(sock, {"ready": True, "import_s": import_s, "code": loaded_code(folder)})
         forks = 0
         while True:
             try:
@@ -105,12 +113,13 @@ def serve(first: Path, fd: int, settings_for: Callable[[JobSpec, SuiteSpec], Set
                 for extra in fds:
                     os.close(extra)
                 return 0
-            path = _request(data, fds)
-            if path is None:
+            request = _request(data, fds)
+            if request is None:
                 for extra in fds:
                     os.close(extra)
-                _send(sock, {"error": "a request is a job path and two descriptors"})
+                _send(sock, {"error": "a request is a job path, its root and two descriptors"})
                 continue
+            path, root = request
             process = {"start": "forked", "server_import_s": import_s, "forked_before": forks}
             for stream in (sys.stdout, sys.stderr):  # nothing buffered may be written twice
                 stream.flush()
@@ -118,7 +127,7 @@ def serve(first: Path, fd: int, settings_for: Callable[[JobSpec, SuiteSpec], Set
             pid = os.fork()
             if pid == 0:
                 os.close(started)
-                _child(sock, fds, told, path, base, key, process, prctl, run)  # never returns
+                _child(sock, fds, told, path, own.moved(base, root), key, process, prctl)  # never returns
             os.close(told)
             for extra in fds:
                 os.close(extra)
@@ -144,15 +153,54 @@ def _import(framework: Framework) -> float:
     return import_s
 
 
-def _request(data: bytes, fds: list[int]) -> Path | None:
+def loaded_code(folder: str) -> dict[str, str]:
+    """The sha256 of every file of the `suites` package (below `folder`) this process has loaded."""
+    package = os.path.join(folder, "suites") + os.sep
+    code = {}
+    for module in list(sys.modules.values()):
+        file = getattr(module, "__file__", None)
+        if isinstance(file, str) and os.path.realpath(file).startswith(package):
+            relative = os.path.relpath(os.path.realpath(file), folder).replace(os.sep, "/")
+            with open(file, "rb") as handle:
+                code[relative] = hashlib.sha256(handle.read()).hexdigest()
+    return dict(sorted(code.items()))
+
+
+class _Root:
+    """Where the server's own `suites` came from: the first entry of sys.path (`python -m` puts the
+    working folder there) and of PYTHONPATH (the backend puts the checkout there)."""
+
+    def __init__(self, pythonpath: list[str]) -> None:
+        self.pythonpath = pythonpath
+
+    @classmethod
+    def of_server(cls, environ: dict[str, str]) -> _Root:
+        return cls(environ.get("PYTHONPATH", "").split(os.pathsep))
+
+    def moved(self, base: dict[str, str], root: str) -> tuple[dict[str, str], list[str], str]:
+        """The environment, sys.path and working folder a fresh job from `root` would have had."""
+        env = dict(base)
+        if self.pythonpath and self.pythonpath[0]:
+            env["PYTHONPATH"] = os.pathsep.join([root, *self.pythonpath[1:]])
+        path = [root, *sys.path[1:]]
+        if self.pythonpath[0] in path[1:]:
+            path[path.index(self.pythonpath[0], 1)] = root
+        return env, path, root
+
+
+def _request(data: bytes, fds: list[int]) -> tuple[Path, str] | None:
     try:
         message = json.loads(data)
     except ValueError:
         return None
-    path = message.get("job") if isinstance(message, dict) else None
-    if not isinstance(path, str) or len(fds) != 2 or not os.path.isabs(path):
+    if not isinstance(message, dict):
         return None
-    return Path(path)
+    path, root = message.get("job"), message.get("root")
+    if not isinstance(path, str) or not isinstance(root, str) or len(fds) != 2:
+        return None
+    if not (os.path.isabs(path) and os.path.isabs(root)):
+        return None
+    return Path(path), root
 
 
 def _child(
@@ -160,13 +208,12 @@ def _child(
     fds: list[int],
     told: int,
     path: Path,
-    base: dict[str, str],
+    moved: tuple[dict[str, str], list[str], str],
     key: dict[str, Any],
     process: dict[str, Any],
     prctl: Any,
-    run: RunJob,
 ) -> None:
-    """The forked job: a process of its own, then the job; it ends here whatever happens."""
+    """The forked job: a process of its own, its checkout's code, then the job; it ends here whatever happens."""
     code = 70  # EX_SOFTWARE: only if the lines below fail before the job's own code is known
     try:
         os.setsid()  # its own session and group: a timeout kills the job and what it started, not the server
@@ -181,19 +228,16 @@ def _child(
         os.dup2(fds[1], 2)
         for extra in fds:
             os.close(extra)
+        env, sys.path[:], folder = moved
         os.environ.clear()
-        os.environ.update(base)
-        try:
-            job = job_spec.read(path)
-        except JobSpecError as error:
-            print(f"error: {path}: {error}", file=sys.stderr, flush=True)
-            code = 2
-        else:
-            if key_of(job) != key:  # the harness sends only matching jobs: a mismatch is its bug
-                print(f"error: {path}: this fork server imported for {key}, not {key_of(job)}", file=sys.stderr)
-                code = 2
-            else:
-                code = run(job, process)
+        os.environ.update(env)
+        os.chdir(folder)
+        # Every `suites` module again, from the job's own checkout: the framework stays imported, the
+        # code that runs and times the job is the job's (and its paths, e.g. the registry's folder).
+        for name in [name for name in sys.modules if name == "suites" or name.startswith("suites.")]:
+            del sys.modules[name]
+        entry = importlib.import_module("suites.__main__")
+        code = entry.run_path(path, process, key)
     except BaseException:  # noqa: BLE001 - the child must never return into the server's loop
         with contextlib.suppress(Exception):
             traceback.print_exc()

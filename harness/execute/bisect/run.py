@@ -6,7 +6,6 @@ by harness.execute.runner.execute with a local backend whose interpreter for the
 
 from __future__ import annotations
 
-import contextlib
 import sys
 from dataclasses import dataclass, field, replace
 from itertools import pairwise
@@ -192,9 +191,7 @@ def run_bisect(request: Request, argv: list[str] | None = None) -> Outcome:
     # The budget runs from the first round: building the versions' venvs or images is not measuring.
     clock = None if request.budget_s is None else RoundClock(request.budget_s, least=needed)
     done = 0
-    with contextlib.ExitStack() as servers:
-        for backend in backends.values():  # each version's servers import that version once
-            servers.enter_context(serving(backend))
+    with serving(*backends.values()):  # each version's servers import that version once
         for number in range(1, rounds + 1):
             say(f"== round {number}/{rounds}" if clock is None else f"== round {number}")
             if _run_round(plan, number, request, backends, folder, argv):
