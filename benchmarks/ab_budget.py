@@ -2,9 +2,10 @@
 takes to find a planted code slowdown, with the time each session took (issue 39).
 
 Every session is the real CLI on the local backend: this checkout as the baseline, and as the
-candidate either this checkout again (A/A) or a copy of its suites whose hidden `fault` suite times
-(1 + slowdown) times the work in its timed call (benchmarks/false_alarms.py's planted edit: a code
-change, the same workload and parameters).
+candidate either an unchanged copy of this checkout's code (A/A: two folders, as when a user
+compares a checkout with a branch's; `--aa-against self` compares this checkout with itself) or a
+copy whose hidden `fault` suite times (1 + slowdown) times the work in its timed call
+(benchmarks/false_alarms.py's planted edit: a code change, the same workload and parameters).
 
     python benchmarks/ab_budget.py                                  # the figures of docs/method.md
     python benchmarks/ab_budget.py --aa 20 --planted 0.05:8:180 --planted 0.30:10:60
@@ -21,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import shutil
 import statistics
 import subprocess
 import sys
@@ -46,6 +48,14 @@ class Outcome:
     called_slower: int
     called_faster: int
     error: str | None
+
+
+def copied(root: Path) -> Path:
+    """An unchanged copy of this checkout's harness/ and suites/ (the A/A candidate)."""
+    repo = root / "copy"
+    for package in ("harness", "suites"):
+        shutil.copytree(REPO / package, repo / package, ignore=shutil.ignore_patterns("__pycache__"))
+    return repo
 
 
 def session(candidate: Path, budget: float, args: argparse.Namespace, results: Path) -> Outcome:
@@ -75,6 +85,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--aa", type=int, default=20)
     parser.add_argument("--aa-budget", type=float, default=60.0)
+    parser.add_argument("--aa-against", choices=("copy", "self"), default="copy", help="the A/A candidate")
     parser.add_argument("--planted", action="append", default=[], help="SLOWDOWN:SESSIONS:BUDGET_S")
     parser.add_argument("--frameworks", default="numpy")
     parser.add_argument("--work", type=int, default=300000)
@@ -93,7 +104,10 @@ def main() -> None:
         )
         print("| --- | --- | --- | --- | --- | --- |", flush=True)
         for slowdown, count, budget in (plan for plan in plans if plan[1] > 0):  # --aa 0: no A/A sessions
-            candidate = REPO if slowdown == 0 else planted(root, 1 + slowdown)
+            if slowdown != 0:
+                candidate = planted(root, 1 + slowdown)
+            else:
+                candidate = REPO if args.aa_against == "self" else copied(root)
             runs = [session(candidate, budget, args, root / "results") for _ in range(count)]
             key = "A/A" if slowdown == 0 else f"+{slowdown:.0%} work"
             figures[key] = [asdict(r) for r in runs]

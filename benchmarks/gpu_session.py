@@ -61,7 +61,7 @@ SIZES = ("full", "tiny")
 STEPS: list[tuple[str, tuple[str, ...], dict[str, list[list[str]]]]] = [
     ("calibrate", ("numpy", "jax", "pytorch"), {
         "full": [["calibrate"]],
-        "tiny": [["calibrate"]],
+        "tiny": [["calibrate", "--smoke"]],
     }),
     ("selftest", ("numpy", "jax", "flax", "pytorch"), {
         "full": [["selftest"]],

@@ -107,11 +107,12 @@ class Calibrated:
 
 @pytest.fixture(scope="session")
 def calibrated(tmp_path_factory: pytest.TempPathFactory) -> Calibrated:
-    """One real `harness calibrate` (every CPU stack, local) a test session. tests/test_calibration.py
-    checks it; a test that needs ceilings copies its calibration into its own cache home
-    (`seed_calibration`) instead of measuring the same machine again (80 s of CI's 2 cores each)."""
+    """One real `harness calibrate --smoke` (every CPU stack, local) a test session: the full size spends
+    50 s of CI's 2 cores, most of it on PyTorch's bfloat16 products at N = 1024, the smoke size 10 s.
+    tests/test_calibration.py checks it; a test that needs ceilings copies its calibration into its own
+    cache home (`seed_calibration`) instead of measuring the same machine again."""
     home = tmp_path_factory.mktemp("calibrated-home")
-    proc = subprocess.run([sys.executable, "-m", "harness.cli", "calibrate", "--backend", "local", "-q"],
+    proc = subprocess.run([sys.executable, "-m", "harness.cli", "calibrate", "--backend", "local", "-q", "--smoke"],
                           capture_output=True, text=True, cwd=REPO, timeout=900,
                           env=dict(os.environ, HARNESS_CACHE_HOME=str(home)))  # fmt: skip
     return Calibrated(home, proc)

@@ -12,6 +12,8 @@ from harness.judge.assessment import assess
 from harness.report.table import render
 from harness.store.calibration import parse, read_json_file
 from harness.store.run_folder import load_run
+from suites.contract.registry import all_suites
+from suites.contract.spec import SMOKE_REPEAT
 from tests.conftest import Calibrated, finished, harness, read, run_folder
 from tests.factories import metric, result, write_run
 
@@ -31,6 +33,13 @@ def test_calibrate_measures_every_stack_and_caches_per_machine(calibrated: Calib
     assert ceilings.frameworks == ("jax", "numpy", "pytorch")
     assert ceilings.bandwidth and ceilings.bandwidth > 1e8  # more than 0.1 GB/s on any real machine
     assert ceilings.flops_by_key["float32/fp32"] > ceilings.flops_by_key["float64/fp64"] * 0.5
+    (run,) = (calibrated.home / cache_home.CALIBRATION / cache_home.RUNS).iterdir()  # at the smoke size it asked
+    for fw in ceilings.frameworks:
+        doc = read(run / f"{fw}.json")
+        assert doc["params"] == all_suites()["calibrate"].smoke and doc["settings"]["repeat"] == SMOKE_REPEAT, doc
+    # recorded as smoke figures, and said so: a run judged against them warns (tests/test_selftest.py)
+    assert {entry["size"] for entry in read(cache)["frameworks"].values()} == {"smoke"}
+    assert proc.stdout.count(", smoke size)") == 3
 
 
 @pytest.mark.slow
@@ -66,6 +75,10 @@ def test_a_tampered_calibration_is_ignored_and_named(tmp_path: Path) -> None:
     run = load_run(run_dir)
     text = render(assess(run))
     assert "of achievable" not in text and "calibration.json: ignored" in text
+    good = {**doc, "frameworks": {"numpy": {"flops": {"float64/fp64": 5e9}, "size": "smoke"}}}
+    assert parse(good).flops_by_key == {"float64/fp64": 5e9}
+    with pytest.raises(ValueError, match="size: expected one of full, smoke"):
+        parse({**doc, "frameworks": {"numpy": {"flops": {"float64/fp64": 5e9}, "size": "\x1b[2J"}}})
     (run_dir / "calibration.json").unlink()
     (run_dir / "calibration.json").symlink_to("/dev/zero")
     with pytest.raises(ValueError, match="cannot open|regular"):

@@ -284,15 +284,31 @@ def run(ctx):
 """
 
 
-def test_a_checkout_whose_code_before_the_fork_differs_gets_its_own_server(tmp_path: Path) -> None:
+def test_sides_one_server_cannot_serve_all_run_fresh_and_say_why(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A server per side would mark one side's rounds only: where one cannot serve both (other code
+    before the fork, other interpreters), every job of the session is a fresh process."""
     copy = copy_of_suites(tmp_path / "b")
     settings = copy / "contract" / "settings.py"
     settings.write_text(settings.read_text() + "\n# one more line: the server would run other code\n")
     sides = [LocalBackend(echo=False, fork_rounds=True), LocalBackend(echo=False, suites_dir=copy, fork_rounds=True)]
-    *docs, count = run_sides(sides, tmp_path, "ABAB")
-    assert count == {"servers": 2}
-    assert [d["environment"]["process"]["forked_before"] for d in docs] == [0, 0, 1, 1]
+    *docs, count = run_sides(sides, tmp_path / "code", "ABAB")
+    assert count == {"servers": 0}
+    assert [d["environment"]["process"] for d in docs] == [{"start": "fresh"}] * 4
     assert all(d["status"] == "ok" for d in docs)
+    err = capsys.readouterr().err
+    assert err.count("this session's jobs run in fresh processes") == 1
+    assert f"is not the same in {tmp_path / 'b'}" in err
+    python = tmp_path / "python"
+    python.symlink_to(sys.executable)  # the same interpreter under another name: not provably the same
+    sides = [
+        LocalBackend(echo=False, fork_rounds=True),
+        LocalBackend(echo=False, pythons={"numpy": str(python)}, fork_rounds=True),
+    ]
+    *docs, count = run_sides(sides, tmp_path / "python-runs", "AB")
+    assert count == {"servers": 0} and [d["environment"]["process"]["start"] for d in docs] == ["fresh"] * 2
+    assert "different interpreters or limits" in capsys.readouterr().err
 
 
 def test_a_server_shares_only_what_it_can_prove_is_the_same(tmp_path: Path) -> None:

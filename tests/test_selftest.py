@@ -116,6 +116,7 @@ def test_selftest_passes_on_this_cpu_one_line_per_check(
     )  # fmt: skip
     assert finished(proc), proc.stdout + proc.stderr
     assert "calibrating this machine" not in proc.stderr  # it judged "achievable" against the seeded ceilings
+    assert "were measured at the smoke size" in proc.stderr  # the seeded ones are smoke figures, and it says so
     lines = [line for line in proc.stdout.splitlines() if line[:4] in ("PASS", "FAIL", "n/a ")]
     assert not [line for line in lines if line.startswith("FAIL")]
     names = {(line.split()[1], line.split()[2], line.split()[3]) for line in lines}

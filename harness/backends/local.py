@@ -30,6 +30,7 @@ from harness.backends.fork_server import ForkedJob, ForkServer, ServerGone
 from harness.backends.job_folder import Tail, pump, read_chunks
 from harness.core.safe_files import make_folder
 from harness.store.plan import Job
+from harness.text.escape import plain
 from suites.contract.registry import SUITES_DIR
 
 PR_SET_PDEATHSIG = 1  # linux/prctl.h
@@ -229,6 +230,10 @@ class LocalBackend:
             return
         self._serving = True
         self.pool = (shared or ServerPool()) if self.fork_rounds else None
+        if self.pool is not None:
+            # What a server would pass on from this backend to every child: it must be every side's.
+            stacks = tuple((stack, self.python_for(stack)) for stack in sorted(self.pythons))
+            self.pool.join(str(self.suites_dir.parent), (stacks, self.limits))
         try:
             yield self.pool
         finally:
@@ -247,7 +252,7 @@ class LocalBackend:
         rest = {**env, "PYTHONPATH": env["PYTHONPATH"].split(os.pathsep, 1)[1:]}
         key = (python, job.framework, job.device, job.threads, job.cache, cache_dir, repr(sorted(rest.items())))
         parent = os.getpid()
-        return self.pool.server_for(
+        server = self.pool.server_for(
             key,
             root,
             lambda: ForkServer.start(
@@ -258,6 +263,10 @@ class LocalBackend:
                 job.timeout_s,
             ),
         )
+        why = self.pool.notice()
+        if why is not None:
+            print(f"--processes forked: this session's jobs run in fresh processes: {plain(why)}", file=sys.stderr)
+        return server
 
     def _child_setup(self, parent: int) -> None:
         """Runs in the child before exec: die with the harness, then the local stand-ins for limits."""

@@ -271,6 +271,14 @@ def calibrate_command(
         Optional[Path], typer.Option("--results-dir", hidden=True, help="not used: the ceilings live in the cache home")
     ] = None,
     quiet: Quiet = False,
+    smoke: Annotated[
+        bool,
+        typer.Option(
+            "--smoke",
+            help="the calibrate suite's smoke size (N = 128 matmuls, an 8 MiB stream, 3 samples): a quick check "
+            "that every stack calibrates; its ceilings are lower than a full calibration's and replace the cached ones",
+        ),
+    ] = False,
 ) -> None:
     """Measure this machine's achievable matmul FLOP/s and bandwidth with each stack (cached per machine)."""
     from suites.contract.registry import all_suites
@@ -284,7 +292,7 @@ def calibrate_command(
         typer.echo(f"--results-dir is not used by calibrate: the ceilings live in {cache_home.home()}", err=True)
     options = backend_options(quiet=quiet, cpus=cpus)
     chosen = make_backend(resolve_backend(backend.value, pythons={}, gpus=None, device=device.value), options)
-    doc = calibrate(names, device=device.value, threads=threads, cpus=cpus, backend=chosen, force=True)
+    doc = calibrate(names, device=device.value, threads=threads, cpus=cpus, backend=chosen, force=True, smoke=smoke)
     if doc is None:
         raise HarnessError("no calibration job produced a usable figure; see the job output above")
     for line in describe_calibration(doc):

@@ -33,6 +33,7 @@ from harness.core import cache_home
 from harness.core.errors import HarnessError
 from harness.core.safe_files import write_json_atomic
 from harness.core.schema import number
+from harness.text.escape import plain
 from suites.contract import machine, precision
 from suites.contract.frameworks import FRAMEWORKS
 from suites.contract.marks import ESCAPED as ESCAPED_MARK
@@ -48,6 +49,7 @@ VERSION = 2
 RUN_FILE = "calibration.json"
 MAX_BYTES = 1 << 20
 MODES = ("auto", "always", "never")
+SIZES = ("full", "smoke")  # the calibrate suite's size a framework's figures were measured at
 BANDWIDTH = "bandwidth"
 MATMUL_PREFIX = "matmul "  # the calibrate suite's matmul metrics: "matmul <ceiling key>"
 # The operands' dtype -> its spelling in a ceiling key; float32 adds the measured arithmetic class.
@@ -186,6 +188,8 @@ def parse(doc: Any) -> Ceilings:
             raise ValueError(f"frameworks: unknown framework {name!r}")
         for key, value in _flops_entry(name, entry).items():
             flops[key] = max(flops.get(key, 0.0), value)
+        if entry.get("size", "full") not in SIZES:
+            raise ValueError(f"frameworks.{name}.size: expected one of {', '.join(SIZES)}")
         moved = entry.get(BANDWIDTH)
         if moved is not None:
             bandwidth = max(bandwidth or 0.0, _figure(f"frameworks.{name}.{BANDWIDTH}", moved, BANDWIDTH))
@@ -402,6 +406,7 @@ def describe(doc: dict[str, Any]) -> list[str]:
     for name, entry in sorted(doc["frameworks"].items()):
         figures = {**entry.get("flops", {}), BANDWIDTH: entry.get(BANDWIDTH)}
         parts = [f"{k} {v / 1e9:.4g}" for k, v in sorted(figures.items()) if v is not None]
-        lines.append(f"    {name}: " + ", ".join(parts) + f" (run {entry.get('run_id')})")
+        size = ", smoke size" if entry.get("size") == "smoke" else ""
+        lines.append(f"    {name}: " + ", ".join(parts) + f" (run {plain(str(entry.get('run_id')))}{size})")
     lines.append("  each the best sample of any stack (a ceiling is what this machine can reach)")
     return lines

@@ -85,7 +85,7 @@ def run(ctx: Context) -> None:
     from flax import nnx
 
     from suites.contract.datasets import batch_starts
-    from suites.resnet18.models_flax import ResNet18, load_weights, prepare, torch_name
+    from suites.resnet18.models_flax import build, prepare, torch_name
     from suites.runtime import training
     from suites.runtime.training_jax import (
         PEAK_HOW,
@@ -127,8 +127,7 @@ def run(ctx: Context) -> None:
     train_x, train_y, test_x, test_y, orders_dev = arrays
 
     weights = common.init_weights(int(p["seed"]))
-    model = ResNet18(nnx.Rngs(p["seed"]), dtype)
-    load_weights(model, weights)
+    model = build(int(p["seed"]), dtype, weights)
     n_params = int(sum(x.size for x in jax.tree.leaves(nnx.state(model, nnx.Param))))
     sgd = optax.sgd(p["lr"], momentum=common.SGD_MOMENTUM)
     tx = optax.adam(p["lr"]) if p["optimizer"] == "adam" else sgd
@@ -268,8 +267,7 @@ def run(ctx: Context) -> None:
 
     # The same model, numerically: logits of the untrained network (shared initial weights, batch
     # statistics as in training) on the first test images, compared with the other framework.
-    fresh = ResNet18(nnx.Rngs(p["seed"]), jnp.float32)  # float32 whatever --precision (float32_compute)
-    load_weights(fresh, weights)
+    fresh = build(int(p["seed"]), jnp.float32, weights)  # float32 whatever --precision (float32_compute)
     fresh.train()
     probe = jax.device_put(common.probe_batch(images), dev)
     logits = nnx.jit(lambda m, x: m(prepare(x)))(fresh, probe)  # nnx.jit: BatchNorm updates its statistics
