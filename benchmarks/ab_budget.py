@@ -13,7 +13,8 @@ copy whose hidden `fault` suite times (1 + slowdown) times the work in its timed
     python benchmarks/ab_budget.py --processes fresh              # a new interpreter every round's job
 
 `--planted SLOWDOWN:SESSIONS:BUDGET_S` (repeatable); `--aa N` A/A sessions at `--aa-budget`
-seconds. Prints a Markdown table and writes every session's outcome as JSON (--out). Run it on a
+seconds. Prints a Markdown table and writes every session's outcome as JSON (--out); `--keep DIR`
+keeps every session's run folders (each round's result: which side was faster round by round). Run it on a
 quiet machine: anything else running makes samples `contended`, and the harness leaves those out.
 """
 
@@ -92,6 +93,7 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=20)
     parser.add_argument("--processes", choices=("forked", "fresh"), default="fresh", help="each round's job process")
     parser.add_argument("--out", type=Path, default=Path("ab_budget.json"))
+    parser.add_argument("--keep", type=Path, help="keep every session's run folders here (each round's result)")
     args = parser.parse_args()
     plans = [(0.0, args.aa, args.aa_budget)] + [
         (float(s), int(n), float(b)) for s, n, b in (p.split(":") for p in args.planted or ["0.30:10:60", "0.05:8:180"])
@@ -108,7 +110,8 @@ def main() -> None:
                 candidate = planted(root, 1 + slowdown)
             else:
                 candidate = REPO if args.aa_against == "self" else copied(root)
-            runs = [session(candidate, budget, args, root / "results") for _ in range(count)]
+            results = (args.keep or root) / ("aa" if slowdown == 0 else f"planted-{slowdown:g}")
+            runs = [session(candidate, budget, args, results) for _ in range(count)]
             key = "A/A" if slowdown == 0 else f"+{slowdown:.0%} work"
             figures[key] = [asdict(r) for r in runs]
             called = sum(1 for r in runs if r.called_slower or r.called_faster)

@@ -5,8 +5,10 @@ Why share: a side's forked rounds are all children of one server, so whatever th
 none of the other's: in `harness ab` that is a difference between the sides the code did not make,
 and the rounds cannot average it out. With one server for both sides, its mark falls on A's and
 B's rounds alike and, the rounds alternating, cancels in the comparison. (It did not change the JAX
-A/A record on the development machine, 2 of 20 either way: what still differs between the sides'
-children is their checkout's folder, which a forked child does not re-randomise; docs/method.md.)
+A/A record on the development machine, 2 of 20 either way; a copy's forked rounds still ran about
+0.7 % apart from the checkout's in 20 of 20 sessions, where fresh processes showed no side, and
+moving each child's heap, mappings and small-object blocks at random did not remove it:
+docs/method.md, "Forked rounds". Forking stays opt-in.)
 
 A server runs the `suites` code of one checkout before it forks (the job spec reader, the settings
 that shape the import, the adapter). It forks another checkout's job only when every file it
@@ -24,7 +26,6 @@ from __future__ import annotations
 import hashlib
 import re
 from collections.abc import Callable, Hashable
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness.backends.fork_server import ForkServer
@@ -35,16 +36,10 @@ MAX_SOURCE = 16 << 20  # a module file larger than this is not one the servers c
 _NAME = re.compile(r"suites(/[A-Za-z0-9_][A-Za-z0-9_.-]*)*/[A-Za-z0-9_][A-Za-z0-9_.-]*\.py")
 
 
-@dataclass
-class _Entry:
-    server: ForkServer | None  # None: it could not start, or died; its roots' jobs run fresh
-    roots: set[str] = field(default_factory=set)  # the checkouts whose jobs it forks
-
-
 def same_code(server: ForkServer, root: str) -> bool:
     """Whether every `suites` file the server loaded has the same sha256 below `root` (no link followed)."""
     for name, digest in server.code.items():
-        if not _NAME.fullmatch(name) or ".." in name.split("/"):
+        if not _NAME.fullmatch(name):  # no component starts with a dot: no `..`, nothing hidden
             return False
         try:
             data = read_bytes(Path(root, name), MAX_SOURCE, what="module")
@@ -60,7 +55,7 @@ class ServerPool:
     the environment but for the checkout's own folder); each serves every side of the session."""
 
     def __init__(self) -> None:
-        self._entries: dict[Hashable, _Entry] = {}
+        self._servers: dict[Hashable, ForkServer | None] = {}  # None: it could not start, or died
         self._sides: dict[str, Hashable] = {}  # each side's checkout -> how its backend starts jobs
         self.fresh_because: str | None = None  # set: no job of this session forks, for this reason
         self._told = False
@@ -73,27 +68,21 @@ class ServerPool:
         self._sides.setdefault(root, identity)
 
     def server_for(self, key: Hashable, root: str, start: Callable[[], ForkServer | None]) -> ForkServer | None:
-        """The server for a job of `key` from the checkout `root` (started by `start` on the key's
-        first job), or None: run this job fresh."""
+        """The server for a job of `key` from the checkout `root`, a side that joined (started by
+        `start` on the key's first job), or None: run this job fresh."""
         if self.fresh_because is not None:
             return None
-        entry = self._entries.get(key)
-        if entry is None:
-            entry = self._entries[key] = _Entry(start(), {root, *self._sides})
-            others = sorted(entry.roots - {root})
-        elif root not in entry.roots:  # a side that did not join first (harness's own callers all do)
-            entry.roots.add(root)
-            others = [root]
-        else:
-            others = []
-        for other in others:
-            if entry.server is not None and not same_code(entry.server, other):
-                self._fresh(f"the suites code the servers run before forking is not the same in {other}")
-                return None
-        if entry.server is not None and not entry.server.alive():
-            entry.server.close()
-            entry.server = None  # every side it served runs fresh from now: the sides stay alike
-        return entry.server
+        if key not in self._servers:
+            server = self._servers[key] = start()
+            for other in sorted(set(self._sides) - {root}):
+                if server is not None and not same_code(server, other):
+                    self._fresh(f"the suites code the servers run before forking is not the same in {other}")
+                    return None
+        server = self._servers[key]
+        if server is not None and not server.alive():
+            server.close()
+            server = self._servers[key] = None  # every side it served runs fresh from now: the sides stay alike
+        return server
 
     def notice(self) -> str | None:
         """Why this session's jobs run fresh, the first time it is asked (once a session), else None."""
@@ -105,15 +94,15 @@ class ServerPool:
     def _fresh(self, why: str) -> None:
         if self.fresh_because is None:
             self.fresh_because = why
-        for entry in self._entries.values():
-            if entry.server is not None:
-                entry.server.close()
-                entry.server = None
+        for key, server in self._servers.items():
+            if server is not None:
+                server.close()
+                self._servers[key] = None
 
     def servers(self) -> list[ForkServer]:
-        return [entry.server for entry in self._entries.values() if entry.server is not None]
+        return [server for server in self._servers.values() if server is not None]
 
     def close(self) -> None:
         for server in self.servers():
             server.close()
-        self._entries = {}
+        self._servers = {}

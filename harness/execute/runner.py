@@ -35,6 +35,7 @@ from harness.store.calibration import (
     gpu_names,
     load_cache,
     rates_from_result,
+    smoke_frameworks,
     stack_representatives,
     store,
 )
@@ -208,7 +209,7 @@ def calibrate(
     """Ceilings for this machine, measuring the stacks not yet in the cache; None if none could be.
     `smoke`: at the calibrate suite's smoke size (quick, and lower ceilings than the real size's)."""
     doc = _ceilings(frameworks, device, threads, cpus, backend, force, smoke)
-    smoked = sorted(name for name, entry in (doc or {}).get("frameworks", {}).items() if entry.get("size") == "smoke")
+    smoked = smoke_frameworks(doc) if doc is not None else []
     if smoked and not smoke:
         # Lower than the machine's: a run's "% of achievable" reads high against them, so it says why.
         warn(

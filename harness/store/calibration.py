@@ -393,6 +393,11 @@ def attach(run_dir: Path, doc: dict[str, Any] | None) -> None:
     write_json_atomic(run_dir / RUN_FILE, doc, run_dir.parent)  # no link followed from the results folder down
 
 
+def smoke_frameworks(doc: dict[str, Any]) -> list[str]:
+    """The frameworks whose figures in a parsed document were measured at the smoke size (lower ceilings than the full size's)."""
+    return sorted(name for name, entry in doc.get("frameworks", {}).items() if entry.get("size") == "smoke")
+
+
 def describe(doc: dict[str, Any]) -> list[str]:
     """Human lines for `harness calibrate`."""
     ceilings = parse(doc)

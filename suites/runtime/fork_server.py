@@ -93,7 +93,6 @@ def serve(first: Path, fd: int, settings_for: Callable[[JobSpec, SuiteSpec], Set
         return 2
     key = key_of(job)
     base = dict(os.environ)  # each child starts from it and applies its own settings, as a fresh job does
-    own = _Root.of_server(base)
     folder = str(Path(__file__).resolve().parents[2])  # the checkout whose `suites` this is
     settings = settings_for(job, suite)
     apply_environment(settings)
@@ -127,7 +126,7 @@ def serve(first: Path, fd: int, settings_for: Callable[[JobSpec, SuiteSpec], Set
             pid = os.fork()
             if pid == 0:
                 os.close(started)
-                _child(sock, fds, told, path, own.moved(base, root), key, process, prctl)  # never returns
+                _child(sock, fds, told, path, moved(base, root), key, process, prctl)  # never returns
             os.close(told)
             for extra in fds:
                 os.close(extra)
@@ -166,26 +165,18 @@ def loaded_code(folder: str) -> dict[str, str]:
     return dict(sorted(code.items()))
 
 
-class _Root:
-    """Where the server's own `suites` came from: the first entry of sys.path (`python -m` puts the
-    working folder there) and of PYTHONPATH (the backend puts the checkout there)."""
-
-    def __init__(self, pythonpath: list[str]) -> None:
-        self.pythonpath = pythonpath
-
-    @classmethod
-    def of_server(cls, environ: dict[str, str]) -> _Root:
-        return cls(environ.get("PYTHONPATH", "").split(os.pathsep))
-
-    def moved(self, base: dict[str, str], root: str) -> tuple[dict[str, str], list[str], str]:
-        """The environment, sys.path and working folder a fresh job from `root` would have had."""
-        env = dict(base)
-        if self.pythonpath and self.pythonpath[0]:
-            env["PYTHONPATH"] = os.pathsep.join([root, *self.pythonpath[1:]])
-        path = [root, *sys.path[1:]]
-        if self.pythonpath[0] in path[1:]:
-            path[path.index(self.pythonpath[0], 1)] = root
-        return env, path, root
+def moved(base: dict[str, str], root: str) -> tuple[dict[str, str], list[str], str]:
+    """The environment, sys.path and working folder a fresh job from `root` would have had. The server's
+    own checkout is the first entry of its PYTHONPATH (the backend puts it there) and of sys.path
+    (`python -m` puts the working folder there): both become `root`."""
+    env = dict(base)
+    own = base.get("PYTHONPATH", "").split(os.pathsep)
+    if own[0]:
+        env["PYTHONPATH"] = os.pathsep.join([root, *own[1:]])
+    path = [root, *sys.path[1:]]
+    if own[0] in path[1:]:
+        path[path.index(own[0], 1)] = root
+    return env, path, root
 
 
 def _request(data: bytes, fds: list[int]) -> tuple[Path, str] | None:
