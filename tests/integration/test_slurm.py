@@ -69,6 +69,13 @@ def comparable(doc: dict[str, Any]) -> dict[str, Any]:
     kept = {k: v for k, v in doc.items() if k not in VOLATILE}
     kept["environment"] = {k: v for k, v in doc["environment"].items() if k not in VOLATILE_ENVIRONMENT}
     kept["metrics"] = [{k: v for k, v in m.items() if k not in TIMINGS} for m in doc["metrics"]]
+    # Rounding-level figures: BLAS's blocking follows the cores the job's cgroup gives it, so a
+    # residual of 1.5e-13 on one backend is 1.7e-13 on the other (seen in CI). Each is still there,
+    # and the check's limit and verdict are compared whole.
+    kept["checks"] = [{k: v for k, v in c.items() if k != "value"} for c in doc["checks"]]
+    precision = dict(kept["environment"].get("precision") or {})
+    assert precision.pop("measured", None) is not None
+    kept["environment"]["precision"] = precision
     return kept
 
 
