@@ -73,6 +73,16 @@ def job_settings(job: JobSpec, spec: SuiteSpec) -> Settings:
     )
 
 
+def _scratch(out: Path, backend: str) -> str:
+    """A new folder for the job's cold caches. A local job's folder (its result's) is the harness's
+    and is removed after the job whatever happened, so a job killed at its timeout leaves nothing in
+    /tmp; in a container /tmp goes with the container, and a results volume must not hold caches."""
+    if backend == "local":
+        with contextlib.suppress(OSError):
+            return tempfile.mkdtemp(prefix="cache-", dir=out.parent)
+    return tempfile.mkdtemp(prefix="harness-cache-")
+
+
 def run_job(
     job: JobSpec,
     spec: SuiteSpec,
@@ -107,7 +117,7 @@ def run_job(
     prefix = f"{spec.name}/{framework.name}"
     started = time.perf_counter()
     apply_environment(settings)  # before the framework is imported: thread pools read it then
-    scratch = tempfile.mkdtemp(prefix="harness-cache-")  # cold caches start here, and are removed
+    scratch = _scratch(out, job.backend)  # cold caches start here, and are removed
     apply_caches(settings, scratch)
     env: dict[str, Any] = {"machine": machine.describe(), "process": process or {"start": "fresh"}}
     # The cold path, each part on its own clock (the first call and steady state are per metric).

@@ -52,6 +52,22 @@ def test_fault_mode(results: Path, mode: str, extra: tuple[str, ...], status: st
         assert (run / "pytorch.invalid.json").is_file()
 
 
+def test_a_job_killed_at_its_timeout_leaves_no_scratch_behind(results: Path, tmp_path: Path) -> None:
+    # The job makes a folder for its cold caches before its work; killed, it cannot remove it. It
+    # lives in the job's own folder, which the harness removes, never in the temporary folder.
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    proc = subprocess.run(
+        [sys.executable, "-m", "harness.cli", "run", "--suite", "fault", "--frameworks", "numpy",
+         "--param", "mode=hang", "--timeout", "3", "--results-dir", str(results)],
+        capture_output=True, text=True, cwd=REPO, timeout=300, env={**os.environ, "TMPDIR": str(tmp)},
+    )  # fmt: skip
+    run = run_folder(proc.stdout)
+    assert load_result(run / "numpy.json")["status"] == "timeout", proc.stdout + proc.stderr
+    assert list(tmp.iterdir()) == []
+    assert not (run / ".jobs").exists()
+
+
 def test_slow_start_within_its_timeout_is_ok(results: Path) -> None:
     proc = harness("run", "--suite", "fault", "--frameworks", "numpy", "--param", "mode=slow-start",
                    "--param", "delay_s=1", "--results-dir", str(results))  # fmt: skip
