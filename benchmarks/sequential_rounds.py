@@ -7,9 +7,10 @@ both sides, a look when sequential.Schedule says one is due, each look judging e
 and a stop at the first look past a boundary. Only the measurements are simulated: each round median
 is exp(N(0, sigma)) times (1 + shift) on side B, or a two-mode mixture (`--modes`: a process lands
 in a slow state with probability 1/2, as this machine's processes do, 13.5 or 18 ms for one matmul
-loop), rows independent.
+loop), rows independent. Each look judges with `harness ab`'s margin (`--margin`, its default).
 
     python benchmarks/sequential_rounds.py                       # the table of docs/method.md
+    python benchmarks/sequential_rounds.py --margin 0            # its tables from before the margin
     python benchmarks/sequential_rounds.py --sessions 2000 --sigma 0.11 --round-s 1.2 --budget 180
 
 Prints a Markdown table: for each shift (0 = A/A), the share of sessions that called a change (for
@@ -29,6 +30,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from harness.core.schema import AB_MARGIN  # noqa: E402
 from harness.judge.compare import ROUNDS, Change, evidence, family  # noqa: E402
 from harness.judge.sequential import Schedule  # noqa: E402
 
@@ -39,14 +41,14 @@ def draw(rng: random.Random, sigma: float, modes: bool) -> float:
     return math.exp(rng.gauss(0, sigma))
 
 
-def rows(a: list[list[float]], b: list[list[float]]) -> list[Change]:
+def rows(a: list[list[float]], b: list[list[float]], margin: float = 0.0) -> list[Change]:
     changes = []
     for i, (xa, xb) in enumerate(zip(a, b, strict=True)):
-        ratio, interval, p = evidence(xa, xb, rounds=True)
+        ratio, interval, p = evidence(xa, xb, True, margin)
         ma, mb = statistics.median(xa), statistics.median(xb)
         changes.append(Change(framework="fw", metric=f"row{i}", unit="s", better="lower", median_a=ma, median_b=mb,
                               ratio=ratio, ci_low=interval.low, ci_high=interval.high, p_value=p,
-                              ci_coverage=interval.coverage, basis=ROUNDS, processes=(len(xa), len(xb))))  # fmt: skip
+                              ci_coverage=interval.coverage, basis=ROUNDS, processes=(len(xa), len(xb)), margin=margin))  # fmt: skip
     return family(changes)
 
 
@@ -66,7 +68,7 @@ def session(rng: random.Random, args: argparse.Namespace, shift: float) -> tuple
         due = schedule.due(elapsed, args.round_s)
         if due is None:
             continue
-        look = schedule.look(rounds, elapsed, due, rows(a, b))
+        look = schedule.look(rounds, elapsed, due, rows(a, b, args.margin))
         if look.crossed or due:
             return bool(look.crossed), elapsed, rounds
 
@@ -76,7 +78,7 @@ def fixed(rng: random.Random, args: argparse.Namespace, shift: float) -> bool:
     n = int(args.budget // args.round_s)
     a = [[draw(rng, args.sigma, args.modes) for _ in range(n)] for _ in range(args.rows)]
     b = [[draw(rng, args.sigma, args.modes) * (1 + shift) for _ in range(n)] for _ in range(args.rows)]
-    return any(c.significant for c in rows(a, b))
+    return any(c.significant for c in rows(a, b, args.margin))
 
 
 def main() -> None:
@@ -89,11 +91,12 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=1)
     parser.add_argument("--shifts", default="0,0.05,0.10,0.30")
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--margin", type=float, default=AB_MARGIN, help="harness ab --margin, as a fraction")
     args = parser.parse_args()
     rng = random.Random(args.seed)
     noise = "two modes 18/13.5" if args.modes else f"sigma {args.sigma:g}"
     print(f"{args.sessions} sessions each; {noise}; {args.rows} row(s); a round {args.round_s:g} s; "
-          f"budget {args.budget:g} s\n")  # fmt: skip
+          f"budget {args.budget:g} s; margin {args.margin:.1%}\n")  # fmt: skip
     print(
         "| planted | called (sequential) | time to verdict, median / p90 | rounds a side, mean | called (fixed, whole budget) |"
     )
@@ -107,7 +110,7 @@ def main() -> None:
         fixed_called = sum(fixed(rng, args, shift) for _ in range(max(args.sessions // 4, 50))) / max(
             args.sessions // 4, 50
         )
-        print(f"| {shift:.0%} | {called:.1%} | {statistics.median(times):.0f} / {p90:.0f} s | {mean_rounds:.1f} | "
+        print(f"| {shift:.1%} | {called:.1%} | {statistics.median(times):.0f} / {p90:.0f} s | {mean_rounds:.1f} | "
               f"{fixed_called:.1%} |")  # fmt: skip
 
 

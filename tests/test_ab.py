@@ -121,7 +121,7 @@ def test_sides_alternate_round_by_round_so_a_linear_drift_hits_both_alike(tmp_pa
     assert order == ["A1", "B1", "B2", "A2", "A3", "B3", "B4", "A4"]
     for side in sides:
         summary = load_summary(side.run_dir / "summary.json")
-        assert summary["rounds"] == 4 and summary["interleaved"] == {"side": "baseline", "partner": "x"}
+        assert summary["rounds"] == 4 and summary["interleaved"] == {"side": "baseline", "partner": "x", "margin": 0.0}
         assert json.loads((side.run_dir / "plan.json").read_text())["rounds"] == 4
 
 
@@ -158,6 +158,7 @@ def test_each_side_runs_its_own_code_and_records_it(tmp_path: Path) -> None:
     assert before.summary["code"]["suites_sha256"] == suites_digest()
     assert after.summary["code"]["suites_sha256"] == suites_digest(candidate / "suites") != suites_digest()
     assert partners(before.summary, after.summary)
+    assert before.summary["interleaved"]["margin"] == after.summary["interleaved"]["margin"] == 0.01  # the default
     shown = harness("show", str(before.path))
     assert f"interleaved: the baseline side of one session with run {after.summary['run_id']}" in shown.stdout
     site = tmp_path / "site"

@@ -32,6 +32,7 @@ from harness.cli.options import (
 )
 from harness.cli.results import check_gate_options, conclude
 from harness.core.errors import HarnessError
+from harness.core.schema import AB_MARGIN
 from harness.execute import ab
 from harness.judge import noise_floor, sequential
 from harness.judge.assessment import FAILED, INTERRUPTED, assess, run_exit_code, worst
@@ -76,6 +77,15 @@ def ab_command(
         ),
     ] = None,
     budget: BudgetOption = None,
+    margin: Annotated[
+        str,
+        typer.Option(
+            "--margin",
+            metavar="PCT",
+            help="the smallest change a verdict calls: two copies of the same code in two folders differ by up to "
+            "0.7 % on a quiet machine, which the code did not make; 0 calls any difference the rounds see",
+        ),
+    ] = f"{AB_MARGIN:.0%}",
     device: DeviceOption = Device("cpu"),
     backend: BackendOption = BackendName("auto"),
     threads: ThreadsOption = None,
@@ -97,6 +107,7 @@ def ab_command(
     if not suite:
         raise HarnessError("--suite is required (see `harness list`)")
     check_gate_options(fail_above, junit)
+    margin_share = ab.parse_margin(margin)
     for given in (baseline, candidate):
         if given is not None:
             ab.check_tree(given)
@@ -125,7 +136,7 @@ def ab_command(
         if rounds is not None:
             raise HarnessError("--detect picks the rounds itself; drop --rounds")
         # With a budget: refused here unless the budget buys the rounds the change needs.
-        rounds, line = noise_floor.plan_rounds(plan, detect, interleaved=True, budget_s=budget_s)
+        rounds, line = noise_floor.plan_rounds(plan, detect, interleaved=True, budget_s=budget_s, margin=margin_share)
         typer.echo(line, err=True)
     if budget_s is not None:
         chosen = sequential.MAX_ROUNDS  # the budget ends the session, or a look does
@@ -133,7 +144,10 @@ def ab_command(
         chosen = ab.check_rounds(rounds if rounds is not None else ab.DEFAULT_ROUNDS)
     if dry_run:
         how = f"{chosen} rounds a side" if budget_s is None else f"rounds until {budget_s:g} s are spent"
-        typer.echo(f"plan: {plan.suite}, {how}, baseline {baseline}, candidate {candidate or 'this checkout'}")
+        typer.echo(
+            f"plan: {plan.suite}, {how}, baseline {baseline}, candidate {candidate or 'this checkout'}, "
+            f"margin {margin_share:.1%}"
+        )
         return
     request = ab.Request(
         plan=plan,
@@ -144,6 +158,7 @@ def ab_command(
         backend=backend_name,
         options=backend_options(quiet=quiet, processes=processes),
         budget_s=budget_s,
+        margin=margin_share,
     )
     session = ab.run_ab(request, argv=["harness"] + sys.argv[1:])
     typer.echo("")

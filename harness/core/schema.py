@@ -580,16 +580,26 @@ def sequential_problem(value: Any) -> str | None:
 
 GIT_COMMIT = re.compile(r"[0-9a-f]{40}")
 AB_SIDES = ("baseline", "candidate")  # `harness ab`: run_folder.partners
+# The smallest change `harness ab` calls, as a fraction (judge/compare.py, docs/method.md "The
+# margin"): two copies of one code tree in two folders differ by up to 0.7 % on this project's
+# machines, a difference no number of rounds can pin on the code.
+AB_MARGIN = 0.01
+# A recorded margin decides which verdicts a later compare may call: a planted summary must not
+# widen it until a real regression passes a gate unseen.
+MAX_AB_MARGIN = 0.2
 
 
 def interleaved_problem(value: Any) -> str | None:
-    """Why a summary's `interleaved` field (one side of an A/B session) is malformed, or None."""
-    if not isinstance(value, dict) or set(value) != {"side", "partner"}:
-        return "interleaved: expected an object with side and partner"
+    """Why a summary's `interleaved` field (one side of an A/B session) is malformed, or None. Its
+    margin is absent in the summaries of sessions made before the margin existed (judged without)."""
+    if not isinstance(value, dict) or set(value) not in ({"side", "partner"}, {"side", "partner", "margin"}):
+        return "interleaved: expected an object with side, partner and margin"
     if value["side"] not in AB_SIDES:
         return f"interleaved.side: expected one of {', '.join(AB_SIDES)}"
     if not isinstance(value["partner"], str) or not RUN_ID.fullmatch(value["partner"]):
         return "interleaved.partner: expected a run id"
+    if "margin" in value and not (number(value["margin"]) and 0 <= value["margin"] <= MAX_AB_MARGIN):
+        return f"interleaved.margin: expected a number from 0 to {MAX_AB_MARGIN:g}"
     return None
 
 

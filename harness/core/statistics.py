@@ -406,6 +406,27 @@ def mann_whitney_u(a: Sequence[float], b: Sequence[float]) -> tuple[float, float
     return u1, min(1.0, math.erfc(max(z, 0.0) / math.sqrt(2)))
 
 
+def beyond_margin_p(a: Sequence[float], b: Sequence[float], margin: float) -> float:
+    """The two-sided p that b differs from a by more than the factor 1 + margin, either way.
+
+    Each direction is the Mann-Whitney test of a shifted null: "b slower by more than the margin"
+    tests b against a raised by the margin, "faster" against a lowered by it, and a direction counts
+    only where the shifted data still point that way. At a true ratio anywhere within the margin
+    each direction falsely calls at most half the alpha, so the verdict's error rate holds for any
+    difference the margin covers, not only for none. Margin 0 is mann_whitney_u's p.
+    """
+    if margin <= 0:
+        return mann_whitney_u(a, b)[1]
+    centre, found = len(a) * len(b) / 2, [1.0]
+    u, p = mann_whitney_u([x * (1 + margin) for x in a], b)
+    if u < centre:  # even raised by the margin, a ranks below b: b slower by more than it
+        found.append(p)
+    u, p = mann_whitney_u([x / (1 + margin) for x in a], b)
+    if u > centre:
+        found.append(p)
+    return min(found)
+
+
 def geometric_mean(values: Sequence[float]) -> float:
     positive = [v for v in values if v > 0]
     if not positive:

@@ -17,6 +17,7 @@ ran stays beside its numbers. The host side (planning, validation, the report) i
 from __future__ import annotations
 
 import io
+import math
 import subprocess
 import tarfile
 import time
@@ -27,7 +28,7 @@ from typing import Any
 from harness.backends.base import BackendOptions, make_backend
 from harness.core.errors import HarnessError
 from harness.core.safe_files import new_folder
-from harness.core.schema import AB_SIDES, GIT_COMMIT
+from harness.core.schema import AB_MARGIN, AB_SIDES, GIT_COMMIT, MAX_AB_MARGIN
 from harness.core.statistics import observations_needed
 from harness.execute.budget import RoundClock
 from harness.execute.rounds import MAX_ROUNDS, Side, execute_interleaved, pooled
@@ -72,6 +73,19 @@ def check_rounds(rounds: int) -> int:
             f"and {MAX_ROUNDS}"
         )
     return rounds
+
+
+def parse_margin(text: str) -> float:
+    """--margin PCT as a fraction ('1%' or '1' -> 0.01); anything else, or out of range, is one line."""
+    try:
+        value = float(text.strip().rstrip("%")) / 100
+    except ValueError:
+        value = math.nan
+    if not 0 <= value <= MAX_AB_MARGIN:  # NaN fails too
+        raise HarnessError(
+            f"--margin {plain(text)[:40]!r} is not a percentage from 0 to {MAX_AB_MARGIN:.0%}, e.g. --margin 1%"
+        )
+    return value
 
 
 def check_backend(name: str) -> None:
@@ -163,6 +177,7 @@ class Request:
     backend: str
     options: BackendOptions
     budget_s: float | None = None  # rounds until this is spent, looking at the evidence on the way
+    margin: float = AB_MARGIN  # the smallest change a verdict calls (compare.Change.margin)
 
 
 @dataclass(frozen=True)
@@ -229,7 +244,9 @@ def run_ab(request: Request, argv: list[str] | None = None) -> Session:
         tree = resolve_tree(given, run_dir)
         backend = make_backend(request.backend, replace(request.options, suites_dir=tree.suites))
         label = f"{side}: {plain(tree.given)}, suites {(tree.code or describe_code())['suites_sha256'][:12]}"
-        sides.append(Side(plan, backend, run_dir, tree.code, interleaved_record(side, partner.run_id), label))
+        sides.append(
+            Side(plan, backend, run_dir, tree.code, interleaved_record(side, partner.run_id, request.margin), label)
+        )
         print(label, flush=True)
     schedule = None if request.budget_s is None else Schedule(request.budget_s)
     stop = None if schedule is None else Looks(sides, schedule)

@@ -25,6 +25,7 @@ from harness.core.result_types import Metric, Result
 from harness.core.statistics import (
     ALPHA,
     Interval,
+    beyond_margin_p,
     geometric_mean,
     holm,
     mann_whitney_u,
@@ -35,7 +36,7 @@ from harness.core.statistics import (
 )
 from harness.judge import assessment
 from harness.judge.assessment import Assessment
-from harness.store.run_folder import Run
+from harness.store.run_folder import Run, session_margin
 from harness.text.escape import plain
 from harness.text.numbers import fmt_change
 
@@ -89,6 +90,9 @@ class Change:
     failed: str | None = None
     disturbed: bool = False  # excluded because the machine disturbed most of its samples (exit DISTURBED)
     left_out: tuple[int, int] = (0, 0)  # rounds of A and of B left out as disturbed
+    # The smallest change the row may call (the two sides of one `ab` session): its p tests a
+    # difference beyond 1 + margin either way, and its interval must clear that band, not only 1.
+    margin: float = 0.0
 
     @property
     def tested(self) -> bool:
@@ -97,7 +101,8 @@ class Change:
 
     @property
     def significant(self) -> bool:
-        inside = self.ci_low <= 1.0 <= self.ci_high or math.isnan(self.ci_low)
+        band = 1 + self.margin
+        inside = self.ci_low <= band and self.ci_high >= 1 / band or math.isnan(self.ci_low)
         judged = self.tested and self.no_verdict is None and self.within_sessions is None
         return judged and self.p_adjusted < ALPHA and not inside
 
@@ -266,18 +271,21 @@ def _absent(framework: str, metric: Metric | None, why: str) -> Change:
     )  # fmt: skip
 
 
-def evidence(xa: Sequence[float], xb: Sequence[float], rounds: bool) -> tuple[float, Interval, float]:
-    """(ratio of B to A, its interval, the two-sided p) from the observations of a row.
+def evidence(
+    xa: Sequence[float], xb: Sequence[float], rounds: bool, margin: float = 0.0
+) -> tuple[float, Interval, float]:
+    """(ratio of B to A, its interval, the two-sided p) from the observations of a row; with a
+    margin (round medians only), the p that B differs from A by more than it (beyond_margin_p).
 
     Round medians (one per process, `rounds`): the Hodges-Lehmann ratio and the interval the
     Mann-Whitney test inverts (statistics.shift_ratio), so the interval and the test judge the same
     thing and a machine whose rounds fall in two speed modes cannot make them disagree. Samples of
     one process a side: the ratio of the medians and its interval (those rows never get a verdict).
     """
-    _, p = mann_whitney_u(xa, xb)
     if rounds:
         ratio, interval = shift_ratio(xa, xb)
-        return ratio, interval, p
+        return ratio, interval, beyond_margin_p(xa, xb, margin)
+    _, p = mann_whitney_u(xa, xb)
     return statistics.median(xb) / statistics.median(xa), ratio_interval(xa, xb), p
 
 
@@ -291,6 +299,8 @@ def compare_runs(judged_a: Assessment, judged_b: Assessment) -> Comparison:
     # A framework whose checks disagree (or whose arithmetic differs) in either run computed
     # something else: its speed is not a comparison (issue: "50 % faster" from a wrong answer).
     off_a, off_b = judged_a.not_comparable, judged_b.not_comparable
+    # The two sides of one `ab` session are judged beyond the margin it recorded (0 for other runs).
+    margin = session_margin(a.summary, b.summary)
     changes = []
     for fw, result_a, result_b, ma, mb in paired_metrics(a, b):
         if ma["stats"]["median"] == 0:
@@ -308,7 +318,7 @@ def compare_runs(judged_a: Assessment, judged_b: Assessment) -> Comparison:
         median_b = statistics.median(xb) if rounds else mb["stats"]["median"]
         if median_a == 0:
             continue
-        ratio, interval, p = evidence(xa, xb, rounds)
+        ratio, interval, p = evidence(xa, xb, rounds, margin if rounds else 0.0)
         key = (fw, ma["name"])
         excluded = bad_a.get(key) or bad_b.get(key)
         disturbed = excluded is not None and key in (judged_a.disturbed | judged_b.disturbed)
@@ -337,6 +347,7 @@ def compare_runs(judged_a: Assessment, judged_b: Assessment) -> Comparison:
                 processes=processes,
                 disturbed=disturbed,
                 left_out=(out_a, out_b) if rounds else (0, 0),
+                margin=margin if rounds else 0.0,
             )
         )
     changes += _absent_rows(a, b)

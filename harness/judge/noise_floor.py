@@ -37,7 +37,7 @@ from harness.store.calibration import gpu_names, read_json_file
 from harness.store.plan import Plan
 from harness.store.run_folder import Run, partners
 from harness.text.escape import plain
-from harness.text.numbers import fmt_share
+from harness.text.numbers import fmt_change, fmt_share
 from suites.contract import machine
 
 FORMAT, VERSION = "harness-noise", 1
@@ -437,18 +437,21 @@ def _critical_u(n: int, threshold: float) -> int:
     return critical
 
 
-def detectable(sigma: float, rounds: int, family: int) -> float | None:
-    """The smallest change (0.03 = 3 %) a verdict sees at these rounds, for noise `sigma`."""
+def detectable(sigma: float, rounds: int, family: int, margin: float = 0.0) -> float | None:
+    """The smallest change (0.03 = 3 %) a verdict sees at these rounds, for noise `sigma`; with an
+    `ab` margin, what the rounds see beyond it (the test asks for a difference past 1 + margin)."""
     shift = detectable_shift(rounds, family)
-    return None if shift is None else math.exp(shift * sigma) - 1
+    return None if shift is None else (1 + margin) * math.exp(shift * sigma) - 1
 
 
-def rounds_for(sigmas: list[float], target: float, family: int, most: int = MAX_ROUNDS) -> int | None:
+def rounds_for(
+    sigmas: list[float], target: float, family: int, most: int = MAX_ROUNDS, margin: float = 0.0
+) -> int | None:
     """The fewest rounds (up to `most`) at which every metric's detectable change is at most `target`."""
     worst = max(sigmas)
 
     def reaches(rounds: int) -> bool:
-        found = detectable(worst, rounds, family)
+        found = detectable(worst, rounds, family, margin)
         return found is not None and found <= target
 
     if not reaches(most):
@@ -476,14 +479,22 @@ def parse_target(detect: str) -> float:
     return target
 
 
-def plan_rounds(plan: Plan, detect: str, *, interleaved: bool, budget_s: float | None = None) -> tuple[int, str]:
+def plan_rounds(
+    plan: Plan, detect: str, *, interleaved: bool, budget_s: float | None = None, margin: float = 0.0
+) -> tuple[int, str]:
     """--detect PCT: the fewest rounds at which every planned metric's detectable change is PCT or
     less, and a line saying so and what they cost. Two separate runs must also clear the machine's
     run-to-run drift, which no number of rounds does; two interleaved sides (`harness ab`) need not.
     With a budget the rounds may go past MAX_ROUNDS but must fit in it (at the noise run's cost of a
     round); a budgeted `ab` looks several times, so its rounds are planned for its last look alone,
-    at the alpha the earlier looks leave it (sequential.last_alpha): more rounds than one look needs."""
+    at the alpha the earlier looks leave it (sequential.last_alpha): more rounds than one look needs.
+    An `ab` session's `margin` is never called, so a change must clear it and the noise both."""
     target = parse_target(detect)
+    if interleaved and target <= margin:
+        raise HarnessError(
+            f"--detect {plain(detect)}: harness ab never calls a change within its margin ({fmt_change(margin)}); "
+            "ask for a larger change, or lower --margin"
+        )
     job = plan.jobs[0]
     entry = load(host_fingerprint(job.device, job.threads)).get(key(plan.suite, job.params, job.precision, job.device))
     how = command(plan.suite, job.params)
@@ -506,7 +517,7 @@ def plan_rounds(plan: Plan, detect: str, *, interleaved: bool, budget_s: float |
     if budget_s is not None and interleaved:
         family = sequential.family_at(family, sequential.last_alpha())
     most = MAX_ROUNDS if budget_s is None else sequential.MAX_ROUNDS
-    found = rounds_for(sigmas, target, family, most)
+    found = rounds_for(sigmas, target, family, most, margin if interleaved else 0.0)
     if found is None:
         raise HarnessError(
             f"--detect {detect}: even {most} rounds cannot see a change that small here "
@@ -532,13 +543,14 @@ def explain(comparison: Comparison, entry: dict[str, Any] | None, first: Result,
     """Lines for `compare`: the smallest change its verdicts can see, or that no floor exists
     (`session`: the runs are one interleaved session, so no run-to-run allowance applies)."""
     family = comparison.family_size
+    margin = max((c.margin for c in comparison.changes), default=0.0)
     alpha = sequential.recorded_alpha(comparison.a.summary, comparison.b.summary)
     if alpha is not None and alpha > 0:  # a budgeted session's verdicts were made at its last look's alpha
         family = sequential.family_at(family, alpha)
     if entry is None:
         how = command(first["suite"], first["params"])
         if session:
-            own = _own_spread(comparison, family)
+            own = _own_spread(comparison, family, margin)
             if own:
                 return [
                     "smallest change a verdict here detects (80 % of the time; from the spread of these runs' own "
@@ -554,7 +566,7 @@ def explain(comparison: Comparison, entry: dict[str, Any] | None, first: Result,
         sigma = (entry["noise"].get(c.framework) or {}).get(c.metric)
         if not c.tested or sigma is None:
             continue
-        found = detectable(sigma, min(c.processes), family)
+        found = detectable(sigma, min(c.processes), family, c.margin)
         apart = None if session else drift(entry, c.framework, c.metric)
         gate = f" (run to run: {fmt_share(math.exp(session_gate(apart, family)) - 1)})" if apart is not None else ""
         parts.append(f"{c.framework} {c.metric} {fmt_share(found) if found is not None else 'none'}{gate}")
@@ -566,7 +578,7 @@ def explain(comparison: Comparison, entry: dict[str, Any] | None, first: Result,
     ]
 
 
-def _own_spread(comparison: Comparison, family: int) -> list[str]:
+def _own_spread(comparison: Comparison, family: int, margin: float = 0.0) -> list[str]:
     """Per tested rounds row: the change its rounds could detect at the spread of its own round
     medians (the standard deviation of their logs, each side about its own mean, pooled); the two
     sides of one session share the machine's states, so their spread is what the test faced."""
@@ -576,7 +588,7 @@ def _own_spread(comparison: Comparison, family: int) -> list[str]:
             continue
         logs = [[math.log(x) for x in side] for side in (xa, xb)]
         sigma = math.sqrt(sum(statistics.variance(side) * (len(side) - 1) for side in logs) / (len(xa) + len(xb) - 2))
-        seen = detectable(sigma, min(len(xa), len(xb)), family)
+        seen = detectable(sigma, min(len(xa), len(xb)), family, margin)
         found.append(f"{c.framework} {c.metric} {fmt_share(seen) if seen is not None else 'none'}")
     return found
 

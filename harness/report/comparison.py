@@ -11,12 +11,12 @@ from harness.core.statistics import CONFIDENCE
 from harness.judge.compare import CORRECTION, ROUNDS, Change, Comparison
 from harness.report.exports import Format, html_page, to_csv
 from harness.text import escape, html
-from harness.text.numbers import fmt_geomean, fmt_interval, fmt_p, fmt_ratio, fmt_share, fmt_value
+from harness.text.numbers import fmt_change, fmt_geomean, fmt_interval, fmt_p, fmt_ratio, fmt_share, fmt_value
 
 CHANGE_FIELDS = (
     "framework", "metric", "unit", "better", "median_a", "median_b", "ratio", "ci_low", "ci_high",
     "ci_coverage", "basis", "processes_a", "processes_b", "p_value", "p_adjusted", "no_verdict", "significant",
-    "verdict", "failed", "disturbed", "left_out_a", "left_out_b",
+    "verdict", "failed", "disturbed", "left_out_a", "left_out_b", "margin",
 )  # fmt: skip
 
 
@@ -61,10 +61,18 @@ def value_cell(value: float, unit: str) -> str:
 def evidence_lines(comparison: Comparison) -> list[str]:
     """How the verdicts were reached: the unit of evidence, the correction, and rows without a verdict."""
     family = comparison.family_size
+    margin = max((c.margin for c in comparison.changes), default=0.0)
+    clears = (
+        f"the interval lies beyond the session's margin, {fmt_change(margin)} either way (`harness ab --margin`: two "
+        "copies of the same code in two folders differ by up to 0.7 %, which no number of rounds pins on the code; "
+        "the p tests a change beyond the margin)"
+        if margin
+        else "the interval excludes 1"
+    )
     lines = [
         f"verdicts: one observation per process (each round's median); significant when the {CORRECTION}-adjusted "
         f"p < 0.05 across the {family} compared rows (at most a 5 % chance of any false alarm in this compare) "
-        "and the interval excludes 1"
+        f"and {clears}"
     ]
     missing = comparison.without_verdict
     if missing:

@@ -372,8 +372,8 @@ def code_label(code: Any) -> str | None:
 # (both sides saw the same drift, round by round), which is what lets it see a change smaller than it.
 
 
-def interleaved_record(side: str, partner: str) -> dict[str, Any]:
-    return {"interleaved": {"side": side, "partner": partner}}
+def interleaved_record(side: str, partner: str, margin: float = 0.0) -> dict[str, Any]:
+    return {"interleaved": {"side": side, "partner": partner, "margin": margin}}
 
 
 def partners(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
@@ -388,6 +388,15 @@ def partners(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
         and x["side"] != y["side"]
         and a.get("run_id") != b.get("run_id")
     )
+
+
+def session_margin(a: Mapping[str, Any], b: Mapping[str, Any]) -> float:
+    """The smallest change a verdict on the two sides of one interleaved session may call (the
+    `margin` each recorded, schema.interleaved_problem has bounded it; the wider if they disagree,
+    so neither side's record is made easier to call); 0 for runs that are not one session."""
+    if not partners(a, b):
+        return 0.0
+    return max(float(s["interleaved"].get("margin", 0.0)) for s in (a, b))
 
 
 def session_label(value: Any) -> str | None:
