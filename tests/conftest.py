@@ -44,14 +44,17 @@ def own_cache_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest
     return home
 
 
-def harness(*args: str, cwd: Path | None = None, timeout: float = 900) -> subprocess.CompletedProcess[str]:
-    """The real CLI in a subprocess, as a user runs it."""
+def harness(
+    *args: str, cwd: Path | None = None, timeout: float = 900, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """The real CLI in a subprocess, as a user runs it; `env`: variables set on top of this environment."""
     return subprocess.run(
         [sys.executable, "-m", "harness.cli", *args],
         capture_output=True,
         text=True,
         cwd=cwd or REPO,
         timeout=timeout,
+        env={**os.environ, **(env or {})},
     )
 
 
@@ -112,9 +115,7 @@ def calibrated(tmp_path_factory: pytest.TempPathFactory) -> Calibrated:
     tests/test_calibration.py checks it; a test that needs ceilings copies its calibration into its own
     cache home (`seed_calibration`) instead of measuring the same machine again."""
     home = tmp_path_factory.mktemp("calibrated-home")
-    proc = subprocess.run([sys.executable, "-m", "harness.cli", "calibrate", "--backend", "local", "-q", "--smoke"],
-                          capture_output=True, text=True, cwd=REPO, timeout=900,
-                          env=dict(os.environ, HARNESS_CACHE_HOME=str(home)))  # fmt: skip
+    proc = harness("calibrate", "--backend", "local", "-q", "--smoke", env={"HARNESS_CACHE_HOME": str(home)})
     return Calibrated(home, proc)
 
 

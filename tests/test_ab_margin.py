@@ -147,6 +147,7 @@ def test_a_bad_margin_is_one_line_and_exit_2(text: str) -> None:
 
 def test_the_margin_is_given_in_percent_and_the_plan_says_it() -> None:
     assert ab.parse_margin("1%") == ab.parse_margin("1") == 0.01 and ab.parse_margin("0") == 0.0
+    assert math.copysign(1, ab.parse_margin("-0")) == 1.0
     proc = harness(
         "ab", "HEAD", "--suite", "fault", "-f", "numpy", "--margin", "2.5%", "--dry-run", "--backend", "local"
     )

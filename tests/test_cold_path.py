@@ -2,16 +2,14 @@
 
 from __future__ import annotations
 
-import os
 import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from harness.store.images import stack_image
-from tests.conftest import REPO, finished, harness, read, run_folder
+from tests.conftest import finished, harness, read, run_folder
 
 pytestmark = pytest.mark.slow
 
@@ -42,10 +40,8 @@ def test_warm_caches_persist_between_jobs_and_cold_ones_never_do(results: Path, 
     assert any(jax_cache.iterdir()), "the persistent compilation cache stayed empty"
 
     # Cold, even with a user's JAX cache folder in the environment: a fresh, empty folder per job.
-    env = {**os.environ, "JAX_COMPILATION_CACHE_DIR": str(jax_cache)}
-    cold = subprocess.run([sys.executable, "-m", "harness.cli", "run", "--suite", "xla", "--frameworks", "jax",
-                           "--smoke", "--results-dir", str(results)],
-                          capture_output=True, text=True, cwd=REPO, env=env, timeout=600)  # fmt: skip
+    cold = harness("run", "--suite", "xla", "--frameworks", "jax", "--smoke", "--results-dir", str(results),
+                   env={"JAX_COMPILATION_CACHE_DIR": str(jax_cache)}, timeout=600)  # fmt: skip
     assert finished(cold), cold.stdout + cold.stderr
     caches = read(run_folder(cold.stdout) / "jax.json")["environment"]["caches"]
     assert caches["mode"] == "cold" and caches["JAX_COMPILATION_CACHE_DIR"] is None

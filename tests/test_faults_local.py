@@ -57,11 +57,8 @@ def test_a_job_killed_at_its_timeout_leaves_no_scratch_behind(results: Path, tmp
     # lives in the job's own folder, which the harness removes, never in the temporary folder.
     tmp = tmp_path / "tmp"
     tmp.mkdir()
-    proc = subprocess.run(
-        [sys.executable, "-m", "harness.cli", "run", "--suite", "fault", "--frameworks", "numpy",
-         "--param", "mode=hang", "--timeout", "3", "--results-dir", str(results)],
-        capture_output=True, text=True, cwd=REPO, timeout=300, env={**os.environ, "TMPDIR": str(tmp)},
-    )  # fmt: skip
+    proc = harness("run", "--suite", "fault", "--frameworks", "numpy", "--param", "mode=hang", "--timeout", "3",
+                   "--results-dir", str(results), timeout=300, env={"TMPDIR": str(tmp)})  # fmt: skip
     run = run_folder(proc.stdout)
     assert load_result(run / "numpy.json")["status"] == "timeout", proc.stdout + proc.stderr
     assert list(tmp.iterdir()) == []

@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from harness.judge.assessment import DISTURBED
-from tests.conftest import REPO, run_folder
+from tests.conftest import REPO, harness, run_folder
 
 pytestmark = pytest.mark.slow
 
@@ -73,9 +73,7 @@ def traced(trace: Path, *args: str, home: Path) -> subprocess.CompletedProcess[s
 
 
 def plain_cli(*args: str, home: Path) -> subprocess.CompletedProcess[str]:
-    env = dict(os.environ, HARNESS_CACHE_HOME=str(home))
-    return subprocess.run([sys.executable, "-m", "harness.cli", *args], capture_output=True, text=True,
-                          cwd=REPO, env=env, timeout=300)  # fmt: skip
+    return harness(*args, timeout=300, env={"HARNESS_CACHE_HOME": str(home)})
 
 
 def records(trace: Path) -> list[dict[str, str]]:

@@ -85,7 +85,7 @@ def parse_margin(text: str) -> float:
         raise HarnessError(
             f"--margin {plain(text)[:40]!r} is not a percentage from 0 to {MAX_AB_MARGIN:.0%}, e.g. --margin 1%"
         )
-    return value
+    return value + 0.0  # "-0" is 0, not a margin of -0.0 %
 
 
 def check_backend(name: str) -> None:
