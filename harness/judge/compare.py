@@ -149,6 +149,11 @@ class Comparison:
         return None if math.isnan(value) else value
 
     @property
+    def margin(self) -> float:
+        """The margin its rows were judged beyond (the two sides of one `ab` session), else 0."""
+        return max((c.margin for c in self.changes), default=0.0)
+
+    @property
     def without_verdict(self) -> list[Change]:
         return [c for c in self.changes if c.tested and c.no_verdict is not None]
 

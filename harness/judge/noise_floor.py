@@ -543,7 +543,7 @@ def explain(comparison: Comparison, entry: dict[str, Any] | None, first: Result,
     """Lines for `compare`: the smallest change its verdicts can see, or that no floor exists
     (`session`: the runs are one interleaved session, so no run-to-run allowance applies)."""
     family = comparison.family_size
-    margin = max((c.margin for c in comparison.changes), default=0.0)
+    margin = comparison.margin
     alpha = sequential.recorded_alpha(comparison.a.summary, comparison.b.summary)
     if alpha is not None and alpha > 0:  # a budgeted session's verdicts were made at its last look's alpha
         family = sequential.family_at(family, alpha)

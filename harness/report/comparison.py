@@ -61,7 +61,7 @@ def value_cell(value: float, unit: str) -> str:
 def evidence_lines(comparison: Comparison) -> list[str]:
     """How the verdicts were reached: the unit of evidence, the correction, and rows without a verdict."""
     family = comparison.family_size
-    margin = max((c.margin for c in comparison.changes), default=0.0)
+    margin = comparison.margin
     clears = (
         f"the interval lies beyond the session's margin, {fmt_change(margin)} either way (`harness ab --margin`: two "
         "copies of the same code in two folders differ by up to 0.7 %, which no number of rounds pins on the code; "
