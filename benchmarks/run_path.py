@@ -2,7 +2,8 @@
 
 Runs the CLI in this process under a profiler and lists every harness module that had one of its
 functions called after the command started (module-level code that only defines things does not
-count; a module imported but never called is not on the path). docs/extending.md lists the
+count; a module imported but never called is not on the path). A folder of registered plugins
+(judge/guards/: every guard runs on every run) is one stop: its registry and the modules it finds. docs/extending.md lists the
 result as "the path of one run", and tests/test_run_path.py keeps that list true.
 
     python benchmarks/run_path.py                      # a local xla run, numpy and jax, table output
@@ -20,6 +21,9 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 HARNESS = str(ROOT / "harness")
+# Folders of registered plugins (one module each, one interface, found by convention): a reader
+# follows the registry and any one plugin, so the folder counts as one stop on the path.
+PLUGIN_PACKAGES = ("harness.judge.guards",)
 DEFAULT = [
     "run",
     "--suite",
@@ -62,12 +66,15 @@ def modules_on_path(argv: list[str]) -> tuple[dict[str, int], int]:
         sys.setprofile(None)
         threading.setprofile(None)  # type: ignore[arg-type]
         sys.argv = saved
-    found = {}
+    found: dict[str, int] = {}
     for filename in called:
         path = Path(filename)
         parts = path.relative_to(ROOT).with_suffix("").parts
         name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
-        found[name] = len(path.read_text(encoding="utf-8").splitlines())
+        for package in PLUGIN_PACKAGES:
+            if name.startswith(package + "."):
+                name = package  # one stop: the registry and its plugins, which share one interface
+        found[name] = found.get(name, 0) + len(path.read_text(encoding="utf-8").splitlines())
     return dict(sorted(found.items())), code
 
 

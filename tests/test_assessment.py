@@ -40,17 +40,14 @@ HARNESS = ROOT / "harness"
 # (and inside the module that defines it).
 JUDGING: dict[str, tuple[str, ...]] = {
     "harness.judge.plausibility": ("lint", "exclusions", "sync_state", "escaped", "implausible"),
-    # the agreement gate and the precision comparison live in the assessment itself
-    "harness.judge.assessment": (
-        "evaluate",
-        "failing_frameworks",
-        "measured_precision",
-        "_precision_mismatches",
-        "_fairness_mismatches",
-    ),
+    # the agreement gate lives in the assessment itself, the precision and fairness comparisons in their guards
+    "harness.judge.assessment": ("evaluate", "failing_frameworks"),
+    "harness.judge.guards.precision": ("measured_precision", "mismatches"),
+    "harness.judge.guards.fairness": ("mismatches",),
     "harness.store.calibration": ("ceilings_for_run",),  # the lint's ceilings: read once, by assess
 }
 JUDGES = "harness.judge.assessment"
+GUARDS = "harness.judge.guards."
 FORBIDDEN_NAMES = {name for names in JUDGING.values() for name in names}
 
 
@@ -61,7 +58,7 @@ def module_name(path: Path) -> str:
 
 def judging_calls(module: str, source: str) -> list[str]:
     """Where `module` imports or calls a judging function it may not (line: what)."""
-    if module == JUDGES:
+    if module == JUDGES or module.startswith(GUARDS):  # the assessment, and the guards it calls
         return []
     own = set(JUDGING.get(module, ()))
     found: list[str] = []

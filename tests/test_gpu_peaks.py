@@ -79,8 +79,9 @@ def test_each_variant_gets_its_own_row_and_datasheet_figures(
     doc = gpu_result(name, memory, power)
     assert peak_for(doc, "float64").value == fp64 * TERA  # type: ignore[union-attr]
     # A float32 reading may be three TF32 passes (the probe cannot tell them from fp32): the
-    # ceiling is the larger of FP32 and TF32 / 3.
-    assert peak_for(doc, "float32").value == max(fp32, tf32 / 3) * TERA  # type: ignore[union-attr]
+    # ceiling is the larger of FP32 and TF32 / 3, while "% of peak" divides by the FP32 figure.
+    assert peak_for(doc, "float32").value == fp32 * TERA  # type: ignore[union-attr]
+    assert peak_for(doc, "float32").ceiling == max(fp32, tf32 / 3) * TERA  # type: ignore[union-attr]
     assert peak_for(gpu_result(name, memory, power, "tf32"), "float32").value == tf32 * TERA  # type: ignore[union-attr]
     assert peak_for(gpu_result(name, memory, power, "bf16"), "float32").value == bf16 * TERA  # type: ignore[union-attr]
     moved = bandwidth_for(doc)
@@ -185,3 +186,27 @@ def test_the_calibration_limit_of_a_name_is_its_fastest_variant() -> None:
     assert limits["float32/tf32"][0] == 494.5 * TERA and limits["bfloat16/bf16"][0] == 989.5 * TERA
     assert limits["bandwidth"][0] == 3.9 * TERA * peaks.GPU_CACHE_HEADROOM  # the NVL's memory
     assert machine_limits("gpu", {}, ["NVIDIA H800"]) == {}
+
+
+def _h200_fp32_job(tmp_path: Path, tflops: float, arithmetic: str = "fp32") -> str:
+    """The run table of one H200 float32 matmul job achieving `tflops` TFLOP/s at its median."""
+    doc = result("pytorch", [dict(metric("matmul", [1.0] * 3, flops=tflops * TERA), dtype="float32")])
+    doc["device"] = "gpu"
+    doc["environment"] = gpu_result("NVIDIA H200", _mib(143771), 700.0, arithmetic)["environment"]
+    return render(assess(load_run(write_run(tmp_path / f"run-{tflops:g}-{arithmetic}", [doc]))))
+
+
+def test_percent_of_peak_at_fp32_is_of_the_fp32_figure_not_the_3xtf32_limit(tmp_path: Path) -> None:
+    """MFU divides by the datasheet figure of the arithmetic the job ran (an H200's FP32 is 67 TFLOP/s),
+    while the plausibility limit stays the fastest float32 can go (three TF32 passes, 494.5 / 3)."""
+    text = _h200_fp32_job(tmp_path, 50.0)
+    assert "75% of peak" in text and "30% of peak" not in text and "IMPLAUSIBLE" not in text
+    # Between the FP32 figure and TF32 / 3: possible as 3xTF32, shown against the FP32 figure.
+    text = _h200_fp32_job(tmp_path, 100.0)
+    assert "149% of peak" in text and "IMPLAUSIBLE" not in text
+    text = _h200_fp32_job(tmp_path, 170.0)
+    assert "IMPLAUSIBLE" in text and "> limit 1.648e+05" in text
+    assert "FP32 peak 67 TFLOP/s; limit 164.8 TFLOP/s, 3xTF32 at TF32 / 3" in text
+    # TF32 and BF16 runs: their own datasheet figures, for the share and the limit alike.
+    assert "10% of peak" in _h200_fp32_job(tmp_path, 49.45, "tf32")
+    assert "10% of peak" in _h200_fp32_job(tmp_path, 98.95, "bf16")

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.execute.mistakes import CONTROL, CORPUS, GUARDS, LIMITATIONS, Outcome, corpus, table
+from harness.execute.mistakes import CONTROL, LIMITATIONS, Outcome, corpus, guard_names, planted_corpus, table
 from tests.conftest import harness
 from tests.planted import harness_in, planted_repo
 
@@ -63,12 +63,12 @@ def test_the_corpus_on_a_gpu_adds_the_cuda_mistake_and_drops_what_a_gpu_cannot_s
     gpu = corpus("gpu")
     assert any(m.culprit == "pytorch" and m.name == "unsynchronised" for m in gpu)
     assert not any(m.culprit == "numpy" for m in gpu)  # numpy has no GPU variant
-    assert {m.guard for m in CORPUS} <= set(GUARDS)
-    assert corpus("cpu", ["memoised"]) == [m for m in CORPUS if m.name == "memoised" and "cpu" in m.devices]
+    assert {m.guard for m in planted_corpus()} <= set(guard_names())
+    assert corpus("cpu", ["memoised"]) == [m for m in planted_corpus() if m.name == "memoised" and "cpu" in m.devices]
 
 
 def test_a_catch_needs_the_guard_and_no_blame_on_the_honest_framework() -> None:
-    m = next(m for m in CORPUS if m.name == "own_data")
+    m = next(m for m in planted_corpus() if m.name == "own_data")
     assert Outcome(m, ("check",), (), 1, "r").caught is True
     assert Outcome(m, ("check",), ("check",), 1, "r").caught is False  # blame spread: not a catch
     assert Outcome(m, ("plausible",), (), 1, "r").caught is False  # another guard: luck, not proof

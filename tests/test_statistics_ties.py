@@ -14,9 +14,11 @@ import pytest
 
 from harness.core.statistics import (
     EXACT_MAX_N,
+    _exact_tied_pvalue,
     _exact_u_pvalue,
     mann_whitney_u,
     rank_sum_distribution,
+    smallest_exact_p,
 )
 
 
@@ -189,3 +191,51 @@ def test_exact_limit_covers_every_round_count() -> None:
     from harness.execute.rounds import MAX_ROUNDS
 
     assert EXACT_MAX_N >= MAX_ROUNDS
+
+
+def test_beyond_50_a_side_the_p_is_the_permutation_p_within_the_approximations_error() -> None:
+    """A budget's rounds (51 to 2,000 a side) get the normal approximation with tie and continuity
+    correction. At 55 v 55 it is held to the exact permutation p (the distribution counted as the
+    exact test counts it, given the tie pattern); at 150 v 200 to a Monte Carlo of permutations."""
+    rng = random.Random(56)
+
+    def draw(levels: int) -> float:
+        return rng.gauss(0, 1) if not levels else float(rng.randrange(levels))
+
+    for levels in (0, 5, 12):  # 0: no ties
+        a = [draw(levels) for _ in range(55)]
+        b = [draw(levels) + (0.4 if not levels else rng.random() < 0.4) for _ in range(55)]
+        pooled = sorted([*a, *b])
+        groups = tuple(len(list(run)) for _, run in itertools.groupby(pooled))
+        exact = _exact_tied_pvalue(sum(doubled_ranks(pooled)[pooled.index(x)] for x in a), 55, groups)
+        approximate = mann_whitney_u(a, b)[1]
+        assert 0.001 < exact < 0.5, exact  # near the thresholds verdicts use
+        assert abs(approximate - exact) < 0.003 + 0.1 * exact, (levels, approximate, exact)
+    a = tied_sample(rng, 150, [1.0, 2.0, 3.0, 4.0, 5.0])
+    b = [min(5.0, x + (rng.random() < 0.2)) for x in tied_sample(rng, 200, [1.0, 2.0, 3.0, 4.0, 5.0])]
+    _, p = mann_whitney_u(a, b)
+    ranks = doubled_ranks([*a, *b])
+    observed = sum(ranks[:150])
+    draws, below, above = 10000, 0, 0
+    for _ in range(draws):
+        total = sum(rng.sample(ranks, 150))
+        below += total <= observed
+        above += total >= observed
+    estimate = min(1.0, 2 * min(below, above) / draws)
+    assert 0.005 < estimate < 0.3, estimate
+    standard_error = 2 * math.sqrt(estimate / 2 * (1 - estimate / 2) / draws)
+    assert abs(p - estimate) < 4 * standard_error + 0.002, (p, estimate, standard_error)
+
+
+def test_the_smallest_p_beyond_the_exact_range_is_the_approximations() -> None:
+    """What `compare` and `ab --budget` ask before testing (can these rounds reach alpha at all): beyond
+    the exact range, the approximation's p at complete separation with each side constant, which no
+    data of those sizes goes below."""
+    for n1, n2 in ((51, 51), (60, 80), (2000, 2000)):
+        assert smallest_exact_p(n1, n2) == mann_whitney_u([1.0] * n1, [2.0] * n2)[1]
+    assert smallest_exact_p(50, 50) == 2 / math.comb(100, 50) == mann_whitney_u([1.0] * 50, [2.0] * 50)[1]
+    rng = random.Random(3)
+    for _ in range(50):
+        a = tied_sample(rng, 51, [1.0, 2.0, 3.0])
+        b = [x + 10 * rng.random() for x in tied_sample(rng, 51, [4.0, 5.0])]
+        assert mann_whitney_u(a, b)[1] >= smallest_exact_p(51, 51)

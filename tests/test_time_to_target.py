@@ -3,6 +3,8 @@ and the schema's checks of the `dataset` and `training` fields a training job wr
 
 from __future__ import annotations
 
+import math
+import random
 from typing import Any
 
 import pytest
@@ -50,6 +52,58 @@ def test_pooled_rounds_give_the_median_and_interval_over_seeds() -> None:
     cell = training_text.target_cell({"training": {"target": pooled}})
     assert cell is not None and cell.startswith("12 s (3 epochs) [") and "over 3 seeds" in cell
     validate(dict(_doc(42, None), training={"target": pooled}), "pooled")  # the schema accepts it
+
+
+def _pooled(seconds: list[float]) -> dict[str, Any]:
+    """pool() over one round per time, each a minimal ok result that reached its target."""
+    docs = [
+        {"status": "ok", "params": {"seed": 42 + i}, "training": {"target": _reached(t)}} for i, t in enumerate(seconds)
+    ]
+    pooled = ttt.pool(docs)
+    assert pooled is not None and pooled["status"] == "reached"
+    return pooled
+
+
+def test_three_seeds_print_the_75_percent_their_range_covers_not_95() -> None:
+    """At 3 seeds the interval of the median is [min, max], which holds it with probability 1 - 2 / 2**3:
+    the cell says 75 % inside the brackets, as every interval below 95 % in a report does."""
+    pooled = _pooled([10.0, 14.0, 12.0])
+    assert pooled["seconds_interval"] == [10.0, 14.0] and pooled["seconds_interval_coverage"] == 0.75
+    assert training_text.target_cell({"training": {"target": pooled}}) == "12 s (3 epochs) [10 s-14 s 75%] over 3 seeds"
+    assert _pooled([10.0, 14.0, 12.0, 11.0])["seconds_interval_coverage"] == 0.875
+    # A record written before the coverage was (a bootstrap that claimed 95 %): worked out again from its rounds.
+    old = dict(pooled, seconds_interval=[10.4, 13.6])
+    del old["seconds_interval_coverage"]
+    assert training_text.target_cell({"training": {"target": old}}) == "12 s (3 epochs) [10 s-14 s 75%] over 3 seeds"
+    one = _pooled([12.0])
+    assert (
+        "seconds_interval" not in one and training_text.target_cell({"training": {"target": one}}) == "12 s (3 epochs)"
+    )
+
+
+@pytest.mark.parametrize("seeds", [6, 9, 10, 20])
+def test_enough_seeds_reach_95_percent_and_print_no_coverage(seeds: int) -> None:
+    pooled = _pooled([10.0 + 0.37 * i for i in range(seeds)])
+    assert pooled["seconds_interval_coverage"] >= 0.95
+    cell = training_text.target_cell({"training": {"target": pooled}})
+    assert cell is not None and cell.endswith(f"] over {seeds} seeds") and "%" not in cell
+    validate(dict(_doc(42, None), training={"target": pooled}), "pooled")
+
+
+def test_the_stated_coverage_is_the_coverage_achieved() -> None:
+    """Seeds drawn from a skewed continuous distribution with a known median (lognormal, median 10 s):
+    the share of pooled intervals holding it matches the coverage they state, at every seed count."""
+    rng = random.Random(56)
+    trials = 1500
+    for seeds in (3, 4, 5, 6, 8):
+        held, stated = 0, 0.0
+        for _ in range(trials):
+            pooled = _pooled([10.0 * math.exp(rng.gauss(0, 0.3)) for _ in range(seeds)])
+            low, high = pooled["seconds_interval"]
+            held += low <= 10.0 <= high
+            stated += pooled["seconds_interval_coverage"]
+        # 1500 trials: the binomial standard error is at most 1.1 %; 4 of them either way.
+        assert abs(held / trials - stated / trials) < 0.045, (seeds, held / trials, stated / trials)
 
 
 def test_a_round_that_did_not_reach_makes_the_pool_not_reached_never_a_median() -> None:
@@ -139,6 +193,8 @@ def test_rounds_pool_a_partly_reached_target_and_the_table_says_so(tmp_path: Any
     ("target", "message"),
     [
         ({"seconds_interval": ["1", 2]}, "seconds_interval"),
+        ({"seconds_interval_coverage": 1.5}, "seconds_interval_coverage"),
+        ({"seconds_interval_coverage": "95%"}, "seconds_interval_coverage"),
         ({"best_accuracy": "high"}, "best_accuracy"),
         ({"rounds": [{}], "reached_rounds": "1"}, "reached_rounds"),
         ({"rounds": [{}], "reached_rounds": 2}, "reached_rounds"),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
@@ -34,9 +35,8 @@ from harness.cli.results import check_gate_options, conclude
 from harness.core.errors import HarnessError
 from harness.core.schema import AB_MARGIN
 from harness.execute import ab
-from harness.judge import noise_floor, sequential
+from harness.judge import conclusion, noise_floor, sequential
 from harness.judge.assessment import FAILED, INTERRUPTED, assess, run_exit_code, worst
-from harness.judge.compare import compare_runs
 from harness.report.exports import Format
 from harness.store.plan import PlanRequest, make_plan
 from harness.store.run_folder import load_run
@@ -161,25 +161,30 @@ def ab_command(
         margin=margin_share,
     )
     session = ab.run_ab(request, argv=["harness"] + sys.argv[1:])
+    raise typer.Exit(session_verdict(session, fmt, fail_above, junit))
+
+
+def session_verdict(session: ab.Session, fmt: Format, fail_above: float | None, junit: Path | None) -> int:
+    """Print a finished session's verdict, the comparison finished as `harness compare` of its two run
+    folders finishes it (judge/conclusion.py: at the alpha its looks left, beyond its margin), and
+    return the exit status of its sides and its gate."""
     typer.echo("")
     typer.echo(f"baseline run: {session.baseline}\ncandidate run: {session.candidate}", err=fmt is not Format.table)
     runs = [load_run(session.baseline), load_run(session.candidate)]
     sides = [run_exit_code(assess(run)) for run in runs]
     try:
-        # A budgeted session is judged (in `conclude`) at the alpha its looks left, read back from
-        # the summaries as a later `harness compare` of the two runs reads it.
-        comparison = compare_runs(assess(runs[0]), assess(runs[1]))
+        comparison = conclusion.finish(assess(runs[0]), assess(runs[1]))
     except HarnessError as error:  # e.g. a side whose jobs all failed: the runs are kept, the session failed
         typer.echo(f"error: {error}; see the two run folders", err=True)
-        raise typer.Exit(worst(*sides, FAILED)) from None
+        return worst(*sides, FAILED)
     if session.schedule is not None:
         typer.echo(sequential.summary_line(session.schedule, session.seconds), err=fmt is not Format.table)
     else:
         typer.echo(f"session: {session.seconds:.0f} s", err=fmt is not Format.table)
-    gate = conclude(comparison, fmt, fail_above, junit)
-    failed = [run.summary["run_id"] for run, code in zip(runs, sides, strict=True) if code]
+    code = conclude(comparison, fmt, fail_above, junit)
+    failed = [run.summary["run_id"] for run, side in zip(runs, sides, strict=True) if side]
     if failed and INTERRUPTED not in sides:
         # A failed job, check or flag on a side is a session that did not pass, as for `harness run`;
         # a side the machine disturbed (and nothing else) is exit 3, as for `harness run`.
         typer.echo(f"not every job of run {', '.join(failed)} passed; `harness show RUN` says why", err=True)
-    raise typer.Exit(worst(*sides, gate))
+    return worst(*sides, code)

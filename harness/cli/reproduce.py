@@ -27,11 +27,11 @@ from harness.cli.options import (
 )
 from harness.core.errors import HarnessError
 from harness.execute.runner import execute
-from harness.judge.assessment import assess, run_exit_code
-from harness.judge.compare import compare_runs
+from harness.judge import conclusion
+from harness.judge.assessment import Assessment, assess, run_exit_code
 from harness.report.comparison import render_comparison
 from harness.report.exports import Format, render_run
-from harness.store.run_folder import load_run
+from harness.store.run_folder import Run, load_run
 from harness.text.escape import plain
 
 
@@ -75,9 +75,15 @@ def reproduce(
     run_dir = execute(repro.plan, chosen, target, argv=["harness"] + sys.argv[1:])
     judged = assess(load_run(run_dir))
     typer.echo(render_run(judged, fmt))
-    try:
-        typer.echo("\n" + render_comparison(compare_runs(assess(repro.old), judged), fmt))
-    except HarnessError as error:  # e.g. the new jobs all failed: the table above says why
-        typer.echo(f"\nno comparison: {error}", err=True)
+    print_comparison(repro.old, judged, fmt)
     typer.echo(f"\nrun folder: {run_dir}", err=fmt is not Format.table)
     raise typer.Exit(run_exit_code(judged))
+
+
+def print_comparison(old: Run, judged: Assessment, fmt: Format) -> None:
+    """The recorded run against its reproduction, finished as `harness compare OLD NEW` finishes it
+    (judge/conclusion.py: the noise floor of the machine included)."""
+    try:
+        typer.echo("\n" + render_comparison(conclusion.finish(assess(old), judged), fmt))
+    except HarnessError as error:  # e.g. the new jobs all failed: the table above says why
+        typer.echo(f"\nno comparison: {error}", err=True)

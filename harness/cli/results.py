@@ -13,10 +13,9 @@ import typer
 from harness.cli.options import FailAboveOption, FormatOption, JunitOption, ResultsDir, RunRef, default_results_dir
 from harness.core.errors import HarnessError
 from harness.core.safe_files import kind, write_bytes_atomic
-from harness.judge import sequential
-from harness.judge.assessment import DISTURBED, FAILED, assess, worst
-from harness.judge.compare import Comparison, compare_runs
-from harness.judge.noise_floor import apply
+from harness.judge import conclusion
+from harness.judge.assessment import assess
+from harness.judge.compare import Comparison
 from harness.report.comparison import render_comparison
 from harness.report.exports import Format, render_run
 from harness.report.folder import write_report
@@ -54,8 +53,8 @@ def compare(
     """Two runs of one suite: per-metric ratio with its interval, significance, geometric mean."""
     check_gate_options(fail_above, junit)
     base = results_dir or default_results_dir()
-    judged = (assess(readable(load_run(resolve_run(run, base)))) for run in (run_a, run_b))
-    raise typer.Exit(conclude(compare_runs(*judged), fmt, fail_above, junit))
+    judged_a, judged_b = (assess(readable(load_run(resolve_run(run, base)))) for run in (run_a, run_b))
+    raise typer.Exit(conclude(conclusion.finish(judged_a, judged_b), fmt, fail_above, junit))
 
 
 def readable(run: Run) -> Run:
@@ -78,49 +77,17 @@ def check_gate_options(fail_above: float | None, junit: Path | None) -> None:
 
 
 def conclude(comparison: Comparison, fmt: Format, fail_above: float | None, junit: Path | None) -> int:
-    """Print the comparison, judged with the noise floor of the machine that measured both runs, and
-    write its JUnit report; the exit status of `--fail-above`: 1 on a significant slowdown past it or a
-    row with no number on one side, DISTURBED (3) when otherwise only the machine's disturbance kept
-    rows from a verdict, else 0 (and 0 without `--fail-above`). The two sides of a budgeted `ab`
-    session are judged at the alpha its looks left (summary.json `sequential`)."""
-    comparison = apply(sequential.as_recorded(comparison))
+    """Print a finished comparison (judge/conclusion.py `finish`: the sequential correction, the noise
+    floor of the machine that measured both runs) and write its JUnit report; the exit status of its
+    gate (`conclusion.gate`: 0 without `--fail-above`)."""
     typer.echo(render_comparison(comparison, fmt))
     if junit is not None:
         write_bytes_atomic(junit, utf8(comparison_junit(comparison, fail_above)))
         typer.echo(f"junit: {plain(junit)}", err=True)
-    if fail_above is None:
-        return 0
-    codes = [0]
-    missing = comparison.without_verdict
-    if missing:
-        # A gate that cannot see is said to be blind, not reported as passed.
-        typer.echo(
-            f"--fail-above cannot judge {len(missing)} row(s) without a verdict ({missing[0].no_verdict})",
-            err=True,
-        )
-    failed = comparison.failed
-    if failed:
-        first = failed[0]
-        typer.echo(f"{len(failed)} row(s) with no number on one side: {first.framework} {first.metric}: {first.failed}",
-                   err=True)  # fmt: skip
-        codes.append(FAILED)
-    worst_row = comparison.worst_significant_slowdown()
-    if worst_row is not None and worst_row.slowdown * 100 > fail_above:
-        typer.echo(
-            f"significant slowdown above {fail_above:g} %: {worst_row.framework} {worst_row.metric} "
-            f"{worst_row.slowdown:.1%} worse (p={worst_row.p_value:.3g}, Holm-adjusted {worst_row.p_adjusted:.3g})",
-            err=True,
-        )
-        codes.append(FAILED)
-    disturbed = comparison.disturbed
-    if disturbed:
-        typer.echo(
-            f"--fail-above cannot judge {len(disturbed)} row(s) the machine disturbed "
-            f"({disturbed[0].framework} {disturbed[0].metric}: {disturbed[0].excluded}); rerun on a quiet machine",
-            err=True,
-        )
-        codes.append(DISTURBED)
-    return worst(*codes)
+    verdict = conclusion.gate(comparison, fail_above)
+    for reason in verdict.reasons:
+        typer.echo(reason, err=True)
+    return verdict.code
 
 
 def check_output_file(path: Path, option: str) -> None:

@@ -48,6 +48,9 @@ NonNegative = Annotated[float, Strict(), AllowInfNan(False), Ge(0), Le(MAX_MAGNI
 Percent = Annotated[
     float, Strict(), AllowInfNan(False), Ge(0), Le(100), Describe("a percentage (0 to 100)", "percentages (0 to 100)")
 ]
+Probability = Annotated[
+    float, Strict(), AllowInfNan(False), Ge(0), Le(1), Describe("a probability (0 to 1)", "probabilities (0 to 1)")
+]
 Integer = Annotated[int, Strict(), Ge(-(10**150)), Le(10**150)]
 Count = Annotated[int, Strict(), Ge(0), Le(10**150)]
 Text = Annotated[str, Strict()]
@@ -66,6 +69,11 @@ Marks = Annotated[
     Describe("an object of mark reason -> sample indices"),
 ]
 RoundSizes = Annotated[list[Annotated[int, Strict(), Ge(1), Le(10**150)]], Strict(), Describe("whole numbers >= 1")]
+MAX_DERIVED_FROM = 8  # a speed-up names two time metrics; a value made of more is not one number's fate
+DerivedFrom = Annotated[
+    Union[Name, Annotated[list[Name], Strict(), MinLen(1), MaxLen(MAX_DERIVED_FROM)]],
+    Describe("a time metric's name or a list of them"),
+]
 
 
 class Stats(TypedDict):
@@ -138,6 +146,7 @@ class Metric(TypedDict):
     contention: NotRequired[ContentionField]
     steady_compilations: NotRequired[Count | None]  # compilations inside the steady samples' clocks
     compiles: NotRequired[Flag | None]  # declared: times compilation on purpose (not marked)
+    derived_from: NotRequired[DerivedFrom | None]  # value metrics: the time metric(s) whose samples made it
 
 
 class Check(TypedDict):
@@ -220,6 +229,7 @@ class Target(TypedDict):
     best_accuracy: NotRequired[Finite | None]
     best_loss: NotRequired[NonNegative | None]
     seconds_interval: NotRequired[Annotated[list[Finite], Strict(), MinLen(2), MaxLen(2)] | None]
+    seconds_interval_coverage: NotRequired[Probability | None]  # what the interval really covers (3 seeds: 0.75)
     rounds: NotRequired[Annotated[list[Objects], Strict(), MaxLen(MAX_SAMPLES)] | None]
     reached_rounds: NotRequired[Count | None]
     epochs_run: NotRequired[Count | None]

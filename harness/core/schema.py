@@ -322,6 +322,31 @@ def _contention_problem(seen: dict[str, Any] | None, n: int, where: str) -> str 
     return None
 
 
+def derived_sources(metric: Mapping[str, Any]) -> list[str]:
+    """The time metrics a value metric was computed from (`derived_from`, one name or a list), [] for none."""
+    found = metric.get("derived_from")
+    return [found] if isinstance(found, str) else list(found or [])
+
+
+def _derived_problem(metrics: list[Any]) -> str | None:
+    """A value metric computed from time metrics' samples names them (`derived_from`): the host keeps it out
+    of ratios whenever it keeps one of them out, so each name must be a time metric of this same result."""
+    timed = {m["name"] for m in metrics if m["kind"] == "time"}
+    for i, metric in enumerate(metrics):
+        sources = derived_sources(metric)
+        if not sources:
+            continue
+        where = f"metrics[{i}] ({_name(metric['name'])}).derived_from"
+        if metric["kind"] != "value":
+            return f"{where}: only a value metric is derived from a time metric"
+        if len(set(sources)) != len(sources):
+            return f"{where}: expected distinct names"
+        missing = next((name for name in sources if name not in timed), None)
+        if missing is not None:
+            return f"{where}: {_name(missing)} is not a time metric of this result"
+    return None
+
+
 # Pooled rounds (harness/execute/rounds.py): the rounds (1-based) a check was left out of. Its value then
 # holds the other rounds' values, and the agreement gate fails the framework for that check.
 MISSING_ROUNDS = "missing_rounds"
@@ -377,6 +402,9 @@ def _problem(doc: Any, nesting_checked: bool = False) -> str | None:
         problem = _metric_problem(i, metric, seen)
         if problem:
             return problem
+    problem = _derived_problem(doc["metrics"])
+    if problem:
+        return problem
     numbers = 0
     for i, check in enumerate(doc["checks"]):
         if not _numbers(check["value"]):

@@ -12,8 +12,15 @@ here (integer metrics such as epochs to target, round medians at a timer's resol
 normal approximation the test fell back to on any tie was anti-conservative at these sizes: two
 constant sides of 6 got p = 0.0013, below the 2 / C(12, 6) = 0.0022 any arrangement can reach. A
 first call costs about 50 ms at 50 v 50 without ties and up to about 100 ms with them; repeats
-are cached. Larger samples (raw samples, 1000s a side) keep the normal approximation with tie
-correction.
+are cached. Counting grows as about n**6 (about 5 s at 100 a side), so larger samples (a budget's
+rounds, `harness ab --budget`: 51 to 2,000 a side; raw samples, 1000s a side) get the normal
+approximation with tie and continuity correction instead: not exact (at 55 a side within 0.004
+of the exact p where that was 0.001-0.5, larger than it in the far tails: it errs toward no
+verdict).
+
+The Hodges-Lehmann interval (shift_ratio) inverts the same test: its critical value is exact
+(tie-free U distribution) in the same range and the continuity-corrected normal one beyond. With
+ties it keeps the tie-free critical value, and then covers at least what it states (conservative).
 
 Small samples get honest intervals. A percentile bootstrap of the median claims 95 % but covers
 about 77 % at n = 3 and 87 % at n = 4 (training suites give 4 steady epochs by default), so below
@@ -52,6 +59,9 @@ MEANAD_SCALE = 1.253314
 # `--rounds` allows (harness/execute/rounds.py MAX_ROUNDS), so round medians always get the exact test ...
 EXACT_MAX_N = 50
 # ... or when n1 * n2 is at most this: where the tie-free exact test applied before, kept (2 v 200).
+# Beyond both (`harness ab --budget`: up to 2,000 rounds a side, harness/judge/sequential.py
+# MAX_ROUNDS), the normal approximation: counting the exact distribution grows as about n**6 (a few
+# seconds at 100 a side, far out of reach at 2,000).
 EXACT_MAX_PRODUCT = 400
 
 
@@ -192,27 +202,39 @@ def shift_ratio(a: Sequence[float], b: Sequence[float]) -> tuple[float, Interval
     The estimate is the median, over every pair (x of a, y of b), of y / x (in log space, the
     Hodges-Lehmann shift); the interval runs from the (C+1)-th smallest to the (C+1)-th largest of
     those n1 * n2 ratios, C the largest U with P(U <= C) <= (1 - CONFIDENCE) / 2 under no shift. It
-    is the set of ratios r for which the test would not call a / r and b different, so a row's
-    interval excludes 1 exactly when its test's two-sided p is at most 1 - CONFIDENCE (no ties), and
-    its coverage is exact for a shift of a continuous distribution whatever its shape.
+    is the set of ratios r for which the test would not call a / r and b different, so without ties
+    a row's interval excludes 1 exactly when its test's two-sided p is at most 1 - CONFIDENCE.
+
+    Where mann_whitney_u is exact (exact_size), C and the coverage come from the exact tie-free U
+    distribution, and the coverage is exact for a shift of a continuous distribution whatever its
+    shape. Beyond (a budget's rounds, up to 2,000 a side), from the normal approximation with the
+    test's continuity correction, C = floor(n1 n2 / 2 - 1/2 - z sigma): the same cut as the test's
+    p <= 1 - CONFIDENCE, and the coverage stated is the approximation's (at least 95 %).
+
+    Ties (a discrete distribution: round medians at a timer's resolution) do not change C: the
+    closed interval built from the tie-free distribution then covers at least the coverage it
+    states (Noether 1967, "Wilcoxon confidence intervals for location parameters in the discrete
+    case"), often more (tests/test_shift_ratio.py: 98-100 % against a stated 95 % with the values
+    on a lattice). It is conservative, never optimistic: the test's p, computed given the tie
+    pattern, is smaller than the tie-free one, so with ties a test can reject while the interval
+    still holds 1, and a verdict, which needs both, then waits for more rounds.
 
     Why not the ratio of the medians: round medians on a machine with two speed states fall in two
     modes, and the median of such a mixture jumps between them, so its interval straddles 1 while
     the test, which looks at every pair, sees a clear shift (a planted 30 % in `harness ab` sessions:
-    p 1e-4, median ratio 1.11 [0.89-1.64]; Hodges-Lehmann 1.27 [1.17-1.37]). Exact critical value
-    from the tie-free U distribution up to EXACT_MAX_N a side, the normal approximation beyond.
+    p 1e-4, median ratio 1.11 [0.89-1.64]; Hodges-Lehmann 1.27 [1.17-1.37]). Beyond _SORT_PAIRS
+    ratios they are not all formed (pairwise_order_statistics): 2,000 a side takes about 15-90 ms
+    here, where sorting all 4 million took 1.1 s and about 130 MB.
     """
     n1, n2 = len(a), len(b)
-    if n1 == 0 or n2 == 0 or min(min(a), min(b)) <= 0:
+    if n1 == 0 or n2 == 0 or not all(0 < v < math.inf for v in (*a, *b)):  # no log of 0, NaN or inf: no ratio
         return math.nan, Interval(math.nan, math.nan, 0.0, "Hodges-Lehmann")
-    logs_a = [math.log(x) for x in a]
-    logs_b = [math.log(y) for y in b]
-    shifts = sorted(y - x for x in logs_a for y in logs_b)
+    logs_a = sorted(math.log(x) for x in a)
+    logs_b = sorted(math.log(y) for y in b)
     total = n1 * n2
     middle = total // 2
-    estimate = shifts[middle] if total % 2 else (shifts[middle - 1] + shifts[middle]) / 2
     tail = (1 - CONFIDENCE) / 2
-    if max(n1, n2) <= EXACT_MAX_N or total <= EXACT_MAX_PRODUCT:
+    if exact_size(n1, n2):
         counts = u_distribution(n1, n2)
         arrangements = sum(counts)
         below, critical = 0, -1
@@ -223,15 +245,72 @@ def shift_ratio(a: Sequence[float], b: Sequence[float]) -> tuple[float, Interval
             critical = u
         coverage = 1 - 2 * below / arrangements
     else:
+        mu, sigma = total / 2, math.sqrt(total * (n1 + n2 + 1) / 12)
         z = NormalDist().inv_cdf(1 - tail)
-        critical = max(int(math.floor(total / 2 - z * math.sqrt(total * (n1 + n2 + 1) / 12))), -1)
-        coverage = CONFIDENCE
+        # The largest U whose continuity-corrected p is at most 1 - CONFIDENCE: (mu - U - 1/2) / sigma >= z.
+        critical = max(math.floor(mu - 0.5 - z * sigma), -1)
+        coverage = 1 - 2 * NormalDist().cdf((critical + 0.5 - mu) / sigma)
     # [d_(C+1), d_(n1 n2 - C)] (1-based) covers 1 - 2 P(U <= C); with too few pairs for any C at
     # this confidence, the whole range, and what it covers.
     if critical < 0:
         critical, coverage = 0, 1 - 2 * u_distribution(n1, n2)[0] / sum(u_distribution(n1, n2))
-    low, high = shifts[critical], shifts[total - 1 - critical]
+    ranks = [middle, critical, total - 1 - critical] + ([middle - 1] if total % 2 == 0 else [])
+    found = pairwise_order_statistics(logs_a, logs_b, ranks)
+    estimate = found[0] if total % 2 else (found[3] + found[0]) / 2
+    low, high = found[1], found[2]
     return math.exp(estimate), Interval(math.exp(low), math.exp(high), coverage, "Hodges-Lehmann")
+
+
+# Up to this many pairwise differences, pairwise_order_statistics sorts them outright (50 v 50 is 2,500).
+_SORT_PAIRS = 40_000
+
+
+def pairwise_order_statistics(xs: Sequence[float], ys: Sequence[float], ranks: Sequence[int]) -> list[float]:
+    """The ranks-th smallest (from 0) of the n1 n2 differences y - x, x of xs and y of ys, both sorted.
+
+    Exactly the elements of sorted(y - x for x in xs for y in ys), but beyond _SORT_PAIRS of them
+    without forming them all: a selection over the implicit matrix whose rows (one per x) ascend.
+    Each step takes a random candidate as the pivot, counts the differences below and at it row by
+    row (two pointers, O(n1 + n2), since fl(y - x) falls as x grows and rises as y does), and keeps
+    only the candidates on the side of the wanted rank, until few enough remain to sort. The
+    pivots are seeded by the rank, so the same samples always give the same answer (which does not
+    depend on the pivots anyway).
+    """
+    n1, n2 = len(xs), len(ys)
+    if n1 * n2 <= _SORT_PAIRS:
+        every = sorted(y - x for x in xs for y in ys)
+        return [every[k] for k in ranks]
+    return [_select_pairwise(xs, ys, k) for k in ranks]
+
+
+def _select_pairwise(xs: Sequence[float], ys: Sequence[float], k: int) -> float:
+    n2 = len(ys)
+    rng = random.Random(k)
+    lo, hi = [0] * len(xs), [n2] * len(xs)  # row i's candidates: ys[lo[i]:hi[i]]; below them, smaller
+    while True:
+        sizes = list(itertools.accumulate(h - low for low, h in zip(lo, hi, strict=True)))
+        if sizes[-1] <= _SORT_PAIRS:
+            rest = sorted(ys[j] - x for x, low, h in zip(xs, lo, hi, strict=True) for j in range(low, h))
+            return rest[k - sum(lo)]
+        pick = rng.randrange(sizes[-1])
+        i = bisect_right(sizes, pick)
+        pivot = ys[lo[i] + pick - (sizes[i - 1] if i else 0)] - xs[i]
+        less, most = [], []  # per row: how many differences are < pivot, and <= pivot
+        under = upto = 0
+        for x in xs:
+            while under < n2 and ys[under] - x < pivot:
+                under += 1
+            upto = max(upto, under)
+            while upto < n2 and ys[upto] - x <= pivot:
+                upto += 1
+            less.append(under)
+            most.append(upto)
+        if k < sum(less):
+            hi = less
+        elif k >= sum(most):
+            lo = most
+        else:
+            return pivot
 
 
 def median_interval(samples: Sequence[float]) -> Interval:
@@ -285,6 +364,11 @@ def u_distribution(n1: int, n2: int) -> tuple[int, ...]:
                 merged[k] += c
             table[(a, b)] = merged
     return tuple(table[(n1, n2)])
+
+
+def exact_size(n1: int, n2: int) -> bool:
+    """Whether mann_whitney_u (and shift_ratio's critical value) is exact at these sizes, or the normal approximation."""
+    return max(n1, n2) <= EXACT_MAX_N or n1 * n2 <= EXACT_MAX_PRODUCT
 
 
 def _exact_u_pvalue(u: float, n1: int, n2: int) -> float:
@@ -375,14 +459,22 @@ def mann_whitney_u(a: Sequence[float], b: Sequence[float]) -> tuple[float, float
     """(U of a, two-sided p-value), with mid-ranks for ties.
 
     Exact when both sides have at most EXACT_MAX_N observations (every `--rounds` allows) or
-    n1 * n2 <= EXACT_MAX_PRODUCT: the permutation distribution of the rank sum given the observed
-    tie pattern (rank_sum_distribution), p = 2 * min(P(T <= t), P(T >= t)) capped at 1. Without
-    ties that is the classic exact test, the same p as _exact_u_pvalue. Cost of a first call at
-    50 v 50: about 50 ms without ties, up to about 100 ms with them (benchmarks/exact_ties.py);
-    a size and tie pattern seen before is cached (microseconds). Larger samples (raw samples,
-    1000s a side): the normal approximation with tie correction and continuity correction, which
-    at small sizes with ties can be anti-conservative (5 v 5 [2, 2, 2, 0, 0] v [4, 3, 2, 4, 2]:
-    0.043 against the exact 0.079).
+    n1 * n2 <= EXACT_MAX_PRODUCT (exact_size): the permutation distribution of the rank sum given
+    the observed tie pattern (rank_sum_distribution), p = 2 * min(P(T <= t), P(T >= t)) capped at 1.
+    Without ties that is the classic exact test, the same p as _exact_u_pvalue. Cost of a first
+    call at 50 v 50: about 50 ms without ties, up to about 100 ms with them
+    (benchmarks/exact_ties.py); a size and tie pattern seen before is cached (microseconds).
+
+    Larger samples (a budget's rounds, 51 to 2,000 a side; raw samples, 1000s a side): the normal
+    approximation with tie correction (the variance of U given the tie pattern) and continuity
+    correction, p = erfc((|U - n1 n2 / 2| - 1/2) / (sigma sqrt 2)), about 2 ms at 2,000 a side.
+    It is not exact. At 55 a side it was within 0.004 of the exact permutation p in 28 cases where
+    that was 0.001 to 0.5, ties or not; further out it is larger than the exact p (the rank sum's
+    tails are lighter than the normal's: 1.1x at 1e-3, 1.8x at 3e-6), so it errs toward no
+    verdict (tests/test_statistics_ties.py holds it to the exact p at 55 a side and to Monte Carlo
+    permutations at 150 v 200; benchmarks/budget_rounds.py prints the figures). At small sizes
+    with ties it can be anti-conservative (5 v 5 [2, 2, 2, 0, 0] v [4, 3, 2, 4, 2]: 0.043 against
+    the exact 0.079), which is why those get the exact test.
     """
     n1, n2 = len(a), len(b)
     pooled = sorted([*a, *b])
@@ -392,8 +484,7 @@ def mann_whitney_u(a: Sequence[float], b: Sequence[float]) -> tuple[float, float
     u1 = doubled_r1 / 2 - n1 * (n1 + 1) / 2
     if n1 == 0 or n2 == 0:
         return u1, 1.0
-    exact = max(n1, n2) <= EXACT_MAX_N or n1 * n2 <= EXACT_MAX_PRODUCT
-    if exact and all(x == x for x in pooled):  # NaN has no rank: the approximation, as before
+    if exact_size(n1, n2) and all(x == x for x in pooled):  # NaN has no rank: the approximation, as before
         groups = tuple(len(list(run)) for _, run in itertools.groupby(pooled))
         return u1, _exact_tied_pvalue(doubled_r1, n1, groups)
     tie_term = float(sum(t**3 - t for t in Counter(pooled).values() if t > 1))
@@ -435,18 +526,23 @@ def geometric_mean(values: Sequence[float]) -> float:
 
 
 def smallest_exact_p(n1: int, n2: int) -> float:
-    """The smallest two-sided p the exact Mann-Whitney test can give with n1 and n2 observations.
+    """The smallest two-sided p mann_whitney_u can give with n1 and n2 observations.
 
-    It is reached when every observation of one side is below every one of the other: one
-    arrangement of C(n1 + n2, n1) at each tail. With 3 a side that is 0.1, so no amount of
-    difference is ever significant at 0.05; with 4 a side 0.029.
+    Where the test is exact (exact_size), it is reached when every observation of one side is below
+    every one of the other: one arrangement of C(n1 + n2, n1) at each tail. With 3 a side that is
+    0.1, so no amount of difference is ever significant at 0.05; with 4 a side 0.029. Beyond, it
+    is the normal approximation's p at that same separation with each side constant (the most ties
+    a separation allows, so the smallest variance): about 1e-23 at 51 a side, 0.0 to a float long
+    before 2,000 (the exact figure would be 5e-30 at 51 a side; either is far below any threshold).
     """
     if n1 < 1 or n2 < 1:
         return 1.0
-    try:
+    if exact_size(n1, n2):
         return min(1.0, 2.0 / math.comb(n1 + n2, n1))
-    except OverflowError:  # C(n1 + n2, n1) is beyond a float (1,000s of rounds a side): 2 / it is 0 to a float
-        return 0.0
+    n = n1 + n2
+    ties = n1**3 - n1 + n2**3 - n2
+    sigma = math.sqrt(n1 * n2 / 12 * ((n + 1) - ties / (n * (n - 1))))
+    return min(1.0, math.erfc((n1 * n2 / 2 - 0.5) / sigma / math.sqrt(2)))
 
 
 def observations_needed(family: int, alpha: float = ALPHA) -> int:

@@ -18,22 +18,20 @@ from harness.backends.base import BackendOptions, make_backend
 from harness.core.errors import HarnessError
 from harness.execute.runner import execute
 from harness.execute.selftest import installed
+from harness.judge import guards
 from harness.judge.assessment import Assessment, assess, run_exit_code
 from harness.store.plan import PlanRequest, frameworks_for, get_suite, make_plan
 from harness.store.run_folder import load_run, prepare_results_dir
 from suites.contract.settings import usable_cores
 
 SUITE = "mistakes"
-# What each guard is called in the table, and what it raises in a run's report.
-GUARDS = {
-    "sync": "sync escaped (a barrier after the clock found the work still running)",
-    "steady": "recompiled (the framework compiled inside the clock of a steady sample)",
-    "threads": "more cores busy than --threads allows (CPU time per second of the samples)",
-    "plausible": "implausible rate (above the device's peak)",
-    "check": "failed check against the other frameworks' outputs",
-    "precision": "measured arithmetic differs from the baseline's",
-    "finished": "the job did not finish",
-}
+FINISHED = "finished"  # raised when the culprit's job did not finish at all: no guard needed
+
+
+def guard_names() -> dict[str, str]:
+    """What each guard is called in the table, and what it raises in a run's report: every registered
+    guard (judge/guards/), then the job that did not finish."""
+    return {**{g.name: g.catches for g in guards.registered()}, FINISHED: "the job did not finish"}
 
 
 @dataclass(frozen=True)
@@ -42,7 +40,7 @@ class Mistake:
     what: str  # the mistake, as a user would recognise it
     culprit: str  # the framework that makes it
     honest: str  # the framework beside it, honest: the baseline and the reference of the checks
-    guard: str  # the GUARDS key that must catch it
+    guard: str  # the guard that must catch it (`Guard.name`)
     devices: tuple[str, ...] = ("cpu", "gpu")
     threads: int | None = None  # the run's --threads
     params: tuple[str, ...] = ()  # more of the suite's parameters, key=value
@@ -50,28 +48,15 @@ class Mistake:
 
 
 CONTROL = Mistake("none", "none: every framework honest (the control)", "none", "numpy", "")
-CORPUS = (
-    Mistake("unsynchronised", "the clock stops before JAX's asynchronous matmul ends (no block_until_ready)",
-            "jax", "numpy", "sync"),
-    Mistake("unsynchronised", "the clock stops before a CUDA matmul ends (no torch.cuda.synchronize)",
-            "pytorch", "numpy", "sync", devices=("gpu",)),
-    Mistake("float32", "float32 arithmetic under a float64 suite", "pytorch", "numpy", "check"),
-    Mistake("own_data", "its own random inputs instead of the shared ones", "jax", "numpy", "check"),
-    Mistake("half_work", "half the rows of the product: less work than the metric claims", "pytorch", "numpy",
-            "check"),
-    Mistake("memoised", "the product cached after the first call", "numpy", "jax", "plausible", devices=("cpu",)),
-    Mistake("memoised", "the product cached after the first call", "pytorch", "jax", "plausible"),
-    Mistake("dead_code", "a jitted product whose result is never used (XLA deletes it)", "jax", "numpy",
-            "plausible"),
-    Mistake("inflated_flops", "a FLOP count 10 times the real one", "pytorch", "numpy", "plausible"),
-    Mistake("retrace", "a jitted product with a static argument that changes every call (a compile per call)",
-            "jax", "numpy", "steady"),
-    Mistake("retrace", "a torch.compile'd product specialised on an int that changes every call", "pytorch", "numpy",
-            "steady"),
-    # N = 1024: samples of tens of ms, long enough for the CPU time per second to be read.
-    Mistake("extra_threads", "the job's core limit undone (affinity widened, torch.set_num_threads) under --threads 1",
-            "pytorch", "numpy", "threads", devices=("cpu",), threads=1, params=("n=1024",), cores=2),
-)  # fmt: skip
+
+
+def planted_corpus() -> tuple[Mistake, ...]:
+    """Every guard's planted rows (`Guard.planted`), in the registry's order: a new guard brings its own."""
+    return tuple(
+        Mistake(p.name, p.what, p.culprit, p.honest, g.name, p.devices, p.threads, p.params, p.cores)
+        for g in guards.registered()
+        for p in g.planted
+    )
 
 
 @dataclass(frozen=True)
@@ -117,28 +102,23 @@ class Outcome:
 
 
 def raised(judged: Assessment, framework: str) -> tuple[str, ...]:
-    """The guards a run raised against one framework, in GUARDS' order."""
+    """The guards a run raised against one framework, in the registry's order."""
     result = judged.run.results.get(framework)
     if result is None or result["status"] != "ok":
-        return ("finished",)
-    found = {
-        "sync": any(s == "escaped" for (fw, _), s in judged.sync_states.items() if fw == framework),
-        "steady": any(fw == framework for fw, _ in judged.recompiled),
-        "threads": any(fw == framework for fw, _ in judged.over_threads),
-        "plausible": any(not f.plausible for f in judged.findings if f.framework == framework),
-        "check": framework in judged.gate_failed,
-        "precision": framework in judged.precision_mismatches,
-    }
-    return tuple(g for g in GUARDS if found.get(g))
+        return (FINISHED,)
+    # A disturbance guard is raised by the machine, never by a planted mistake: a busy machine must
+    # not turn the control into a false alarm (its exit 3 is accepted below).
+    return tuple(g.name for g in judged.guards_raised(framework) if not g.disturbance)
 
 
 def corpus(device: str, only: list[str] | None = None) -> list[Mistake]:
     """The mistakes that apply on this device, or those named (an unknown name is one line)."""
-    known = sorted({m.name for m in CORPUS})
+    planted = planted_corpus()
+    known = sorted({m.name for m in planted})
     for name in only or []:
         if name not in known:
             raise HarnessError(f"no planted mistake {name!r}; the corpus has {', '.join(known)}")
-    return [m for m in CORPUS if device in m.devices and (only is None or m.name in only)]
+    return [m for m in planted if device in m.devices and (only is None or m.name in only)]
 
 
 def _run_one(mistake: Mistake, frameworks: list[str], device: str, results_dir: Path) -> tuple[Assessment, str]:
@@ -209,7 +189,7 @@ def table(outcomes: list[Outcome]) -> Iterator[str]:
     yield "| mistake | framework | guard that must catch it | raised | caught |"
     yield "| --- | --- | --- | --- | --- |"
     for o in outcomes:
-        guard = GUARDS.get(o.mistake.guard, "none (the control)")
+        guard = guard_names().get(o.mistake.guard, "none (the control)")
         got = ", ".join(o.raised) or "nothing" if o.ran else f"not run: {o.why}"
         verdict = {True: "yes", False: "**no**", None: "n/a"}[o.caught]
         who = "all" if o.mistake is CONTROL else o.mistake.culprit

@@ -18,7 +18,7 @@ from harness.backends.base import Backend, serving
 from harness.core.errors import HarnessError
 from harness.core.result_types import Check, Metric, Result, Stats
 from harness.core.safe_files import NoSpace
-from harness.core.schema import MISSING_ROUNDS, PER_SAMPLE, InvalidResult, load_result, load_summary
+from harness.core.schema import MISSING_ROUNDS, PER_SAMPLE, InvalidResult, derived_sources, load_result, load_summary
 from harness.execute.budget import Stop
 from harness.execute.runner import execute, sigterm_as_interrupt, warn
 from harness.judge import time_to_target
@@ -41,6 +41,10 @@ def pool(docs: list[Result], run_id: str) -> Result:
         merged["environment"]["process"] = _pooled_process(docs)
         by_round = [{m["name"]: m for m in d["metrics"]} for d in docs]
         partial = [m["name"] for m in merged["metrics"] if not all(m["name"] in names for names in by_round)]
+        # A value computed from a time metric goes with it (`derived_from`): the guards judge it by that one.
+        partial += [
+            m["name"] for m in merged["metrics"] if m["name"] not in partial and set(derived_sources(m)) & set(partial)
+        ]
         merged["metrics"] = [m for m in merged["metrics"] if m["name"] not in partial]
         if partial:
             merged["notes"] = list(merged.get("notes", [])) + [f"not in every round, dropped: {', '.join(partial)}"]

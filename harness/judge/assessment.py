@@ -2,8 +2,9 @@
 
 The judgment of a run, in one object:
 - the agreement gate (below): each check's row, and the frameworks that failed one;
-- numbers we cannot stand behind (plausibility.py): rates above the device's ceilings (with the
-  ceilings `harness calibrate` measured, read once from the run's copy) and escaped syncs;
+- numbers we cannot stand behind: every guard registered in judge/guards/ (escaped syncs, rates
+  above the device's ceilings with the ceilings `harness calibrate` measured, compilation in the
+  steady state, more cores than --threads, samples the machine disturbed), each raised once here;
 - the arithmetic each job's precision probe measured, and where it differs from the baseline's;
 - the like-for-like settings each job recorded (`training.fairness`: a convolution algorithm
   search, how batches are copied from the host) and where they differ from the baseline's;
@@ -20,38 +21,36 @@ read one Assessment, so they cannot disagree about a run. Statistics stay in sta
 from __future__ import annotations
 
 import math
-import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
-from harness.core.result_types import Check, Metric, Result
-from harness.core.schema import missing_rounds
-from harness.core.stack_facts import STACKS
+from harness.core.result_types import Check, Metric
+from harness.core.schema import derived_sources, missing_rounds
 from harness.core.statistics import Interval, Summary, describe, ratio_interval
+from harness.judge import guards
+from harness.judge.guards import Evidence, Guard, Hit, ok_metrics
+from harness.judge.guards.agreement import GATE
+from harness.judge.guards.contention import REASON as CONTENDED
+from harness.judge.guards.contention import disturbed_samples, mostly_disturbed, readings
+from harness.judge.guards.precision import measured_precision
+from harness.judge.guards.recompiled import REASON as RECOMPILED
+from harness.judge.guards.sync_escape import REASON as SYNC_ESCAPED
+from harness.judge.guards.threads import MIN_WALL_S, THREADS_SLACK_CORES
+from harness.judge.guards.threads import REASON as OVER_THREADS
 from harness.judge.plausibility import Finding, lint, sync_state
 from harness.store.calibration import Ceilings, ceilings_for_run
 from harness.store.run_folder import Run
 from harness.text.numbers import fmt_rel_diff
-from suites.contract.marks import COMPILED
-from suites.contract.precision import CLASSES as PROBE_CLASSES
 from suites.contract.registry import all_suites
 from suites.contract.spec import CheckSpec
 
-Key = tuple[str, str]  # (framework, metric)
+# The guards' words, re-exported: every medium and test names them from here.
+__all__ = ["CONTENDED", "GATE", "MIN_WALL_S", "OVER_THREADS", "RECOMPILED", "SYNC_ESCAPED", "THREADS_SLACK_CORES",
+           "disturbed_samples", "measured_precision", "mostly_disturbed", "ok_metrics"]  # fmt: skip
 
-GATE = "failed the agreement gate"
-SYNC_ESCAPED = "sync escaped"  # the exclusion reason of an escaped metric, in footers and exports
-CONTENDED = "contended"  # the start of the exclusion reason of a metric whose samples were mostly contended
-RECOMPILED = "compiled in the steady state"  # the start of the exclusion reason of a retracing metric
-OVER_THREADS = "more cores than --threads allows"  # the start of the exclusion reason of such a metric
-# The job is pinned to `--threads` cores (suites/contract/settings.py pin_cores), so its CPU time per
-# second cannot exceed that while the pin holds: above it by this much, the job undid its limit
-# (a widened affinity). The slack covers the kernel's CPU accounting; under MIN_WALL_S of samples
-# the quotient is not read at all.
-THREADS_SLACK_CORES = 0.25
-MIN_WALL_S = 0.05
+Key = tuple[str, str]  # (framework, metric)
 
 
 @dataclass(frozen=True)
@@ -84,10 +83,48 @@ class Assessment:
     contention: Mapping[Key, tuple[int, int]] = field(default_factory=dict)
     # framework -> which like-for-like settings differ from the baseline's (`training.fairness`)
     fairness_mismatches: Mapping[str, str] = field(default_factory=dict)
-    # ok jobs' time metrics whose steady samples compiled -> (samples marked `compiled`, samples)
-    recompiled: Mapping[Key, tuple[int, int]] = field(default_factory=dict)
-    # ok jobs' time metrics that kept more cores busy than --threads allows -> (cores busy, allowed)
-    over_threads: Mapping[Key, tuple[float, int]] = field(default_factory=dict)
+    # guard name -> what it raised on (metric guards, judge/guards/), in the run's order
+    raised: Mapping[str, tuple[Hit, ...]] = field(default_factory=dict)
+    # (framework, metric) -> the name of the guard whose reason excludes it (the first raised on it)
+    flagged_by: Mapping[Key, str] = field(default_factory=dict)
+    # guard name -> framework -> why (framework guards: agreement, precision, fairness)
+    raised_frameworks: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+
+    def hits(self, name: str) -> tuple[Hit, ...]:
+        """What one guard raised on this run (nothing for a guard not registered)."""
+        return self.raised.get(name, ())
+
+    def guard_hits(self) -> list[tuple[Guard, tuple[Hit, ...]]]:
+        """Every registered metric guard with what it raised on this run, in the registry's order: what
+        each medium loops over (the table's footer, the site's flags)."""
+        return [(guard, self.hits(guard.name)) for guard in guards.registered("metric")]
+
+    def flag_word(self, framework: str, metric: str) -> str | None:
+        """The word of the guard that excludes the number (ESCAPED, IMPLAUSIBLE, ...), or None."""
+        name = self.flagged_by.get((framework, metric))
+        guard = guards.by_name(name) if name is not None else None
+        return guard.word if guard is not None else None
+
+    def guards_raised(self, framework: str) -> list[Guard]:
+        """The registered guards raised against one framework, in their order."""
+        found = []
+        for guard in guards.registered():
+            if guard.scope == "metric":
+                if any(hit.key[0] == framework for hit in self.hits(guard.name)):
+                    found.append(guard)
+            elif framework in self.raised_frameworks.get(guard.name, {}):
+                found.append(guard)
+        return found
+
+    @cached_property
+    def recompiled(self) -> Mapping[Key, tuple[int, int]]:
+        """Time metrics whose steady samples compiled -> (samples marked `compiled`, samples)."""
+        return {h.key: (int(h.counts[0]), int(h.counts[1])) for h in self.hits("steady")}
+
+    @cached_property
+    def over_threads(self) -> Mapping[Key, tuple[float, int]]:
+        """Time metrics that kept more cores busy than --threads allows -> (cores busy, allowed)."""
+        return {h.key: (h.counts[0], int(h.counts[1])) for h in self.hits("threads")}
 
     @cached_property
     def crowded(self) -> str | None:
@@ -106,7 +143,10 @@ class Assessment:
     @cached_property
     def disturbed(self) -> frozenset[Key]:
         """Time metrics most of whose samples the machine disturbed (left out of ratios and comparisons)."""
-        return frozenset(key for key, (k, n) in self.contention.items() if mostly_disturbed(k, n))
+        machine = {guard.name for guard in guards.registered("metric") if guard.disturbance}
+        # A value computed from a disturbed time metric's samples (derived_exclusions) is disturbed with it.
+        derived = {key for key, name in self.flagged_by.items() if name in machine}
+        return frozenset(hit.key for name in machine for hit in self.hits(name)) | derived
 
     @property
     def disturbed_only(self) -> bool:
@@ -130,12 +170,10 @@ class Assessment:
 
     @cached_property
     def implausible(self) -> frozenset[Key]:
-        """(framework, metric) pairs whose numbers must not be printed as records or used in ratios."""
-        return (
-            frozenset((f.framework, f.metric) for f in self.implausible_findings)
-            | self.escaped
-            | set(self.recompiled)
-            | set(self.over_threads)
+        """(framework, metric) pairs the code made untrustworthy (every guard but the machine's
+        disturbance): never printed as records or used in ratios, and the run fails."""
+        return frozenset(
+            hit.key for guard in guards.registered("metric") if not guard.disturbance for hit in self.hits(guard.name)
         )
 
     @property
@@ -236,146 +274,71 @@ class Assessment:
         return {}
 
 
-def ok_metrics(run: Run) -> Iterator[tuple[str, Result, Metric]]:
-    """(framework, result, metric) for every metric of an ok job: a failed job's partial metrics are
-    not numbers to judge."""
-    for fw, result in run.results.items():
-        if result["status"] == "ok":
-            for metric in result["metrics"]:
-                yield fw, result, metric
-
-
 def assess(run: Run) -> Assessment:
-    """Judge a run once. Reads the run's calibration copy (a broken one joins `run.problems`)."""
+    """Judge a run once. Reads the run's calibration copy (a broken one joins `run.problems`).
+
+    Every registered guard (judge/guards/) judges the same evidence; a number is excluded with the
+    reason of the first guard raised on it, and a framework is not comparable for every reason a
+    framework guard gives."""
     checks = tuple(evaluate(run))
-    gate_failed = frozenset(failing_frameworks(list(checks)))
+    failed_checks: dict[str, tuple[str, ...]] = {}
+    for row in checks:
+        for fw, ok in row.passed.items():
+            if not ok:
+                failed_checks[fw] = (*failed_checks.get(fw, ()), row.name)
     ceilings = ceilings_for_run(run)
     findings = tuple(lint(run, ceilings))
-    sync_states = {(fw, m["name"]): sync_state(m) for fw, _, m in ok_metrics(run) if m["kind"] == "time"}
-    exclusions: dict[Key, str] = {key: SYNC_ESCAPED for key, state in sync_states.items() if state == "escaped"}
-    for f in findings:
-        if not f.plausible:
-            word = "FLOP/s" if f.quantity == "flops" else "bandwidth"
-            exclusions.setdefault((f.framework, f.metric), f"implausible {word} (above device peak)")
-    # A compilation inside a steady sample is the code's doing, not the machine's: one is enough.
-    recompiled = _recompiled(run)
-    for key, (compiled, n) in recompiled.items():
-        exclusions.setdefault(key, f"{RECOMPILED} ({compiled}/{n} samples)")
-    over_threads = _over_threads(run)
-    for key, (busy, allowed) in over_threads.items():
-        exclusions.setdefault(key, f"{OVER_THREADS} ({busy:.2f} cores busy, --threads {allowed})")
-    contention = _contention(run)
-    for key, (contended, n) in contention.items():
-        if mostly_disturbed(contended, n):  # most samples disturbed: the median itself is the neighbours' doing
-            exclusions.setdefault(key, f"{CONTENDED} ({contended}/{n} samples)")
     measured = {fw: measured_precision(result) for fw, result in run.results.items()}
-    mismatches = _precision_mismatches(run, measured)
-    unfair = _fairness_mismatches(run)
-    not_comparable = {fw: GATE for fw in sorted(gate_failed, key=list(run.results).index)}
-    for fw, why in [*mismatches.items(), *unfair.items()]:
-        not_comparable[fw] = f"{not_comparable[fw]}; {why}" if fw in not_comparable else why
+    evidence = Evidence(run, ceilings, findings, measured, failed_checks)
+    raised = {guard.name: tuple(guard.hits(evidence)) for guard in guards.registered("metric")}
+    exclusions: dict[Key, str] = {}
+    flagged_by: dict[Key, str] = {}
+    for guard in guards.registered("metric"):
+        for hit in raised[guard.name]:
+            if hit.key not in exclusions:
+                exclusions[hit.key], flagged_by[hit.key] = hit.reason, guard.name
+    framework_reasons = {guard.name: dict(guard.frameworks(evidence)) for guard in guards.registered("framework")}
+    not_comparable: dict[str, str] = {}
+    for found in framework_reasons.values():
+        for fw, why in found.items():
+            not_comparable[fw] = f"{not_comparable[fw]}; {why}" if fw in not_comparable else why
+    derived_exclusions(run, exclusions, flagged_by)
     return Assessment(
         run=run,
         checks=checks,
-        gate_failed=gate_failed,
+        gate_failed=frozenset(failed_checks),
         ceilings=ceilings,
         findings=findings,
-        sync_states=sync_states,
+        sync_states={(fw, m["name"]): sync_state(m) for fw, _, m in ok_metrics(run) if m["kind"] == "time"},
         exclusions=exclusions,
         measured=measured,
-        precision_mismatches=mismatches,
+        precision_mismatches=framework_reasons.get("precision", {}),
         not_comparable=not_comparable,
         all_ran=all(r["status"] in ("ok", "skipped") for r in run.results.values()) and not run.problems,
         interrupted=bool(run.summary.get("interrupted")),
-        contention=contention,
-        fairness_mismatches=unfair,
-        recompiled=recompiled,
-        over_threads=over_threads,
+        contention=readings(run),
+        fairness_mismatches=framework_reasons.get("fairness", {}),
+        raised=raised,
+        flagged_by=flagged_by,
+        raised_frameworks=framework_reasons,
     )
 
 
-def _over_threads(run: Run) -> dict[Key, tuple[float, int]]:
-    """Time metrics whose process kept more cores busy, on average over its samples, than the
-    `--threads` it ran under (recorded in the result's settings)."""
-    found: dict[Key, tuple[float, int]] = {}
-    for fw, result, m in ok_metrics(run):
-        allowed = (result.get("settings") or {}).get("threads")
-        seen = m.get("contention")
-        if m["kind"] != "time" or not isinstance(allowed, int) or allowed < 1 or not isinstance(seen, dict):
-            continue
-        # The schema holds both lists to one finite, non-negative value per sample.
-        cpu, wall = seen.get("cpu_s") or [], seen.get("wall_s") or []
-        if sum(wall) >= MIN_WALL_S and sum(cpu) / sum(wall) > allowed + THREADS_SLACK_CORES:
-            found[(fw, m["name"])] = (sum(cpu) / sum(wall), allowed)
-    return found
-
-
-def _recompiled(run: Run) -> dict[Key, tuple[int, int]]:
-    """Time metrics with samples the job marked `compiled` (suites/contract/marks.py)."""
-    found: dict[Key, tuple[int, int]] = {}
+def derived_exclusions(run: Run, exclusions: dict[Key, str], flagged_by: dict[Key, str]) -> None:
+    """A value metric computed from a time metric's samples (`derived_from`: samples/s from epoch
+    seconds, tokens/s from step times) is excluded with that metric's reason, flagged by the same
+    guard, whenever the time metric is excluded: whatever a guard found in the seconds holds for the
+    rate made of them. Added to `exclusions` and `flagged_by` in place; the first excluded source
+    gives the reason. The schema has checked that each source is a time metric of the same result."""
     for fw, _, m in ok_metrics(run):
-        if m["kind"] == "time":
-            n = len(m["samples"])
-            marked = _indices((m.get("marks") or {}).get(COMPILED), n)
-            if marked:
-                found[(fw, m["name"])] = (len(marked), n)
-    return found
-
-
-def _contention(run: Run) -> dict[Key, tuple[int, int]]:
-    return {
-        (fw, m["name"]): (len(disturbed_samples(m)), len(m["samples"]))
-        for fw, _, m in ok_metrics(run)
-        if m["kind"] == "time" and isinstance(m.get("contention"), dict)
-    }
-
-
-# Which samples and rounds the machine disturbed: the one rule every verdict filters by (compare,
-# the noise floor, bisect, the exit status). It lives here, with the judgment that uses it first,
-# and not in a module of its own: one run's path stays within its 20 modules (tests/test_run_path.py).
-#
-# A sample is disturbed when the job's runtime marked it `contended` (the CPUs it may use were
-# shared while its clock ran: suites/runtime/contention.py) or `throttled` for a reason outside the
-# device's normal loaded state: thermal or hardware slowdown, or a power brake. A GPU under a
-# sustained load runs at its power cap as a matter of course (NVML's "SW power cap" is set for most
-# of any long matmul on an H100), and sync boost only ties GPUs together, so those two are recorded
-# but do not disturb a sample: marking them would mark every honest GPU run.
-#
-# A round (one process) most of whose samples were disturbed measured its neighbours: its median is
-# left out of every between-process statistic, in `compare` and in `harness noise` alike, so the
-# allowance a noise floor grants is built from exactly the evidence a verdict is judged on.
-
-# NVML clock-event reasons (suites/runtime/contention.py THROTTLING) that disturb a sample:
-# hardware slowdown, thermal (software), thermal (hardware), power brake.
-DISTURBING_REASONS = 0x8 | 0x20 | 0x40 | 0x80
-
-
-def _indices(value: Any, n: int) -> set[int]:
-    if not isinstance(value, list):
-        return set()
-    return {i for i in value if isinstance(i, int) and not isinstance(i, bool) and 0 <= i < n}
-
-
-def disturbed_samples(metric: Metric) -> frozenset[int]:
-    """Indices (into `metric["samples"]`) of the samples the machine disturbed."""
-    seen = metric.get("contention")
-    if not isinstance(seen, dict):
-        return frozenset()
-    n = len(metric["samples"])
-    found = _indices(seen.get("contended"), n)
-    reasons = seen.get("clock_event_reasons")
-    if isinstance(reasons, list) and len(reasons) == n:
-        found |= {
-            i
-            for i, r in enumerate(reasons)
-            if isinstance(r, int) and not isinstance(r, bool) and r & DISTURBING_REASONS
-        }
-    return frozenset(found)
-
-
-def mostly_disturbed(disturbed: int, n: int) -> bool:
-    """The rule for a metric, a round or a run: most of its samples disturbed."""
-    return n > 0 and disturbed * 2 > n
+        key = (fw, m["name"])
+        if m["kind"] != "value" or key in exclusions:
+            continue
+        source = next((name for name in derived_sources(m) if (fw, name) in exclusions), None)
+        if source is not None:
+            exclusions[key] = exclusions[(fw, source)]
+            if (fw, source) in flagged_by:
+                flagged_by[key] = flagged_by[(fw, source)]
 
 
 def _finite_medians(metric: Metric) -> list[float] | None:
@@ -434,114 +397,6 @@ def run_exit_code(judged: Assessment) -> int:
     if judged.passed:
         return 0
     return DISTURBED if judged.disturbed_only else FAILED
-
-
-def measured_precision(result: Mapping[str, Any]) -> dict[str, str]:
-    """operation -> measured class (fp32, tf32, ...) from the job's precision probe."""
-    env = result.get("environment")
-    precision = env.get("precision") if isinstance(env, dict) else None
-    measured = precision.get("measured") if isinstance(precision, dict) else None
-    found: dict[str, str] = {}
-    if isinstance(measured, dict):
-        for op in ("matmul", "conv"):
-            entry = measured.get(op)
-            # Read from disk: only a class the probe can produce reaches a table or a terminal.
-            if isinstance(entry, dict) and entry.get("class") in PROBE_CLASSES:
-                found[op] = entry["class"]
-    return found
-
-
-def _precision_mismatches(run: Run, measured: Mapping[str, Mapping[str, str]]) -> dict[str, str]:
-    """framework -> why its measured arithmetic differs from the baseline's (ok jobs only)."""
-    base = run.results.get(run.baseline)
-    if base is None or base["status"] != "ok":
-        return {}
-    reference = measured[run.baseline]
-    found: dict[str, str] = {}
-    for fw, result in run.results.items():
-        if fw == run.baseline or result["status"] != "ok":
-            continue
-        mine = measured[fw]
-        differing = [
-            f"{op} {mine[op]} vs {reference[op]}"
-            for op in sorted(mine.keys() & reference.keys())
-            if mine[op] != reference[op]
-        ]
-        if differing:
-            found[fw] = f"measured precision differs from {run.baseline}: " + ", ".join(differing)
-    return found
-
-
-# Like-for-like settings (`training.fairness`, written by suites/runtime): setting -> true/false, a
-# word ("async", "bfloat16"), or null where the setting does not apply on this device. Read from
-# disk, so checked here before use: a field that is not a small object of such values is ignored
-# and named in `run.problems` (the run then fails), never half trusted.
-Setting = bool | str | None
-MAX_FAIRNESS_SETTINGS = 32  # a suite writes three; a few dozen is no longer a list of knobs
-_SETTING_NAME = re.compile(r"[a-z][a-z0-9_]{0,59}")
-# A value is shown in every medium's "not comparable" line: a word with nothing to escape.
-_SETTING_WORD = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,39}")
-
-
-def fairness_settings(result: Mapping[str, Any]) -> tuple[dict[str, Setting], str | None]:
-    """(setting -> value, why the field was ignored) of one result; ({}, None) without the field."""
-    training = result.get("training")
-    found = training.get("fairness") if isinstance(training, dict) else None
-    if found is None:
-        return {}, None
-    if not isinstance(found, dict):
-        return {}, "expected an object"
-    if len(found) > MAX_FAIRNESS_SETTINGS:
-        return {}, f"{len(found)} settings is more than the {MAX_FAIRNESS_SETTINGS} a result may hold"
-    for key, value in found.items():
-        if not isinstance(key, str) or not _SETTING_NAME.fullmatch(key):
-            return {}, "a setting name is not lower-case letters, digits and '_'"
-        if not (value is None or isinstance(value, bool) or isinstance(value, str) and _SETTING_WORD.fullmatch(value)):
-            return {}, f"{key}: expected true, false, null or a short word"
-    return dict(found), None
-
-
-def _word(value: Setting) -> str:
-    return ("true" if value else "false") if isinstance(value, bool) else str(value)
-
-
-def _called(key: str, stacks: tuple[str, str]) -> str:
-    """' (cuDNN benchmark vs XLA autotuning)': the setting's name in both stacks, when known."""
-    # What the setting is called in each stack (its declaration), so the reason names the knob to turn.
-    mine, theirs = (STACKS[s].setting_names.get(key) if s in STACKS else None for s in stacks)
-    if mine is None or theirs is None:
-        return ""
-    return f" ({mine})" if mine == theirs else f" ({mine} vs {theirs})"
-
-
-def _fairness_mismatches(run: Run) -> dict[str, str]:
-    """framework -> the like-for-like settings it ran with that differ from the baseline's (ok jobs;
-    a setting one side leaves null does not apply there and compares with anything)."""
-    settings: dict[str, dict[str, Setting]] = {}
-    for fw, result in run.results.items():
-        if result["status"] != "ok":
-            continue
-        settings[fw], problem = fairness_settings(result)
-        if problem is not None:
-            note = f"{fw}: training.fairness ignored ({problem})"
-            if note not in run.problems:  # assessing a run twice must not say it twice
-                run.problems.append(note)
-    reference = settings.get(run.baseline)
-    if reference is None:
-        return {}
-    found: dict[str, str] = {}
-    for fw, mine in settings.items():
-        if fw == run.baseline:
-            continue
-        stacks = (run.results[fw]["stack"], run.results[run.baseline]["stack"])
-        differing = [
-            f"{key} {_word(mine[key])} in {fw}, {_word(reference[key])} in {run.baseline}{_called(key, stacks)}"
-            for key in sorted(mine.keys() & reference.keys())
-            if mine[key] is not None and reference[key] is not None and mine[key] != reference[key]
-        ]
-        if differing:
-            found[fw] = "unfair: " + "; ".join(differing)
-    return found
 
 
 # The agreement gate: each framework's check values against the suite's limits and each other.

@@ -111,6 +111,15 @@ class Change:
         """Fractional worsening (0.25 = 25 % worse); negative for an improvement."""
         return self.ratio - 1 if self.better == "lower" else (1 / self.ratio - 1 if self.ratio else math.inf)
 
+    def fails(self, fail_above: float | None) -> bool:
+        """Whether the row fails the gate (`--fail-above`, each JUnit case): a row with no number on one
+        side always does; otherwise a significant slowdown above `fail_above` percent (any significant
+        slowdown when it is not given). judge/conclusion.py applies it to finished comparisons only."""
+        if self.failed is not None:
+            return True
+        threshold = 0.0 if fail_above is None else fail_above / 100
+        return self.significant and self.slowdown > threshold
+
     @property
     def verdict(self) -> str:
         if self.failed:

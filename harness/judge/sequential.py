@@ -15,10 +15,11 @@ where a row is past its boundary:
   large change to be called at the first look: with the exact test on few rounds a side, the
   smallest attainable p is coarse (0.008 at 5 a side), and O'Brien-Fleming's first boundaries are
   far below it.
-- At each look every row is tested as `harness compare` tests it (exact Mann-Whitney on the round
-  medians, the ratio's interval), and Holm's correction across the rows is applied at that look's
-  alpha: a row is past its boundary when its Holm-adjusted p is at most the look's alpha and its
-  interval excludes 1.
+- At each look every row is tested as `harness compare` tests it (Mann-Whitney on the round
+  medians, exact up to 50 a side and the normal approximation with tie and continuity correction
+  beyond, as a budget's rounds may go; the ratio's interval), and Holm's correction across the
+  rows is applied at that look's alpha: a row is past its boundary when its Holm-adjusted p is at
+  most the look's alpha and its interval excludes 1.
 - An interim look whose rounds cannot reach its alpha (the exact test's smallest p at those rounds,
   times the rows, is above it: 4 rounds a side never go below 0.029) is deferred: it spends nothing
   and its share passes to the next look. Whether a look can reach its alpha depends on the round

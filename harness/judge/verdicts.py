@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from harness.judge import sequential
 from harness.judge.assessment import Assessment, assess
-from harness.judge.compare import Comparison, compare_runs
+from harness.judge.compare import Comparison
+from harness.judge.conclusion import finish
 from harness.judge.history import ChangePoint, Series, find_changes, series_of
 from harness.store.run_folder import Run
 
@@ -31,8 +31,8 @@ class Verdicts:
         """A against B (HarnessError when they are runs of different suites)."""
         key = (id(a), id(b))
         if key not in self._compared:
-            # The two sides of a budgeted `ab` session: at the alpha its looks left.
-            self._compared[key] = sequential.as_recorded(compare_runs(self.of(a), self.of(b)))
+            # Finished as `harness compare` finishes it: the sequential correction, the noise floor.
+            self._compared[key] = finish(self.of(a), self.of(b))
         return self._compared[key]
 
     def series(self, runs: Sequence[Run]) -> list[Series]:

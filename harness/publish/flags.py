@@ -1,51 +1,41 @@
 """The flags of every (framework, metric) of a run, in words, from the harness's own verdicts.
 
-A flag is a reason not to trust a number as a normal point: its sync escaped the clock, its steady
-samples compiled (a retrace per call), it kept more cores busy than `--threads` allows, its rate is above the device's peak, or its framework is not comparable (failed the agreement gate, or
-the precision probe measured other arithmetic). The site shows every flag next to its number and
+A flag is a reason not to trust a number as a normal point: a guard (judge/guards/: its sync escaped
+the clock, its steady samples compiled, it kept more cores busy than `--threads` allows, its rate is
+above the device's peak, most of its samples were contended, ...) raised on it, or its framework is not
+comparable (failed the agreement gate, the precision probe measured other arithmetic, other
+like-for-like settings). A run most of whose samples the machine disturbed carries a flag of its own. The site shows every flag next to its number and
 draws a flagged number apart from the normal points, never as one of them.
 """
 
 from __future__ import annotations
 
 from harness.judge.assessment import Assessment
-from harness.judge.plausibility import ESCAPED, IMPLAUSIBLE
 from harness.judge.verdicts import Verdicts
 from harness.publish.collect import PublishedRun
 from harness.text.escape import plain
-from harness.text.numbers import fmt_giga
 
 Key = tuple[str, str]  # (framework, metric) as the result file names them; the texts are made inert
+RUN_KEY: Key = ("", "")  # flags of the run as a whole (most of its samples disturbed)
 
-ESCAPED_WORD = "ESCAPED"
-IMPLAUSIBLE_WORD = "IMPLAUSIBLE"
 NOT_COMPARABLE_WORD = "NOT COMPARABLE"
-RECOMPILED_WORD = "RECOMPILED"
-THREADS_WORD = "THREADS"
+RUN_FLAGGED_WORD = "RUN FLAGGED"
 
 
 def run_flags(judged: Assessment) -> dict[Key, list[str]]:
-    """(framework, metric) -> its flags, each one line starting with its word in capitals."""
+    """(framework, metric) -> its flags, each one line starting with its word in capitals: one per hit
+    of every registered guard (judge/guards/), in the registry's order, then the frameworks that are
+    not comparable; RUN_KEY holds the run's own flag when the machine disturbed most of its samples."""
     flags: dict[Key, list[str]] = {}
-    for key in sorted(judged.escaped):
-        flags.setdefault(key, []).append(f"{ESCAPED_WORD}: {ESCAPED}")
-    for key, (k, n) in sorted(judged.recompiled.items()):
-        flags.setdefault(key, []).append(
-            f"{RECOMPILED_WORD}: {k} of {n} steady samples compiled (a retrace per call); they time the compiler"
-        )
-    for key, (busy, allowed) in sorted(judged.over_threads.items()):
-        flags.setdefault(key, []).append(
-            f"{THREADS_WORD}: {busy:.2f} cores busy under --threads {allowed} (the job undid its core limit)"
-        )
-    for finding in judged.implausible_findings:
-        flags.setdefault((finding.framework, finding.metric), []).append(
-            f"{IMPLAUSIBLE_WORD}: {fmt_giga(finding.achieved)} {finding.unit} is above the limit "
-            f"{fmt_giga(finding.ceiling or 0)} {finding.unit} ({finding.basis}); {IMPLAUSIBLE}"
-        )
+    for guard, hits in judged.guard_hits():
+        for hit in hits:
+            flags.setdefault(hit.key, []).append(f"{guard.word}: {hit.flag}")
     for fw, why in judged.not_comparable.items():
         result = judged.run.results[fw]
         for metric in result["metrics"] if result["status"] == "ok" else []:
             flags.setdefault((fw, metric["name"]), []).append(f"{NOT_COMPARABLE_WORD} (†): {why}")
+    if judged.crowded:
+        flags.setdefault(RUN_KEY, []).append(f"{RUN_FLAGGED_WORD}: {judged.crowded}")
     return {key: [plain(f) for f in found] for key, found in flags.items()}
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from harness.publish import labels
 from harness.publish.collect import PublishedRun
-from harness.publish.flags import FlagBook
+from harness.publish.flags import RUN_KEY, FlagBook
 from harness.publish.names import INDEX
 from harness.publish.page import Markup, join, lines, link, page, table, tag
 from harness.publish.run_charts import chart_data, figures, run_pictures
@@ -41,10 +41,16 @@ def _facts(entry: PublishedRun) -> Markup:
 
 def _flags(entry: PublishedRun, book: FlagBook) -> Markup:
     found = [
-        f"{plain(fw)} {plain(metric)}: {flag}" for (fw, metric), flags in book.flags(entry).items() for flag in flags
+        flag if (fw, metric) == RUN_KEY else f"{plain(fw)} {plain(metric)}: {flag}"
+        for (fw, metric), flags in book.flags(entry).items()
+        for flag in flags
     ]
     if not found:
-        return tag("p", "No flags: every number is synchronised, plausible and comparable.", class_="clean")
+        return tag(
+            "p",
+            "No flags: every number is synchronised, plausible, comparable and measured undisturbed.",
+            class_="clean",
+        )
     return lines(found, class_="flags")
 
 

@@ -6,7 +6,8 @@ given) and where one side has no number (a failed, missing or interrupted job: `
 is an error where the machine disturbed most of a side's samples (`type="disturbed"`: measured,
 but not on a quiet machine; the command exits 3 for it, as `run` does), is skipped where no
 verdict exists for any other reason (excluded metric, too few processes), and passes otherwise;
-the message carries the same numbers `harness compare` prints.
+the message carries the same numbers `harness compare` prints. A case fails by the gate's own rule
+(`Change.fails`, which `harness.judge.conclusion.gate` applies), on the finished comparison the terminal printed.
 """
 
 from __future__ import annotations
@@ -16,15 +17,6 @@ import xml.etree.ElementTree as ET
 from harness.judge.compare import Change, Comparison
 from harness.report.comparison import evidence_lines, p_cell, ratio_cell, value_cell
 from harness.text.escape import plain
-
-
-def fails(change: Change, fail_above: float | None) -> bool:
-    """The gate of `--fail-above` (percent), or any significant slowdown when it is not given; a row
-    with no number on one side always fails."""
-    if change.failed is not None:
-        return True
-    threshold = 0.0 if fail_above is None else fail_above / 100
-    return change.significant and change.slowdown > threshold
 
 
 def skipped(change: Change) -> bool:
@@ -50,7 +42,7 @@ def _case(parent: ET.Element, suite: str, change: Change, fail_above: float | No
         ET.SubElement(case, "error", message=message, type="disturbed").text = numbers
     elif skipped(change):
         ET.SubElement(case, "skipped", message=plain(change.verdict))
-    elif fails(change, fail_above):
+    elif change.fails(fail_above):
         limit = "" if fail_above is None else f" (above --fail-above {fail_above:g} %)"
         ET.SubElement(case, "failure", message=plain(change.verdict) + limit, type="regression").text = numbers
     ET.SubElement(case, "system-out").text = numbers
@@ -62,7 +54,7 @@ def comparison_junit(comparison: Comparison, fail_above: float | None) -> str:
     cases = comparison.changes
     counts = {
         "tests": str(len(cases)),
-        "failures": str(sum(1 for c in cases if not c.disturbed and not skipped(c) and fails(c, fail_above))),
+        "failures": str(sum(1 for c in cases if not c.disturbed and not skipped(c) and c.fails(fail_above))),
         "errors": str(sum(1 for c in cases if c.disturbed and c.failed is None)),
     }
     root = ET.Element("testsuites", {"name": "harness compare", **counts})

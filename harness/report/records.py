@@ -27,7 +27,7 @@ def metric_records(judged: Assessment) -> list[dict[str, Any]]:
             finding = judged.finding(fw, metric["name"], "flops")
             traffic = judged.finding(fw, metric["name"], "bytes")
             why = judged.excluded(fw, metric["name"])
-            plausible = not (why or "").startswith("implausible")
+            plausible = not any(hit.key == (fw, metric["name"]) for hit in judged.hits("plausible"))
             ratio = judged.ratio(fw, metric["name"])
             interval = ratio.interval if ratio else None
             basis = None

@@ -7,8 +7,8 @@ from typing import Any
 
 from harness.core.result_types import Metric, Result
 from harness.core.statistics import BOOTSTRAP_MIN_N, UNSTABLE_RELATIVE_IQR
-from harness.judge.assessment import CONTENDED, OVER_THREADS, RECOMPILED, SYNC_ESCAPED, Assessment, Ratio
-from harness.judge.plausibility import ESCAPED, IMPLAUSIBLE, Finding
+from harness.judge.assessment import Assessment, Ratio
+from harness.judge.plausibility import Finding
 from harness.report import training_text
 from harness.store.run_folder import Run, code_label, session_label
 from harness.text import escape
@@ -46,16 +46,6 @@ def _ratio_text(ratio: Ratio | None) -> str:
     return f" ({fmt_ratio(ratio.value)} {fmt_interval(interval.low, interval.high, interval.claimed)})"
 
 
-def _label(excluded: str) -> str:
-    if excluded == SYNC_ESCAPED:
-        return "ESCAPED"
-    if excluded.startswith(RECOMPILED):
-        return "RECOMPILED"
-    if excluded.startswith(OVER_THREADS):
-        return "THREADS"
-    return "CONTENDED" if excluded.startswith(CONTENDED) else "IMPLAUSIBLE"
-
-
 def _steady_cell(judged: Assessment, fw: str, metric: Metric) -> str:
     key = (fw, metric["name"])
     stats = metric["stats"]
@@ -69,9 +59,8 @@ def _steady_cell(judged: Assessment, fw: str, metric: Metric) -> str:
     contended = judged.contention.get(key)
     if contended is not None and contended[0]:
         text += f" [contended {contended[0]}/{contended[1]}]"
-    excluded = judged.exclusions.get(key)
-    if excluded is not None:
-        return f"{_label(excluded)} {text}"
+    if key in judged.exclusions:
+        return f"{judged.flag_word(*key) or 'EXCLUDED'} {text}"
     unstable = judged.summary(*key).unstable
     return ("~" if unstable else "") + text + _ratio_text(judged.ratio(*key))
 
@@ -272,6 +261,12 @@ def render(judged: Assessment, tablefmt: str = "simple") -> str:
             f"{run.baseline} [95 % interval; with under {BOOTSTRAP_MIN_N} observations a side, the order-statistic "
             f"range and the % it really covers]); ~ = unstable (IQR > {fmt_share(UNSTABLE_RELATIVE_IQR)} of median); "
             "first call = trace/compile + one run"
+            + (
+                "; time to target = the median over the seeds [its interval, 95 % unless the % it really "
+                "covers is printed inside the brackets (few seeds)]"
+                if any(t is not None for t in targets.values())
+                else ""
+            )
         )
         parts.append(_interval_basis(run))
     for fw, result in run.results.items():
@@ -343,45 +338,16 @@ def _section(
 
 
 def _integrity_lines(judged: Assessment, title: Callable[[str], list[str]], bullet: Callable[[str], str]) -> list[str]:
-    """Footer sections for escaped syncs, implausible rates, unchecked syncs and suite warnings."""
+    """Footer sections for every guard raised (judge/guards/), contended and throttled samples, unchecked
+    syncs and suite warnings."""
     run = judged.run
     lines: list[str] = []
-    escaped_metrics = sorted(judged.escaped)
-    if escaped_metrics:
-        lines += title(ESCAPED)
-        for fw, name in escaped_metrics:
-            metric = _metrics(run.results[fw])[name]
-            sync = metric.get("sync") or {}
-            lines.append(
-                bullet(
-                    f"  {fw} {name}: a barrier after the clock still waited {fmt_time(sync.get('excess_median_s', 0.0))} "
-                    f"(median) behind samples of {fmt_time(sync.get('sample_median_s', 0.0))}; the timed call "
-                    "returned before its work finished; excluded from ratios"
-                )
-            )
-    lines += _section(title, bullet, "RECOMPILED - the framework compiled inside the clock of steady samples", [
-        f"  {fw} {name}: {k} of {n} samples compiled (a retrace per call: a new shape, dtype or static argument); "
-        "they time the compiler, not the work; excluded from ratios"
-        for (fw, name), (k, n) in sorted(judged.recompiled.items())
-    ])  # fmt: skip
-    lines += _section(title, bullet, "THREADS - the job kept more cores busy than --threads allows", [
-        f"  {fw} {name}: {busy:.2f} cores busy over its samples under --threads {allowed} (the job undid its core "
-        "limit: a widened affinity); not comparable with the others; excluded from ratios"
-        for (fw, name), (busy, allowed) in sorted(judged.over_threads.items())
-    ])  # fmt: skip
-    bad = judged.implausible_findings
-    if bad:
-        lines += title(IMPLAUSIBLE)
-        for f in bad:
-            sync_note = "" if f.synchronised else " (recorded as NOT synchronised)"
-            lines.append(
-                bullet(
-                    f"  {f.framework} {f.metric}: {fmt_giga(f.achieved)} {f.unit} exceeds the limit "
-                    f"{fmt_giga(f.ceiling or 0)} {f.unit} ({f.basis}){sync_note}; excluded from ratios"
-                )
-            )
-    contended = [(key, k, n) for key, (k, n) in judged.contention.items() if k]
-    if contended:
+    for guard, hits in judged.guard_hits():  # each guard's own section, in the registry's order
+        lines += _section(title, bullet, guard.heading, [f"  {fw} {name}: {hit.footer}" for hit in hits
+                                                         for fw, name in [hit.key]])  # fmt: skip
+    # Contended samples below the guard's rule (most of a metric's): kept in the statistics, said here.
+    contended = [(key, k, n) for key, (k, n) in judged.contention.items() if k and key not in judged.disturbed]
+    if contended or judged.crowded:
         lines += title("contended samples (the CPU was shared while the clock ran; kept in the statistics)")
         lines += [bullet(f"  {fw} {name}: {k} of {n} samples") for (fw, name), k, n in contended]
         if judged.crowded:

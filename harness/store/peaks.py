@@ -29,7 +29,12 @@ NO_PEAK = "no datasheet peak"
 # vector register) per cycle, a bound that holds whatever fits in which cache.
 #
 # Which FLOP/s peak applies to a float32 metric follows the precision the job *measured*
-# (`environment.precision.measured`, suites/contract/precision.py), not the flags it set.
+# (`environment.precision.measured`, suites/contract/precision.py), not the flags it set. A peak
+# has two figures: its value, the datasheet figure of that arithmetic, which "% of peak" divides
+# by (MFU), and its ceiling (`Peak.limit`), the fastest a job reading as that arithmetic can
+# honestly go, which the lint holds a rate to. They differ for GPU float32 (three TF32 passes read
+# as fp32 and run at up to TF32 / 3: an H200's FP32 figure is 67 TFLOP/s, its float32 limit 165)
+# and for GPU bandwidth (cache-resident data, below).
 TERA = 1e12
 GIB = 2**30
 
@@ -108,7 +113,7 @@ _HALF_DTYPES = ("bfloat16", "bf16", "float16", "f16", "half")
 
 @dataclass(frozen=True)
 class Peak:
-    value: float  # FLOP/s or bytes/s
+    value: float  # FLOP/s or bytes/s: the datasheet figure, what "% of peak" divides by
     basis: str
     limit: float | None = None  # above this the lint calls it impossible (default: value)
 
@@ -163,28 +168,38 @@ def match_gpu(name: str, memory_bytes: float | None = None, power_limit_w: float
     return GpuMatch(candidates[0])
 
 
-def _gpu_column(gpu: GpuPeak, dtype: str | None, arithmetic: str) -> tuple[float, str]:
+def _gpu_column(gpu: GpuPeak, dtype: str | None, arithmetic: str) -> tuple[float, float, str]:
+    """(the datasheet figure of the arithmetic, the most a job reading as it can reach, its label), TFLOP/s."""
     cls = _dtype_class(dtype)
     if cls == "fp64":
-        return gpu.fp64, "FP64"
+        return gpu.fp64, gpu.fp64, "FP64"
     if cls == "fp32":
         column = _MEASURED_COLUMN.get(arithmetic, "fp32")
         if column == "fp32" and gpu.tf32 / 3 > gpu.fp32:
             # Three TF32 passes (cuBLAS/XLA's split-precision float32) keep float32's error, so the
             # probe reads them as fp32 (suites/contract/precision.py), yet they run at up to a third
-            # of the TF32 rate: the float32 ceiling is the larger of the two.
-            return gpu.tf32 / 3, "FP32 or 3xTF32 (TF32 / 3)"
+            # of the TF32 rate: the float32 limit is the larger of the two. "% of peak" stays against
+            # the FP32 figure, the arithmetic asked for (an H200 fp32 job at 50 TFLOP/s is 75 % of
+            # its 67, not 30 % of 165).
+            return gpu.fp32, gpu.tf32 / 3, "FP32"
         label = {"fp32": "FP32", "tf32": "TF32", "bf16": "BF16/FP16"}[column]
-        return getattr(gpu, column), label + (f" (measured {arithmetic} arithmetic)" if arithmetic != "fp32" else "")
-    return gpu.bf16, "BF16"
+        value = getattr(gpu, column)
+        return value, value, label + (f" (measured {arithmetic} arithmetic)" if arithmetic != "fp32" else "")
+    return gpu.bf16, gpu.bf16, "BF16"
 
 
 def gpu_peak(match: GpuMatch, dtype: str | None, arithmetic: str) -> Peak | str:
-    """`arithmetic`: the measured float32 class (fp32, tf32, bf16x3, bf16, fp16). A str: why no peak."""
+    """`arithmetic`: the measured float32 class (fp32, tf32, bf16x3, bf16, fp16). A str: why no peak.
+
+    The peak's value is the datasheet figure of that arithmetic ("% of peak"); its ceiling, where
+    higher, the fastest a job that reads as it can honestly go (the plausibility limit)."""
     if match.row is None:
         return match.why or NO_PEAK
-    value, label = _gpu_column(match.row, dtype, arithmetic)
-    return Peak(value * TERA, f"{match.row.name} {label} peak {value:g} TFLOP/s")
+    value, limit, label = _gpu_column(match.row, dtype, arithmetic)
+    basis = f"{match.row.name} {label} peak {value:g} TFLOP/s"
+    if limit > value:
+        return Peak(value * TERA, f"{basis}; limit {limit:.4g} TFLOP/s, 3xTF32 at TF32 / 3", limit=limit * TERA)
+    return Peak(value * TERA, basis)
 
 
 def _clock(cpu: dict[str, Any]) -> tuple[float, str] | None:

@@ -303,12 +303,14 @@ def _record_speed(ctx: Context, cfg: Config, history: training.History, *, first
         probes=[e.probe for e in steady],
         first_probe=history.first.probe,
         variant=variant,
+        **history.guarded(),  # interval i's readings and compilations belong to sample i
     )
     ctx.value(
         "tokens/s",
         [cfg.steps * cfg.tokens_per_step / e.seconds for e in steady],
         unit="tokens/s",
         description="training tokens per second in the intervals after the first",
+        derived_from="train step",
     )
 
 

@@ -125,6 +125,7 @@ def record_speedup(ctx: Context, length: int, loops: int) -> None:
         eager["stats"]["median"] / jit["stats"]["median"],
         unit="x",
         description="steady eager loop / steady jit loop (medians); above 1: compiling paid off",
+        derived_from=[eager["name"], jit["name"]],
     )
     ctx.value(
         f"compile L={short(length)}",
@@ -133,4 +134,5 @@ def record_speedup(ctx: Context, length: int, loops: int) -> None:
         better="lower",
         description="first jit call minus the steady time per call: trace + compile, paid once per new shape "
         "(about 0 where a compiled kernel is reused)",
+        derived_from=jit["name"],
     )

@@ -9,6 +9,9 @@ from typing import Any
 from suites.runtime.context import Context
 
 INFLATION = 10.0  # the inflated_flops mistake declares this many times the real count
+# retrace_epochs: the product timed as training suites time epochs (runtime/training.py), this many
+# epochs of this many products each; epoch 1 is the first call, the others the steady samples.
+EPOCHS, EPOCH_CALLS = 4, 4
 
 
 @dataclass(frozen=True)
@@ -40,10 +43,44 @@ def operands(n: int, seed: int) -> tuple[Any, Any]:
     return rng.random((n, n)), rng.random((n, n))
 
 
+def epochs(ctx: Context, ops: Ops, a: Any, b: Any, retrace: bool) -> Any:
+    """The product timed in epochs through the training suites' loop and records (runtime/training.py):
+    the `epoch` metric and the `throughput` derived from it. `retrace`: every epoch specialises the
+    product on its epoch number (a static argument), so each steady epoch compiles anew."""
+    from suites.runtime import training
+
+    if retrace and ops.specialised is None:
+        raise ValueError(f"{ctx.framework} compiles nothing here: retrace_epochs does not apply")
+    specialised = ops.specialised
+
+    def run_epoch(e: int) -> Any:
+        out = None
+        for _ in range(EPOCH_CALLS):
+            out = specialised(a, b, e) if retrace and specialised is not None else ops.matmul(a, b)
+        return out
+
+    last: dict[str, Any] = {}
+
+    def read(out: Any) -> tuple[float, float]:
+        last["c"] = out
+        return 0.0, 0.0  # no loss here: the product is checked below
+
+    # A framework with no compiled product here (NumPy, eager PyTorch) compiles nothing: counted as 0.
+    counter = ctx.compile_count() if specialised is not None else None
+    history = training.train(ctx, epochs=EPOCHS, run_epoch=run_epoch, read=read, samples_per_epoch=EPOCH_CALLS,
+                             compilations=counter)  # fmt: skip
+    training.record(ctx, history, variant="retraced every epoch" if retrace else None)
+    return last["c"]
+
+
 def run(ctx: Context, ops: Ops) -> None:
     n, seed, mistake = size(ctx), int(ctx.params["seed"]), planted(ctx)
     a_np, b_np = operands(n, seed)
     a, b = ops.put(a_np), ops.put(b_np)
+    if ctx.params["mistake"] == "retrace_epochs":  # every framework trains in epochs; the culprit's retrace
+        c = epochs(ctx, ops, a, b, retrace=mistake == "retrace_epochs")
+        _check(ctx, ops, c)
+        return
 
     def honest() -> Any:
         return ops.matmul(a, b)
@@ -99,6 +136,10 @@ def run(ctx: Context, ops: Ops) -> None:
                     description=f"C = A @ B, {n} x {n} float64" + (f" (planted: {mistake})" if mistake != "none" else ""))  # fmt: skip
     if mistake in ("memoised", "dead_code", "inflated_flops", "unsynchronised"):
         c = honest()  # these leave the product right: only the timing guard may catch them
+    _check(ctx, ops, c)
+
+
+def _check(ctx: Context, ops: Ops, c: Any) -> None:
     product = ops.to_numpy(c).astype("float64")
     rows, cols = product.shape  # what the timed call returned, whatever it computed
     ctx.check("product", [float(product.sum()), float(product[0, 0]), float(product[-1, -1]),

@@ -23,6 +23,7 @@ def run(ctx: Context) -> None:
         matmul=torch.matmul,
         to_numpy=lambda x: x.cpu().numpy(),
         as_float32=lambda x: x.float(),
-        specialised=compiled if ctx.params["mistake"] == "retrace" else None,  # TorchDynamo only when planted
+        # TorchDynamo only when planted
+        specialised=compiled if ctx.params["mistake"] in ("retrace", "retrace_epochs") else None,
         threads=torch.set_num_threads,
     ))  # fmt: skip

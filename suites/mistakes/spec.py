@@ -17,6 +17,7 @@ MISTAKES = (
     "dead_code",
     "inflated_flops",
     "retrace",
+    "retrace_epochs",
     "extra_threads",
 )
 

@@ -207,6 +207,7 @@ def record_variant(ctx: Context, label: str, history: Any, accuracy: float, how:
         description=f"one training epoch ({how}); first call = epoch 1 with compilation, samples = later epochs",
         probes=[e.probe for e in steady],
         first_probe=first.probe,
+        **history.guarded(),
     )
     ctx.value(
         f"energy after x-steps, epoch 1 [{label}]",
@@ -242,5 +243,6 @@ def record_speedup(ctx: Context, histories: dict[str, Any]) -> None:
         slow / fast,
         unit="x",
         description="median steady epoch of the per-batch variant / that of the low-overhead variant",
+        derived_from=["epoch [per-batch]", "epoch [low-overhead]"],
     )
     ctx.progress(f"low-overhead variant is {slow / fast:.2f}x the speed of the per-batch one")

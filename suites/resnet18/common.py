@@ -23,7 +23,7 @@ from suites.contract.datasets import (
     synthetic_images,
 )
 from suites.contract.errors import JobError
-from suites.runtime.context import Context
+from suites.runtime.context import Context, Readings
 from suites.runtime.training import dataset_name, use_data
 
 CLASSES = 2  # folder 0/ cats, folder 1/ dogs; one logit, sigmoid + binary cross-entropy
@@ -150,8 +150,16 @@ def probe_batch(data: ImageData, n: int = 8) -> Any:
 # The cold/warm split and the memory figures, recorded under the same names by both frameworks.
 
 
-def record_transfer(ctx: Context, seconds: list[float], nbytes: int, probes: list[Any]) -> None:
-    """`probes`: the sync-escape probe after each copy (runtime/syncguard.py), first copy included."""
+def record_transfer(
+    ctx: Context, seconds: list[float], nbytes: int, probes: list[Any], readings: Readings | None = None
+) -> None:
+    """`probes`: the sync-escape probe after each copy (runtime/syncguard.py), first copy included;
+    `readings`: the contention readings around each copy's clock (runtime/context.py), first copy included."""
+    later = None
+    if readings is not None:  # the cold first copy is the first call: its readings only widen the windows
+        later = Readings(
+            readings.before[1:], readings.after[1:], readings.gpu[1:], [*readings.before[:1], *readings.after[:1]]
+        )
     ctx.record_time(
         "data to device",
         first_call=seconds[0],
@@ -160,6 +168,7 @@ def record_transfer(ctx: Context, seconds: list[float], nbytes: int, probes: lis
         "first call = the cold first copy, samples = repeated copies",
         probes=probes[1:],
         first_probe=probes[0],
+        readings=later,
     )
 
 
@@ -202,6 +211,7 @@ def record_cold_split(
         unit="x",
         better="lower",
         description="epoch 1 (with compilation) over the median warm epoch",
+        derived_from="epoch",
     )
     line = (
         f"cold epoch 1 {first_epoch:.3f} s {split}; "

@@ -13,7 +13,7 @@ import time
 from typing import Any
 
 from suites.resnet18 import common
-from suites.runtime.context import Context
+from suites.runtime.context import Context, Readings
 
 
 class CompileClock:
@@ -115,13 +115,16 @@ def run(ctx: Context) -> None:
     nbytes = sum(int(a.nbytes) for a in host)
     probes: list[Any] = []
     transfers: list[float] = []
+    readings = Readings()
     arrays: Any = None
     for _ in range(3):
         arrays = None
+        readings.start()  # outside the clock
         start = time.perf_counter()
         arrays = jax.device_put(host, dev)
         jax.block_until_ready(arrays)
         transfers.append(time.perf_counter() - start)
+        readings.stop()
         probes.append(ctx.probe_escape())  # outside the clock
     assert arrays is not None
     train_x, train_y, test_x, test_y, orders_dev = arrays
@@ -214,7 +217,7 @@ def run(ctx: Context) -> None:
         )  # fmt: skip
     after = allocator_stats(dev, ctx.device_kind)
     training.record(ctx, history, flops_per_sample=common.flops_per_sample(int(p["image_size"])))
-    common.record_transfer(ctx, transfers, nbytes, probes)
+    common.record_transfer(ctx, transfers, nbytes, probes, readings)
     if history.steady:
         common.record_cold_split(
             ctx, history.first.seconds, clock.seconds(*marks[0]), [e.seconds for e in history.steady], transfers[0],

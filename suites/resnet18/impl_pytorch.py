@@ -15,7 +15,7 @@ import time
 from typing import Any
 
 from suites.resnet18 import common
-from suites.runtime.context import Context
+from suites.runtime.context import Context, Readings
 
 
 def run(ctx: Context) -> None:
@@ -61,13 +61,16 @@ def run(ctx: Context) -> None:
     nbytes = sum(int(t.numel() * t.element_size()) for t in host)
     probes: list[Any] = []
     transfers: list[float] = []
+    readings = Readings()
     arrays: Any = host
     for _ in range(3):
         arrays = None  # the previous copy is freed first, as in the flax job: one dataset copy at a time
+        readings.start()  # outside the clock
         start = time.perf_counter()
         arrays = tuple(t.to(dev, copy=True) for t in host)  # copy=True: on the CPU a real copy too
         ctx.sync(None)
         transfers.append(time.perf_counter() - start)
+        readings.stop()
         probes.append(ctx.probe_escape())  # outside the clock
     train_x, train_y, test_x, test_y, orders_dev = arrays
 
@@ -132,7 +135,7 @@ def run(ctx: Context) -> None:
             curve=training.curve_of(ctx),
         )  # fmt: skip
     training.record(ctx, history, flops_per_sample=common.flops_per_sample(int(p["image_size"])))
-    common.record_transfer(ctx, transfers, nbytes, probes)
+    common.record_transfer(ctx, transfers, nbytes, probes, readings)
     if history.steady:
         common.record_cold_split(ctx, history.first.seconds, 0.0, [e.seconds for e in history.steady], transfers[0])
     training.record_peak_memory(

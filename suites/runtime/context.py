@@ -15,6 +15,7 @@ import math
 import time
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager, nullcontext
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +43,37 @@ def _finite(value: Any, what: str) -> Any:
     if not math.isfinite(number):
         raise ValueError(f"{what} is {number}, not a finite number")
     return number
+
+
+ClockState = tuple[float | None, int | None]  # a GPU's (SM clock MHz, NVML clock-event reasons) after a sample
+
+
+@dataclass
+class Readings:
+    """What the process got around each timed sample, read outside its clock (runtime/contention.py):
+    `before[i]` and `after[i]` bracket sample i; `gpu[i]`, on GPU jobs whose meter reads it, the
+    GPU's clock state just after sample i. `measure` takes them, and so does a loop that times
+    itself (runtime/training.py), handing them to `record_time`."""
+
+    before: list[contention.Reading] = field(default_factory=list)
+    after: list[contention.Reading] = field(default_factory=list)
+    gpu: list[ClockState] = field(default_factory=list)
+    # Readings around no sample (a loop's first, compiling epoch): they join the job's timeline, so a
+    # short sample's window reaches back over them as over an earlier metric's (runtime/contention.py).
+    context: list[contention.Reading] = field(default_factory=list)
+
+    def start(self) -> None:
+        """Just before a sample's clock starts."""
+        self.before.append(contention.read(before=True))
+
+    def stop(self) -> None:
+        """Just after a sample's clock stopped."""
+        self.after.append(contention.read(before=False))
+
+    def clock(self, clock_state: Callable[[], ClockState] | None) -> None:
+        """After `stop`: the GPU's clock state, where the energy meter reads it (None: no GPU)."""
+        if clock_state is not None:
+            self.gpu.append(clock_state())
 
 
 class Context:
@@ -184,6 +216,11 @@ class Context:
             self._compilations = self._compile_counter() if self._compile_counter is not None else _uncounted
         return self._compilations
 
+    def compile_count(self) -> Callable[[], int | None]:
+        """The job's running count of compilations (None: not countable), for a loop that times
+        itself and has no counter of its own (suites/mistakes)."""
+        return self._counter()
+
     def _returns_nothing(self, out: Any) -> bool:
         return self._holds_work is not None and not self._holds_work(out)
 
@@ -225,9 +262,7 @@ class Context:
             sync(fn())
         raw: list[float] = []
         probes: list[syncguard.Probe | None] = []
-        before: list[contention.Reading] = []
-        after: list[contention.Reading] = []
-        gpu: list[tuple[float | None, int | None]] = []
+        readings = Readings()
         count = self._counter()
         compiled: list[int | None] = []  # compilations inside each sample's clock (None: not observable)
         gc_was_enabled = gc.isenabled()
@@ -236,30 +271,21 @@ class Context:
             with self.meter() as meter:  # entered and left outside every sample's clock
                 clock_state = getattr(meter, "clock_state", None)  # GPU jobs: NVML's SM clock and reasons
                 for _ in range(repeat):
-                    before.append(contention.read(before=True))  # outside the clock, like the probe
+                    readings.start()  # outside the clock, like the probe
                     ahead = count()  # read outside the clock too
                     elapsed, out = self._timed(fn, sync)
                     behind = count()
-                    after.append(contention.read(before=False))
+                    readings.stop()
                     compiled.append(None if ahead is None or behind is None else behind - ahead)
-                    if clock_state is not None:
-                        gpu.append(clock_state())
+                    readings.clock(clock_state)
                     probes.append(self.probe_escape())  # outside the clock
                     raw.append(elapsed)
         finally:
             if gc_was_enabled:
                 gc.enable()
         samples = [elapsed * scale for elapsed in raw]
-        seen = contention.record(before, after, gpu if len(gpu) == len(raw) else None, self._timeline)
-        self._timeline.extend(r for pair in zip(before, after, strict=True) for r in pair)
         found_marks = self.sample_marks(raw, probes)  # raw and scaled samples share their order
-        for reason in (marks.CONTENDED, marks.THROTTLED):
-            if seen.get(reason):
-                found_marks[reason] = list(seen[reason])
-        recompiled = [i for i, k in enumerate(compiled) if k]
-        if recompiled and not compiles:  # the steady state compiled: these samples timed a compiler, not the work
-            found_marks[marks.COMPILED] = recompiled
-        observed = all(k is not None for k in compiled)
+        guarded = self._guard_fields(name, len(raw), readings, compiled, compiles, found_marks)
         self.metrics.append(
             {
                 "name": name,
@@ -277,15 +303,54 @@ class Context:
                 "synchronised": synchronise,
                 "sync": self.sync_record(raw, probes, (first, first_probe)),
                 "marks": found_marks,
-                "contention": seen,
+                "contention": guarded["contention"],
                 "warnings": warnings,
-                # Compilations inside the steady samples' clocks, all together (null: not countable).
-                "steady_compilations": sum(k or 0 for k in compiled) if observed else None,
-                "compiles": compiles,  # declared: times compilation on purpose
+                "steady_compilations": guarded["steady_compilations"],
+                "compiles": compiles,
             }
         )
         self._loop_energy(name, meter, repeat * (per or 1))
         return out
+
+    def _guard_fields(
+        self,
+        name: str,
+        n: int,
+        readings: Readings | None,
+        compiled: Sequence[int | None] | None,
+        compiles: bool,
+        found_marks: dict[str, list[int]],
+    ) -> dict[str, Any]:
+        """What the host's guards read of a time metric of `n` samples, the same for `measure` and
+        `record_time`: `contention` from `readings` (and the CONTENDED and THROTTLED marks it finds),
+        `steady_compilations` and `compiles` from `compiled` (each sample's compilations inside its
+        clock, None where not observable) with the COMPILED mark. `found_marks` is added to in place.
+        A field left out (None argument) is left out of the result."""
+        fields: dict[str, Any] = {}
+        if readings is not None:
+            if len(readings.before) != n or len(readings.after) != n:
+                raise ValueError(
+                    f"metric {name}: {len(readings.before)}/{len(readings.after)} contention readings for {n} samples"
+                )
+            gpu = readings.gpu if len(readings.gpu) == n else None
+            self._timeline.extend(readings.context)
+            seen = contention.record(readings.before, readings.after, gpu, self._timeline)
+            self._timeline.extend(r for pair in zip(readings.before, readings.after, strict=True) for r in pair)
+            for reason in (marks.CONTENDED, marks.THROTTLED):
+                if seen.get(reason):
+                    found_marks[reason] = list(seen[reason])
+            fields["contention"] = seen
+        if compiled is not None:
+            if len(compiled) != n:
+                raise ValueError(f"metric {name}: {len(compiled)} compilation counts for {n} samples")
+            recompiled = [i for i, k in enumerate(compiled) if k]
+            if recompiled and not compiles:  # the steady state compiled: these samples timed a compiler, not the work
+                found_marks[marks.COMPILED] = recompiled
+            observed = all(k is not None for k in compiled)
+            # Compilations inside the steady samples' clocks, all together (null: not countable).
+            fields["steady_compilations"] = sum(k or 0 for k in compiled) if observed else None
+            fields["compiles"] = compiles  # declared: times compilation on purpose
+        return fields
 
     def record_time(
         self,
@@ -300,6 +365,9 @@ class Context:
         probes: Sequence[syncguard.Probe | None] | None = None,
         first_probe: syncguard.Probe | None = None,
         variant: str | None = None,
+        readings: Readings | None = None,
+        compiled: Sequence[int | None] | None = None,
+        compiles: bool = False,
     ) -> None:
         """A time metric measured by the suite itself (e.g. training epochs, see runtime/training.py).
 
@@ -308,10 +376,17 @@ class Context:
         `probes`: `probe_escape()` after each sample's clock stopped, in order; without them an
         asynchronous framework's metric is recorded as `sync: unchecked`. `variant`: how this
         framework ran it (e.g. jit, eager), shown beside the metric's name in every table.
+        `readings`: taken around each sample's clock, outside it (`Readings.start`/`stop`), as
+        `measure` takes them: the metric's `contention` and its contended and throttled marks.
+        `compiled`: the compilations inside each sample's clock (None: not observable), whence
+        `steady_compilations` and the `compiled` mark, unless `compiles` declares a metric that
+        times compilation on purpose. Sample i of each list belongs to `samples[i]`.
         """
         values = _finite(list(samples), f"metric {name}")
         if not values:
             raise ValueError(f"metric {name}: a time metric needs at least one steady sample")
+        found_marks = self.sample_marks(values, list(probes or []))
+        guarded = self._guard_fields(name, len(values), readings, compiled, compiles, found_marks)
         self.metrics.append(
             {
                 "name": name,
@@ -328,9 +403,10 @@ class Context:
                 "dtype": dtype,
                 "synchronised": True,
                 "sync": self.sync_record(values, list(probes or []), (float(first_call), first_probe)),
-                "marks": self.sample_marks(values, list(probes or [])),
+                "marks": found_marks,
                 "warnings": [],
                 "variant": variant,
+                **guarded,
             }
         )
 
@@ -342,24 +418,36 @@ class Context:
         unit: str,
         better: str = "higher",
         description: str = "",
+        derived_from: str | Sequence[str] | None = None,
     ) -> None:
-        """A non-time metric (throughput, accuracy, iterations, memory)."""
+        """A non-time metric (throughput, accuracy, iterations, memory).
+
+        `derived_from`: the time metric(s) of this job whose samples it was computed from (samples/s
+        from epoch seconds); the host then keeps it out of every ratio whenever it keeps a source out
+        (contended, recompiled, escaped, ...). Each must have been recorded already.
+        """
         values = [samples] if isinstance(samples, (int, float)) else list(samples)
         values = _finite(values, f"metric {name}")
-        self.metrics.append(
-            {
-                "name": name,
-                "kind": "value",
-                "unit": unit,
-                "better": better,
-                "description": description,
-                "first_call": None,
-                "warmup": 0,
-                "samples": values,
-                "stats": summarize(values),
-                "flops": None,
-            }
-        )
+        record: dict[str, Any] = {
+            "name": name,
+            "kind": "value",
+            "unit": unit,
+            "better": better,
+            "description": description,
+            "first_call": None,
+            "warmup": 0,
+            "samples": values,
+            "stats": summarize(values),
+            "flops": None,
+        }
+        if derived_from is not None:
+            sources = [derived_from] if isinstance(derived_from, str) else list(derived_from)
+            timed = {m["name"] for m in self.metrics if m["kind"] == "time"}
+            missing = [source for source in sources if source not in timed]
+            if not sources or missing:
+                raise ValueError(f"metric {name}: derived from {missing or 'nothing'}, not a time metric of this job")
+            record["derived_from"] = derived_from if isinstance(derived_from, str) else sources
+        self.metrics.append(record)
 
     def check(self, name: str, value: float | Sequence[float]) -> None:
         """A check value compared across frameworks with the tolerance the suite declares."""

@@ -30,8 +30,8 @@ from typing import Any
 from suites.contract import datasets
 from suites.contract.datasets import ImageData
 from suites.contract.settings import compute_dtype
-from suites.runtime import nvml
-from suites.runtime.context import Context
+from suites.runtime import contention, nvml
+from suites.runtime.context import ClockState, Context, Readings
 from suites.runtime.syncguard import Probe
 
 MIB = float(1 << 20)
@@ -197,6 +197,11 @@ class Epoch:
     compilations: int | None  # None: the counter cannot observe compilations in this framework release
     probe: Probe | None = None  # the sync-escape barrier run after the epoch's clock stopped
     energy: Any = None  # GPU jobs: the epoch's nvml.EnergyReading (meter entered/left outside the clock)
+    # What the process got while the epoch's clock ran (runtime/contention.py): read just before it
+    # started and just after it stopped; `gpu`: the GPU's clock state after it (GPU jobs).
+    before: contention.Reading | None = None
+    after: contention.Reading | None = None
+    gpu: ClockState | None = None
 
 
 @dataclass
@@ -223,6 +228,21 @@ class History:
     @property
     def steady(self) -> list[Epoch]:
         return self.epochs[1:]
+
+    def guarded(self) -> dict[str, Any]:
+        """`record_time`'s `readings` and `compiled` of the steady epochs (sample i: steady epoch i),
+        so every timed number of a training loop reaches the host's guards as `measure`'s do."""
+        steady = self.steady
+        first = self.first
+        readings = Readings(context=[r for r in (first.before, first.after) if r is not None])
+        for e in steady:
+            if e.before is not None and e.after is not None:
+                readings.before.append(e.before)
+                readings.after.append(e.after)
+            if e.gpu is not None:
+                readings.gpu.append(e.gpu)
+        complete = len(readings.after) == len(steady)  # epochs built by hand (tests) carry none
+        return {"readings": readings if complete else None, "compiled": [e.compilations for e in steady]}
 
 
 def train(
@@ -263,10 +283,14 @@ def train(
         gc.disable()  # a collection inside one epoch is noise another framework may not pay
         try:
             with ctx.meter() as meter:  # GPU energy of the epoch; a no-op elsewhere
+                clock_state = getattr(meter, "clock_state", None)  # GPU jobs: NVML's SM clock and reasons
+                got_before = contention.read(before=True)  # outside the clock, as `measure` reads them
                 start = time.perf_counter()
                 out = run_epoch(e)
                 ctx.sync(out)
                 seconds = time.perf_counter() - start
+                got_after = contention.read(before=False)
+                gpu = clock_state() if clock_state is not None else None
         finally:
             if was_enabled:
                 gc.enable()
@@ -274,7 +298,10 @@ def train(
         train_loss, accuracy = read(out)
         after = counter()
         compiled = None if before is None or after is None else after - before
-        history.epochs.append(Epoch(seconds, train_loss, accuracy, compiled, probe, getattr(meter, "reading", None)))
+        history.epochs.append(
+            Epoch(seconds, train_loss, accuracy, compiled, probe, getattr(meter, "reading", None), got_before,
+                  got_after, gpu)
+        )  # fmt: skip
         ctx.progress(
             f"{unit} {e + 1}/{epochs}: loss {train_loss:.4f}"
             + ("" if loss else f", train accuracy {accuracy:.2f} %")
@@ -340,12 +367,14 @@ def record(
             probes=[e.probe for e in steady],
             first_probe=first.probe,
             variant=variant,
+            **history.guarded(),
         )
         ctx.value(
             "throughput",
             [n / e.seconds for e in steady],
             unit="samples/s",
             description="training samples per second in the steady epochs",
+            derived_from="epoch",
         )
         energy = [e.energy for e in steady if e.energy is not None]
         if energy:  # epoch 1 left out: its energy is mostly compilation on the CPU, idle GPU draw
@@ -425,6 +454,7 @@ class Goal:
     unit: str  # what one timed unit is called
     lower: bool
     percent: bool
+    timed: str = "epoch"  # the time metric of the steady units' seconds (`record`, gpt's `train step`)
 
     def value(self, v: float) -> str:
         return f"{v:g} %" if self.percent else f"{v:g}"
@@ -434,7 +464,7 @@ class Goal:
 
 
 ACCURACY = Goal("accuracy", "test accuracy", "test", "epoch", lower=False, percent=True)
-LOSS = Goal("loss", "validation loss", "validation", "interval", lower=True, percent=False)
+LOSS = Goal("loss", "validation loss", "validation", "interval", lower=True, percent=False, timed="train step")
 
 
 def record_target(ctx: Context, history: History, goal: Goal = ACCURACY) -> None:
@@ -485,6 +515,8 @@ def record_target(ctx: Context, history: History, goal: Goal = ACCURACY) -> None
         better="lower",
         description=f"training time until the {goal.words} first reached {goal.value(target)} ({unit}s 1..{k}, "
         f"{unit} 1's compilation included; evaluations excluded)",
+        # The same clocks as the steady units' time metric (recorded whenever there is a steady unit).
+        derived_from=goal.timed if history.steady else None,
     )
     ctx.value(
         "wall time to target",
