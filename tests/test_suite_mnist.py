@@ -164,6 +164,9 @@ def test_time_to_target_on_mnist_in_both_frameworks(results: Path) -> None:
         assert metric(doc, "epochs to target")["samples"] == [k]
         train_s, wall_s = metric(doc, "time to target")["samples"][0], metric(doc, "wall time to target")["samples"][0]
         # Training time excludes the evaluations, which have their own clock; wall time includes them.
-        assert 0 < train_s < wall_s and len(metric(doc, "evaluation time")["samples"]) == k
+        assert 0 < train_s < wall_s
+        # The first evaluation (it compiles) is the evaluation clock's first call; the later ones its samples.
+        evaluations = [m for m in doc["metrics"] if m["name"] == "evaluation time"]
+        assert [len(m["samples"]) for m in evaluations] == ([k - 1] if k > 1 else [])
         assert metric(doc, "test accuracy")["samples"] == [target["accuracy_per_epoch"][-1]]
     assert "time to target" in proc.stdout

@@ -64,7 +64,12 @@ def test_training_stops_at_the_first_epoch_reaching_the_target(monkeypatch: pyte
     metrics = {m["name"]: m["samples"] for m in ctx.metrics}
     assert metrics["time to target"] == [6.0]  # training time of epochs 1..3
     assert metrics["wall time to target"] == [7.5]  # plus the three evaluations
-    assert metrics["epochs to target"] == [3] and metrics["evaluation time"] == [0.5, 0.5, 0.5]
+    # The evaluations' own clock is a time metric: the first (compiling) one its first call, the rest its samples.
+    assert metrics["epochs to target"] == [3] and metrics["evaluation time"] == [0.5, 0.5]
+    evaluation = next(m for m in ctx.metrics if m["name"] == "evaluation time")
+    assert evaluation["kind"] == "time" and evaluation["first_call"] == 0.5
+    wall = next(m for m in ctx.metrics if m["name"] == "wall time to target")
+    assert wall["derived_from"] == ["epoch", "evaluation time"]  # excluded with either clock
     target = ctx.training["target"]
     assert target["status"] == "reached" and target["accuracy_per_epoch"] == [40.0, 70.0, 91.0]
 
