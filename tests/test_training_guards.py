@@ -262,6 +262,22 @@ def test_a_quiet_run_excludes_no_derived_value(tmp_path: Path) -> None:
     assert ratio is not None and ratio.value == pytest.approx(1.0)
 
 
+def test_a_derived_value_loses_the_rounds_its_time_metric_lost_and_is_disturbed_with_it(tmp_path: Path) -> None:
+    """Rounds: throughput has no readings of its own; the round its epoch's samples were disturbed in is
+    left out of its test and its noise floor too (one process for both), and a mostly disturbed epoch
+    makes the throughput row 'disturbed' (exit 3 at the gate), not merely excluded."""
+    from harness.judge.assessment import kept_rounds
+
+    epoch = _contended(metric("epoch", [0.5] * 6), [0, 1])  # round 0 (samples 0-1) mostly disturbed
+    epoch.update(round_medians=[0.9, 0.5, 0.5], round_sizes=[2, 2, 2])
+    rate = {**metric("throughput", [32.0] * 6), "kind": "value", "unit": "samples/s", "better": "higher",
+            "derived_from": "epoch", "round_medians": [18.0, 32.0, 32.0], "round_sizes": [2, 2, 2]}  # fmt: skip
+    doc = result("jax", [epoch, rate])
+    assert kept_rounds(doc, epoch) == ([0.5, 0.5], 1) and kept_rounds(doc, rate) == ([32.0, 32.0], 1)
+    judged = assess(load_run(training_run(tmp_path, "contended")))
+    assert {("jax", "epoch"), ("jax", "throughput"), ("jax", "speed-up")} <= judged.disturbed
+
+
 # -- real runs: a CPU hog beside training, and a retrace planted in the steady epochs ------------
 
 # One busy loop pinned to each CPU this process may use: whichever CPU `--threads 1` pins the job to is

@@ -21,12 +21,12 @@ read one Assessment, so they cannot disagree about a run. Statistics stay in sta
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
-from harness.core.result_types import Check, Metric
+from harness.core.result_types import Check, Metric, Result
 from harness.core.schema import derived_sources, missing_rounds
 from harness.core.statistics import Interval, Summary, describe, ratio_interval
 from harness.judge import guards
@@ -350,24 +350,46 @@ def _finite_medians(metric: Metric) -> list[float] | None:
     return [float(v) for v in found]
 
 
-def quiet_rounds(metric: Metric) -> tuple[list[float], int]:
+def disturbed_rounds(metric: Metric) -> set[int] | None:
+    """Indices of the rounds (processes) most of whose samples the machine disturbed; None for a metric
+    without rounds or whose round sizes cannot be read."""
+    medians = _finite_medians(metric)
+    sizes = metric.get("round_sizes")
+    if medians is None or not isinstance(sizes, list) or len(sizes) != len(medians):
+        return None
+    if not all(isinstance(s, int) and not isinstance(s, bool) and s > 0 for s in sizes):
+        return None
+    disturbed = disturbed_samples(metric)
+    found, start = set(), 0
+    for i, size in enumerate(sizes):
+        if mostly_disturbed(len(disturbed.intersection(range(start, start + size))), size):
+            found.add(i)
+        start += size
+    return found
+
+
+def quiet_rounds(metric: Metric, sources: Sequence[Metric] = ()) -> tuple[list[float], int]:
     """(the medians of the rounds the machine left alone, how many rounds were left out as disturbed);
-    ([], 0) for a metric without rounds (a single process)."""
+    ([], 0) for a metric without rounds (a single process). A value computed from time metrics'
+    samples (`derived_from`: throughput, tokens/s) loses the rounds its `sources` lost: its own
+    record carries no contention readings, theirs do, and round i is one process for all of them."""
     medians = _finite_medians(metric)
     if medians is None:
         return [], 0
-    sizes = metric.get("round_sizes")
-    disturbed = disturbed_samples(metric)
-    if not disturbed or not isinstance(sizes, list) or len(sizes) != len(medians):
-        return medians, 0
-    if not all(isinstance(s, int) and not isinstance(s, bool) and s > 0 for s in sizes):
-        return medians, 0
-    kept, start = [], 0
-    for median, size in zip(medians, sizes, strict=True):
-        if not mostly_disturbed(len(disturbed.intersection(range(start, start + size))), size):
-            kept.append(median)
-        start += size
+    left: set[int] = set()
+    for measured in (metric, *sources):
+        found = disturbed_rounds(measured)
+        if found is not None and (measured is metric or len(measured.get("round_medians") or []) == len(medians)):
+            left |= found
+    kept = [median for i, median in enumerate(medians) if i not in left]
     return kept, len(medians) - len(kept)
+
+
+def kept_rounds(result: Result, metric: Metric) -> tuple[list[float], int]:
+    """`quiet_rounds` of one metric of a result, a derived value judged by its sources' rounds: what
+    `compare`, the noise floor and its explanation all use, so they rest on the same rounds."""
+    names = derived_sources(metric)
+    return quiet_rounds(metric, [m for m in result["metrics"] if m["name"] in names] if names else [])
 
 
 INTERRUPTED = 130  # the shell's convention for SIGINT

@@ -322,7 +322,7 @@ def compare_runs(judged_a: Assessment, judged_b: Assessment) -> Comparison:
         # Samples of one process are not independent (one warm cache, one neighbour); where both
         # runs have interleaved rounds, each round's median is one independent observation, and
         # the rounds the machine disturbed are left out of the test and of the ratio alike.
-        (xa, out_a), (xb, out_b) = assessment.quiet_rounds(ma), assessment.quiet_rounds(mb)
+        (xa, out_a), (xb, out_b) = assessment.kept_rounds(result_a, ma), assessment.kept_rounds(result_b, mb)
         rounds = bool(xa) and bool(xb)
         processes = (len(xa), len(xb)) if rounds else (len(xa) or 1, len(xb) or 1)
         if not rounds:

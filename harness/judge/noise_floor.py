@@ -81,12 +81,12 @@ def key_of(result: Result) -> str:
 
 
 def _kept(result: Result, metric: str) -> list[float]:
-    """The round medians of one metric that a verdict would use (assessment.quiet_rounds: rounds the
+    """The round medians of one metric that a verdict would use (assessment.kept_rounds: rounds the
     machine disturbed left out), all positive; [] when fewer than MIN_ROUNDS remain."""
     if result["status"] != "ok":
         return []
     match = [m for m in result["metrics"] if m["name"] == metric]
-    kept = assessment.quiet_rounds(match[0])[0] if match else []
+    kept = assessment.kept_rounds(result, match[0])[0] if match else []
     return kept if len(kept) >= MIN_ROUNDS and all(m > 0 for m in kept) else []
 
 
@@ -103,7 +103,7 @@ def between_processes(run: Run) -> dict[str, dict[str, float]]:
 
 def left_out(runs: list[Run]) -> int:
     """Rounds of these runs left out of the floor because the machine disturbed them."""
-    return sum(assessment.quiet_rounds(m)[1] for run in runs for _, _, m in assessment.ok_metrics(run))
+    return sum(assessment.kept_rounds(r, m)[1] for run in runs for _, r, m in assessment.ok_metrics(run))
 
 
 def _identity(result: Result) -> dict[str, Any]:
@@ -604,6 +604,6 @@ def _round_medians(comparison: Comparison) -> list[tuple[Change, tuple[list[floa
             result = run.results.get(c.framework)
             metrics = result["metrics"] if result is not None and result["status"] == "ok" else []
             metric = next((m for m in metrics if m["name"] == c.metric), None)
-            sides.append(assessment.quiet_rounds(metric)[0] if metric is not None else [])
+            sides.append(assessment.kept_rounds(result, metric)[0] if result is not None and metric is not None else [])
         rows.append((c, (sides[0], sides[1])))
     return rows
