@@ -211,7 +211,8 @@ def record_cold_split(
         unit="x",
         better="lower",
         description="epoch 1 (with compilation) over the median warm epoch",
-        derived_from="epoch",
+        # Made of the epoch metric's seconds, where it was recorded (a steady epoch ran): excluded with it.
+        derived_from="epoch" if any(m["name"] == "epoch" and m["kind"] == "time" for m in ctx.metrics) else None,
     )
     line = (
         f"cold epoch 1 {first_epoch:.3f} s {split}; "
