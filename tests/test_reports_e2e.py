@@ -19,11 +19,13 @@ def test_unsynchronised_jax_is_flagged_and_synchronised_is_not(results: Path) ->
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "jax matmul:" in proc.stdout and "GFLOP/s exceeds the limit" in proc.stdout
     assert "jax matmul: a barrier after the clock" in proc.stdout  # the sync-escape check agrees
-    # numpy has nothing to synchronise: still honest. (A busy test machine may list a contended
-    # sample of it, "numpy matmul: 1 of 5 samples": that is the machine, not a flag on numpy.)
+    # numpy has nothing to synchronise: still honest. (A busy test machine may list contended samples
+    # of it, "numpy matmul: 1 of 5 samples", or most of them under the CONTENDED guard, "5 of 5 samples
+    # disturbed": that is the machine, not a flag the code earned.)
     flagged = [
         line for line in proc.stdout.splitlines()
         if line.strip().startswith("numpy matmul:") and not line.strip().endswith(" samples")
+        and " samples disturbed;" not in line
     ]  # fmt: skip
     assert flagged == [], flagged
     honest = harness(
