@@ -281,11 +281,7 @@ def assess(run: Run) -> Assessment:
     reason of the first guard raised on it, and a framework is not comparable for every reason a
     framework guard gives."""
     checks = tuple(evaluate(run))
-    failed_checks: dict[str, tuple[str, ...]] = {}
-    for row in checks:
-        for fw, ok in row.passed.items():
-            if not ok:
-                failed_checks[fw] = (*failed_checks.get(fw, ()), row.name)
+    failed_checks = failing_frameworks(list(checks))
     ceilings = ceilings_for_run(run)
     findings = tuple(lint(run, ceilings))
     measured = {fw: measured_precision(result) for fw, result in run.results.items()}
@@ -577,8 +573,14 @@ def evaluate(run: Run) -> list[CheckRow]:
     return rows
 
 
-def failing_frameworks(rows: list[CheckRow]) -> set[str]:
-    return {fw for row in rows for fw, ok in row.passed.items() if not ok}
+def failing_frameworks(rows: list[CheckRow]) -> dict[str, tuple[str, ...]]:
+    """framework -> the agreement checks it failed, in the suite's order (frameworks that failed one)."""
+    failed: dict[str, tuple[str, ...]] = {}
+    for row in rows:
+        for fw, ok in row.passed.items():
+            if not ok:
+                failed[fw] = (*failed.get(fw, ()), row.name)
+    return failed
 
 
 def framework_ratio(base: Metric, metric: Metric) -> tuple[Interval, bool]:
