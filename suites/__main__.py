@@ -199,9 +199,6 @@ def run_job(
             result["dataset"] = ctx.dataset
         if ctx.training:
             result["training"] = ctx.training
-        for metric in ctx.metrics:
-            s = metric["stats"]
-            _log(prefix, f"{metric['name']}: median {s['median']:.6g} {metric['unit']} (n={s['n']})")
     result["finished_at"] = utc_now()
     result["duration_s"] = time.perf_counter() - started
     write_json_atomic(out, result)

@@ -25,6 +25,7 @@ from harness.store.calibration import Ceilings, ceiling_key
 from harness.store.peaks import NO_PEAK, Peak, achievable_key, bandwidth_or_why, peak_or_why
 from harness.store.run_folder import Run
 from harness.text.numbers import fmt_share
+from suites.contract.registry import all_suites
 
 IMPLAUSIBLE = "implausible - likely a missing device synchronisation"
 ESCAPED = "sync escaped - work was still running when the clock stopped"
@@ -44,6 +45,8 @@ class Finding:
     achievable: float | None = None  # measured on this machine by `harness calibrate`
     # Calibrated, yet no ceiling applies: why (e.g. "no ceiling for float32/tf32"). None otherwise.
     achievable_missing: str | None = None
+    # The name the suite gives this share of peak (SuiteSpec.peak_shares: gpt's train step, "MFU").
+    share_name: str | None = None
 
     @property
     def fraction(self) -> float | None:
@@ -92,7 +95,8 @@ class Finding:
         """ "% of peak" (or of the CPU's L1 bound), or why a GPU has no datasheet peak; None if neither."""
         if self.fraction is not None:
             # A CPU's bandwidth peak is its L1 bound (the only physical ceiling whatever the size).
-            return f"{fmt_share(self.fraction)} of {'L1 peak' if self.basis.startswith('L1') else 'peak'}"
+            text = f"{fmt_share(self.fraction)} of {'L1 peak' if self.basis.startswith('L1') else 'peak'}"
+            return f"{text} ({self.share_name})" if self.share_name else text
         return self.basis if self.basis.startswith(NO_PEAK) else None
 
 
@@ -102,9 +106,16 @@ def _number(value: Any) -> float | None:
 
 
 def _finding(
-    fw: str, metric: Metric, quantity: str, rate: float, peak: Peak | str, achievable: tuple[float | None, str | None]
+    fw: str,
+    metric: Metric,
+    quantity: str,
+    rate: float,
+    peak: Peak | str,
+    achievable: tuple[float | None, str | None],
+    share_name: str | None = None,
 ) -> Finding:
-    """`peak`: the datasheet peak, or why there is none; `achievable`: (ceiling, why there is none)."""
+    """`peak`: the datasheet peak, or why there is none; `achievable`: (ceiling, why there is none);
+    `share_name`: what the suite calls this share of peak (None: no name of its own)."""
     found = peak if isinstance(peak, Peak) else None
     return Finding(
         framework=fw,
@@ -117,6 +128,7 @@ def _finding(
         limit=found.ceiling if found else None,
         achievable=achievable[0],
         achievable_missing=achievable[1],
+        share_name=share_name,
     )
 
 
@@ -141,6 +153,8 @@ def lint(run: Run, ceilings: Ceilings | None) -> list[Finding]:
     """Every FLOP/s and bytes/s of the ok jobs' time metrics, against the datasheet peaks and the
     `ceilings` measured on this machine (None: not calibrated). Called by assessment.assess only."""
     findings = []
+    spec = all_suites().get(str(run.summary.get("suite")))
+    names = spec.peak_shares if spec is not None else {}
     for fw, result in run.results.items():
         if result["status"] != "ok":
             continue
@@ -152,7 +166,9 @@ def lint(run: Run, ceilings: Ceilings | None) -> list[Finding]:
             dtype = metric.get("dtype")
             if flops is not None:
                 achievable = _flops_ceiling(ceilings, result, dtype)
-                findings.append(_finding(fw, metric, "flops", flops / median, peak_or_why(result, dtype), achievable))
+                peak = peak_or_why(result, dtype)
+                name = names.get(metric["name"])
+                findings.append(_finding(fw, metric, "flops", flops / median, peak, achievable, name))
             if moved is not None:
                 achievable = _bandwidth_ceiling(ceilings)
                 findings.append(_finding(fw, metric, "bytes", moved / median, bandwidth_or_why(result), achievable))

@@ -62,7 +62,22 @@ def _steady_cell(judged: Assessment, fw: str, metric: Metric) -> str:
     if key in judged.exclusions:
         return f"{judged.flag_word(*key) or 'EXCLUDED'} {text}"
     unstable = judged.summary(*key).unstable
-    return ("~" if unstable else "") + text + _ratio_text(judged.ratio(*key))
+    return ("~" if unstable else "") + text + (_ratio_text(judged.ratio(*key)) or _no_ratio(judged, fw, metric))
+
+
+def _no_ratio(judged: Assessment, fw: str, metric: Metric) -> str:
+    """Why a number with no flag of its own has no ratio, where the reason is the baseline's: its
+    metric was flagged (a contended baseline takes every ratio of that row with it), or it has none."""
+    baseline = judged.run.baseline
+    if fw == baseline or not (judged.comparable(fw) and judged.comparable(baseline)):
+        return ""  # the baseline's own cell, or a dagger that says why already
+    flagged = judged.excluded(baseline, metric["name"])
+    if flagged is not None:
+        return f" (no ratio: {baseline} {judged.flag_word(baseline, metric['name']) or flagged})"
+    base = judged.run.results.get(baseline)
+    if base is not None and not any(m["name"] == metric["name"] for m in _metrics(base).values()):
+        return f" (no ratio: {baseline} has no {metric['name']})"
+    return ""
 
 
 def _plain_ratio(ratio: float | None) -> str:
@@ -284,8 +299,9 @@ def render(judged: Assessment, tablefmt: str = "simple") -> str:
     versions = []
     for fw, result in run.results.items():
         v = result["environment"].get("versions", {})
-        if v:
-            versions.append(bullet(f"  {fw}: " + ", ".join(f"{k} {val}" for k, val in v.items() if val)))
+        named = ", ".join(f"{k} {val}" for k, val in v.items() if val) if isinstance(v, dict) else ""
+        if named:  # a framework with no version recorded is no line: a heading over nothing says nothing
+            versions.append(bullet(f"  {fw}: {named}"))
     labels = (code_label(run.summary.get("code")), session_label(run.summary.get("interleaved")))
     versions += [bullet(f"  {label}") for label in labels if label]
     if versions:
@@ -347,11 +363,10 @@ def _integrity_lines(judged: Assessment, title: Callable[[str], list[str]], bull
                                                          for fw, name in [hit.key]])  # fmt: skip
     # Contended samples below the guard's rule (most of a metric's): kept in the statistics, said here.
     contended = [(key, k, n) for key, (k, n) in judged.contention.items() if k and key not in judged.disturbed]
-    if contended or judged.crowded:
-        lines += title("contended samples (the CPU was shared while the clock ran; kept in the statistics)")
-        lines += [bullet(f"  {fw} {name}: {k} of {n} samples") for (fw, name), k, n in contended]
-        if judged.crowded:
-            lines.append(bullet(f"  RUN FLAGGED: {judged.crowded}"))
+    lines += _section(title, bullet, "contended samples (the CPU was shared while the clock ran; kept in the statistics)",
+                      [f"  {fw} {name}: {k} of {n} samples" for (fw, name), k, n in contended])  # fmt: skip
+    if judged.crowded:  # the run as a whole, under its own heading: there may be no sample list above it
+        lines += _section(title, bullet, "run flagged", [f"  RUN FLAGGED: {judged.crowded}"])
     throttled = [
         (fw, m["name"], len(found), len(m["samples"]))
         for fw, result in run.results.items()

@@ -20,6 +20,11 @@ _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off"}
 
 
+def _bound(value: float) -> str:
+    """A range's end as the user types it: 2147483647, not 2.14748e+09 (which reads as a rounder limit)."""
+    return str(int(value)) if float(value).is_integer() and abs(value) < 1e15 else f"{value:g}"
+
+
 class SpecError(ValueError):
     """A parameter value or name that the suite does not accept (message names the fix)."""
 
@@ -41,9 +46,9 @@ class Param:
             return "true or false"
         parts = []
         if self.min is not None:
-            parts.append(f">= {self.min:g}")
+            parts.append(f">= {_bound(self.min)}")
         if self.max is not None:
-            parts.append(f"<= {self.max:g}")
+            parts.append(f"<= {_bound(self.max)}")
         kind = "an integer" if self.type == "int" else "a number" if self.type == "float" else "text"
         return kind + (" " + " and ".join(parts) if parts else "")
 
@@ -140,6 +145,9 @@ class SuiteSpec:
     # the parameters: `harness bisect --metric` is checked against them before it builds anything.
     # Empty: not declared (e.g. names that carry a parameter's value); bisect checks after its first job.
     metrics: tuple[str, ...] = ()
+    # Metric name -> the name its share of the datasheet peak goes by where it has one of its own
+    # (gpt's train step: "MFU", model FLOPs utilisation): `harness describe` and the table say it.
+    peak_shares: dict[str, str] = field(default_factory=dict)
     # What the values must satisfy together (e.g. a width that the head count divides): the problem
     # and its fix in one line, or None. Checked with every resolve, so the host refuses before any job.
     constraint: Callable[[dict[str, ParamValue]], str | None] | None = None

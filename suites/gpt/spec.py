@@ -147,6 +147,8 @@ SPEC = SuiteSpec(
             rtol=0.03,
         ),
     ),
+    # The train step's FLOPs are the model's (6N + attention), so its share of peak is the MFU.
+    peak_shares={"train step": "MFU"},
     constraint=shape_problem,
     derive=preset_shape,
     unsupported={"numpy": "NumPy has no automatic differentiation to train a transformer with"},

@@ -309,6 +309,7 @@ class Context:
                 "compiles": compiles,
             }
         )
+        self._finished()
         self._loop_energy(name, meter, repeat * (per or 1))
         return out
 
@@ -409,6 +410,7 @@ class Context:
                 **guarded,
             }
         )
+        self._finished()
 
     def value(
         self,
@@ -448,6 +450,18 @@ class Context:
                 raise ValueError(f"metric {name}: derived from {missing or 'nothing'}, not a time metric of this job")
             record["derived_from"] = derived_from if isinstance(derived_from, str) else sources
         self.metrics.append(record)
+        self._finished()
+
+    def _finished(self) -> None:
+        """One live line as each metric is recorded: a long suite (xla at N=5000 takes minutes per
+        metric) shows where it is in the job's log and on the terminal, not only at the end."""
+        metric = self.metrics[-1]
+        stats = metric["stats"]
+        unit = f" {metric['unit']}" if metric["unit"] else ""
+        text = f"{metric['name']} done: median {stats['median']:.6g}{unit} (n={stats['n']})"
+        if metric.get("first_call") is not None:
+            text += f", first call {metric['first_call']:.6g} s"
+        self.progress(text)
 
     def check(self, name: str, value: float | Sequence[float]) -> None:
         """A check value compared across frameworks with the tolerance the suite declares."""
