@@ -129,7 +129,14 @@ def fake_checksums(fakes: Fakes, monkeypatch: pytest.MonkeyPatch) -> None:
     fake here, such as tinyshakespeare's in test_data_text.py, keep their published md5s)."""
     md5s = fakes.md5s()
     for name, source in list(sources.SOURCES.items()):
-        archives = tuple(dataclasses.replace(a, md5=md5s.get(a.name, a.md5)) for a in source.archives)
+        archives = tuple(
+            dataclasses.replace(
+                a,
+                md5=md5s.get(a.name, a.md5),
+                size=(fakes.folder / a.name).stat().st_size if a.name in md5s else a.size,
+            )
+            for a in source.archives
+        )
         monkeypatch.setitem(sources.SOURCES, name, dataclasses.replace(source, archives=archives))
 
 

@@ -160,7 +160,7 @@ def test_source_hub_is_refused_in_one_line(corpus: Path, tmp_path: Path) -> None
 
 def test_a_wrong_checksum_is_refused_by_the_real_cli(tmp_path: Path) -> None:
     """The published md5, a file that is not the original: one line, exit 2, no dataset."""
-    (tmp_path / "input.txt").write_bytes(TEXT)
+    (tmp_path / "input.txt").write_bytes(TEXT.ljust(1115394, b" "))  # the published size: the md5 decides
     proc = harness("data", "fetch", NAME, "--from", str(tmp_path), "--data-dir", str(tmp_path / "data"))
     errors = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
     assert proc.returncode == 2, proc.stdout + proc.stderr

@@ -23,23 +23,34 @@ from harness.report.history_report import history_junit, render_history
 from harness.text.escape import plain, utf8
 
 SHOW_FROM = 200  # folders: fewer read in a second or two, with nothing to watch
+PLAIN_EVERY_S = 5.0  # stderr that is not a terminal (a CI log): a whole line this often, no \r redraws
 
 
 @contextlib.contextmanager
-def progress_line(what: str, show_from: int = SHOW_FROM) -> Iterator[Progress]:
-    """A progress line on the terminal (stderr, a TTY only) through a long step of a large history:
-    thousands of runs take minutes to read and their series seconds each to search, and a silent
-    command looks hung. The step calls the tick once per item, with the number of items."""
+def progress_line(what: str, show_from: int = SHOW_FROM, every_s: float = PLAIN_EVERY_S) -> Iterator[Progress]:
+    """Progress on stderr through a long step of a large history: thousands of runs take a while to
+    read, and a silent command looks hung. On a terminal, one line redrawn in place; elsewhere (a CI
+    log, a pipe) a whole line every `every_s` seconds once the step has taken that long, and a last
+    one when it ends, so a log shows it working without a flood. The step calls the tick once per
+    item, with the number of items."""
     done, shown = 0, 0.0
     live = sys.stderr.isatty()
+    began = time.monotonic()
+    said = began  # a plain line is written every_s after the step began, then after the last line
 
     def tick(total: int) -> None:
-        nonlocal done, shown
+        nonlocal done, shown, said
         done += 1
         now = time.monotonic()
-        if live and total >= show_from and (now - shown > 0.2 or done in (1, total)):
+        if total < show_from:
+            return
+        if live and (now - shown > 0.2 or done in (1, total)):
             shown = now
             sys.stderr.write(f"\r{what}: {done}/{total}")
+            sys.stderr.flush()
+        elif not live and (now - said >= every_s or (done == total and said > began)):
+            said = now
+            sys.stderr.write(f"{what}: {done}/{total}\n")
             sys.stderr.flush()
 
     try:

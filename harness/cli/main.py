@@ -6,9 +6,12 @@ exit code 2, no traceback. Typer's own usage errors take the same one-line form.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import io
+import signal
 import sys
+from types import FrameType
 
 import typer
 from typer.exceptions import TyperException
@@ -70,10 +73,20 @@ def _lenient_streams() -> None:
             stream.reconfigure(errors="backslashreplace")
 
 
+def _sigterm_as_interrupt(signum: int, frame: FrameType | None) -> None:
+    """SIGTERM as Ctrl-C from here on: the command unwinds (a job stopped, finished ones kept) and
+    exits INTERRUPTED. harness/__init__.py covered the imports before this (exit 130 at once); the
+    runner installs its own while jobs run and puts this one back after."""
+    raise KeyboardInterrupt
+
+
 def main(argv: list[str] | None = None) -> None:
     args = sys.argv[1:] if argv is None else argv
     _lenient_streams()
     try:
+        if argv is None:  # the command itself (not a test calling main): its own process's SIGTERM
+            with contextlib.suppress(ValueError):  # not the main thread: nothing to install
+                signal.signal(signal.SIGTERM, _sigterm_as_interrupt)
         code = app(args=args, prog_name="harness", standalone_mode=False)
     except HarnessError as error:
         typer.echo(f"error: {plain(error)}", err=True)

@@ -10,6 +10,7 @@ another process. Where /proc or the boot id is missing, the label is empty and o
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 LABEL_KEY = "owner"
@@ -37,12 +38,23 @@ def label() -> str:
     return f"{boot}:{os.getpid()}:{start}" if boot and start else ""
 
 
-def is_live(value: str | None) -> bool:
-    """True when the owner named by a label is a process running now on this machine."""
-    if not value:
+# A label read back from the engine is hostile (anyone who can reach the engine can label a container):
+# only `<boot id>:<pid>:<start>` of the sizes Linux uses is read. A pid is at most 2**22 (pid_max's
+# ceiling); a start time is clock ticks since boot; isdigit() alone let '²' and 5,000 digits through
+# to int(), which raised (Python's limit on the digits it converts).
+_OWNER = re.compile(r"([0-9a-f-]{1,64}):([0-9]{1,7}):([0-9]{1,20})")
+MAX_PID = 2**22
+
+
+def is_live(value: object) -> bool:
+    """True when the owner named by a label is a process running now on this machine; a label that is
+    not one this module writes names no live process."""
+    if not isinstance(value, str) or len(value) > 100:
         return False
-    boot, _, rest = value.partition(":")
-    pid, _, start = rest.partition(":")
-    if boot != _boot_id() or not pid.isdigit() or not start:
+    found = _OWNER.fullmatch(value)
+    if found is None:
+        return False
+    boot, pid, start = found.groups()
+    if boot != _boot_id() or not 0 < int(pid) <= MAX_PID:
         return False
     return _start_time(int(pid)) == start

@@ -40,7 +40,7 @@ from harness.core.statistics import ALPHA
 from harness.text.escape import plain
 from suites.contract.marks import MARKS
 from suites.contract.registry import all_suites
-from suites.contract.result import SCHEMA_VERSION
+from suites.contract.result import SCHEMA_VERSION, STATUSES
 
 __all__ = ["MAX_CURVE_EPOCHS", "MAX_CURVES", "MAX_MAGNITUDE", "MAX_SAMPLES", "MAX_TOTAL_SAMPLES"]
 
@@ -590,6 +590,12 @@ def budget_problem(value: Any) -> str | None:
 
 
 SEQUENTIAL_STOPS = ("a change was called", "the budget was spent", "it was interrupted")  # judge/sequential.py
+# The smallest alpha a session's record may hold other than 0. The looks spend their shares of ALPHA
+# by the clock (judge/sequential.py): a share under a millionth of it takes a stall that pushes a look
+# into the budget's last millionth, and such a session records 0 (nothing left to call) instead. A
+# tinier alpha read from disk is an edited file: it would silence every verdict, and ALPHA / alpha
+# (the family the noise floor plans with, sequential.family_at) overflowed at 5e-324.
+MIN_SEQUENTIAL_ALPHA = ALPHA * 1e-6
 
 
 def sequential_problem(value: Any) -> str | None:
@@ -597,8 +603,12 @@ def sequential_problem(value: Any) -> str | None:
     decides verdicts: one above the family-wise ALPHA would make a later compare call more than it may."""
     if not isinstance(value, dict) or set(value) != {"alpha", "looks", "rounds", "stopped"}:
         return "sequential: expected an object with alpha, looks, rounds and stopped"
-    if not (number(value["alpha"]) and 0 <= value["alpha"] <= ALPHA):
-        return f"sequential.alpha: expected a number from 0 to {ALPHA:g}"
+    alpha = value["alpha"]
+    if not (number(alpha) and (alpha == 0 or MIN_SEQUENTIAL_ALPHA <= alpha <= ALPHA)):
+        return (
+            f"sequential.alpha: expected a number from 0 to {ALPHA:g}, either 0 or at least {MIN_SEQUENTIAL_ALPHA:g} "
+            "(a session's looks never spend more than the family-wise rate, nor a sliver of it)"
+        )
     if not (_integer(value["looks"]) and value["looks"] >= 0 and _integer(value["rounds"]) and value["rounds"] >= 0):
         return "sequential: looks and rounds must be whole numbers >= 0"
     if value["stopped"] not in SEQUENTIAL_STOPS:
@@ -656,6 +666,11 @@ def job_entry_problem(entry: Any, suite: str) -> str | None:
         return f"job entry {_name(name)}: framework {_name(framework)} is not a framework of suite {suite}"
     if name != f"{framework}.json":
         return f"job entry {_name(name)} is not the result file of {framework} ({framework}.json)"
+    # The status decides what `--resume` runs again and what `show` counts: only the known ones.
+    if entry.get("status") not in STATUSES:
+        return f"job entry {_name(name)}: status {_name(entry.get('status'))} is not one of {', '.join(STATUSES)}"
+    if entry.get("reason") is not None and not isinstance(entry["reason"], str):
+        return f"job entry {_name(name)}: reason must be text or null"
     return None
 
 

@@ -35,16 +35,22 @@ def clean(run_id: str | None = None) -> Cleaned:
     cleaned = Cleaned([], [])
     with connect(timeout=60) as engine:
         for container in engine.client.containers.list(all=True, filters={"label": selector}):
-            if owner.is_live((container.labels or {}).get(OWNER_LABEL)):
-                cleaned.kept.append(container.name)
+            if owner.is_live(_owner(container.labels)):
+                cleaned.kept.append(plain(container.name))
                 continue
             container.remove(force=True)  # a stopped one, or one whose harness died
-            cleaned.containers.append(container.name)
+            cleaned.containers.append(plain(container.name))
         for volume in engine.client.volumes.list(filters={"label": selector}):
-            labels = (volume.attrs or {}).get("Labels") or {}
-            if owner.is_live(labels.get(OWNER_LABEL)):
-                cleaned.kept.append(volume.name)
+            attrs = volume.attrs if isinstance(volume.attrs, dict) else {}
+            if owner.is_live(_owner(attrs.get("Labels"))):
+                cleaned.kept.append(plain(volume.name))
                 continue
             volume.remove(force=True)
-            cleaned.volumes.append(volume.name)
+            cleaned.volumes.append(plain(volume.name))
     return cleaned
+
+
+def _owner(labels: object) -> object:
+    """The owner label of an object's labels as the engine reports them: anything may be planted
+    there (a label is any string), so owner.is_live reads it as hostile."""
+    return labels.get(OWNER_LABEL) if isinstance(labels, dict) else None

@@ -146,6 +146,10 @@ class Comparison:
     changes: list[Change]
     warnings: list[str]
     floor: list[str] = field(default_factory=list)  # what the machine's noise floor says (noise_floor.explain)
+    # Why what the two sides recorded (an `ab` session's alpha and margin, read from disk) cannot be
+    # trusted to judge the rows by: the sides disagree, or the alpha leaves rows out of reach. The
+    # gate reports each and never passes over them (judge/records.py, sequential.judged).
+    doubts: list[str] = field(default_factory=list)
 
     def geomean(self, framework: str | None = None) -> float | None:
         """Geometric mean of the time ratios B/A that count; None when every one was excluded."""

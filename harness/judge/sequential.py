@@ -42,7 +42,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from harness.core.errors import HarnessError
-from harness.core.schema import SEQUENTIAL_STOPS
+from harness.core.schema import MIN_SEQUENTIAL_ALPHA, SEQUENTIAL_STOPS
 from harness.core.statistics import ALPHA, smallest_exact_p
 from harness.judge.compare import Change, Comparison
 from harness.store.run_folder import partners
@@ -84,8 +84,10 @@ def last_alpha(alpha: float = ALPHA) -> float:
 
 def family_at(family: int, alpha: float) -> int:
     """The family size whose Bonferroni share of ALPHA is a verdict's share at `alpha`: what the
-    detectable-change arithmetic (noise_floor, which tests at ALPHA / family) must plan with."""
-    return math.ceil(family * ALPHA / alpha)
+    detectable-change arithmetic (noise_floor, which tests at ALPHA / family) must plan with. An
+    alpha below the least a record may hold (schema.MIN_SEQUENTIAL_ALPHA) never reaches it from a
+    file; below that the size is capped, never an overflow (5e-324 made ALPHA / alpha infinite)."""
+    return math.ceil(family * ALPHA / max(alpha, MIN_SEQUENTIAL_ALPHA))
 
 
 @dataclass(frozen=True)
@@ -185,13 +187,33 @@ def final_alpha(schedule: Schedule) -> float:
 
 
 def judged(comparison: Comparison, alpha: float) -> Comparison:
-    """The comparison judged at `alpha`, the alpha of the look its session stopped at."""
+    """The comparison judged at `alpha`, the alpha of the look its session stopped at. A row whose
+    rounds cannot reach that alpha gets no verdict (never "not significant"), and the comparison a
+    doubt the gate reports: an alpha read from disk must not silence a gate unseen."""
     said = (
         f"sequential session (harness ab --budget): each Holm-adjusted p above is scaled by {ALPHA:g} / {alpha:.4g}, "
         f"the alpha of the look it stopped at, so 'significant' means past that look's boundary; over all its looks "
         f"the chance of any false alarm stays at most {ALPHA:.0%}"
     )
-    return replace(comparison, changes=at_alpha(comparison.changes, alpha), floor=[*comparison.floor, said])
+    changes = at_alpha(comparison.changes, alpha)
+    tested = sum(1 for c in changes if c.tested)
+    out_of_reach = [
+        i
+        for i, c in enumerate(changes)
+        if c.tested and c.no_verdict is None and (alpha <= 0 or smallest_exact_p(*c.processes) * tested >= alpha)
+    ]
+    doubts = list(comparison.doubts)
+    for i in out_of_reach:
+        fewest = min(changes[i].processes)
+        changes[i] = replace(
+            changes[i], no_verdict=f"{fewest} rounds a side cannot reach the session's recorded alpha {alpha:.3g}"
+        )
+    if out_of_reach:
+        doubts.append(
+            f"the session's recorded alpha {alpha:.3g} (summary.json sequential.alpha) leaves "
+            f"{len(out_of_reach)} of {tested} row(s) out of reach of their rounds"
+        )
+    return replace(comparison, changes=changes, floor=[*comparison.floor, said], doubts=doubts)
 
 
 def record(schedule: Schedule) -> dict[str, Any]:
@@ -199,7 +221,7 @@ def record(schedule: Schedule) -> dict[str, Any]:
     the two runs judges at the same alpha, not at ALPHA as if the session had looked once."""
     looks = schedule.looks
     return {
-        "alpha": final_alpha(schedule),
+        "alpha": recordable(final_alpha(schedule)),
         "looks": len(looks),
         "rounds": looks[-1].rounds if looks else 0,
         "stopped": _why(schedule),
@@ -208,8 +230,8 @@ def record(schedule: Schedule) -> dict[str, Any]:
 
 def recorded_alpha(a: Mapping[str, Any], b: Mapping[str, Any]) -> float | None:
     """The alpha summaries `a` and `b` of one session were judged at (schema.summary_problem has
-    checked each is within 0..ALPHA); the stricter one if they disagree; None unless both are the two
-    sides of one `ab` session and one of them recorded looks."""
+    checked each is within 0..ALPHA); the stricter one if they disagree (records.disagreements says
+    so to the gate); None unless both are the two sides of one `ab` session and one of them recorded looks."""
     if not partners(a, b):
         return None
     found = [float(s["alpha"]) for s in (a.get("sequential"), b.get("sequential")) if isinstance(s, dict)]
@@ -220,6 +242,12 @@ def as_recorded(comparison: Comparison) -> Comparison:
     """A comparison of the two sides of a sequential session, judged at the alpha its looks left."""
     alpha = recorded_alpha(comparison.a.summary, comparison.b.summary)
     return comparison if alpha is None else judged(comparison, alpha)
+
+
+def recordable(alpha: float) -> float:
+    """The alpha a summary records for a session that ended at `alpha`: 0 (nothing left to call)
+    below the least a record may hold (schema.MIN_SEQUENTIAL_ALPHA), never rounded up."""
+    return alpha if alpha >= MIN_SEQUENTIAL_ALPHA else 0.0
 
 
 def _why(schedule: Schedule) -> str:

@@ -166,13 +166,24 @@ def download(archive: Archive, bases: Sequence[str], folder: Path, progress: Pro
 
 
 def from_folder(archive: Archive, source: Path) -> Fetched:
-    """An archive the user already has (offline machines), verified and read in place."""
+    """An archive the user already has (offline machines), verified and read in place. Its size is
+    published with its MD5: a file of another size cannot be the original, and is refused before it
+    is read (a 6 GiB sparse file was hashed whole, minutes, to say what its size already said)."""
     found = source / archive.name
-    if not found.is_file():
-        raise HarnessError(f"--from {source}: {archive.name} is not there; it must hold the original archive files")
+    if found.is_symlink() or not found.is_file():
+        what = "a symbolic link (links are not followed)" if found.is_symlink() else "not there"
+        raise HarnessError(
+            f"--from {source}: {archive.name} is {what}; the folder must hold the original archive files"
+        )
+    size = found.stat().st_size
+    if size != archive.size:
+        raise HarnessError(
+            f"{found}: {size} bytes, the published archive has {archive.size}; the file is not the original "
+            "(copy the original archive into the --from folder)"
+        )
     md5, sha = _hashes(found)
     if md5 != archive.md5:
         raise HarnessError(
             f"{found}: md5 {md5} does not match the published {archive.md5}; the file is not the original"
         )
-    return Fetched(archive, found, str(found.resolve()), sha, found.stat().st_size, downloaded=False)
+    return Fetched(archive, found, str(found.resolve()), sha, size, downloaded=False)
