@@ -14,7 +14,7 @@ from harness.cli.options import FailAboveOption, FormatOption, JunitOption, Resu
 from harness.core.errors import HarnessError
 from harness.core.safe_files import kind, write_bytes_atomic
 from harness.judge import conclusion
-from harness.judge.assessment import assess
+from harness.judge.assessment import FAILED, INTERRUPTED, assess
 from harness.judge.compare import Comparison
 from harness.report.comparison import render_comparison
 from harness.report.exports import Format, render_run
@@ -36,10 +36,12 @@ def show(
     """Re-render a finished run from its files alone."""
     if plot and fmt != Format.table:
         raise HarnessError(f"--plot draws text for a terminal and goes with --format table, not {fmt.value}")
-    judged = assess(readable(load_run(resolve_run(run_ref, results_dir or default_results_dir()))))
+    run = whole(readable(load_run(resolve_run(run_ref, results_dir or default_results_dir()))))
+    judged = assess(run)
     typer.echo(render_run(judged, fmt))
     if plot:
         typer.echo("\n" + render_plots(judged))
+    said_unfinished(run)
 
 
 def compare(
@@ -53,8 +55,12 @@ def compare(
     """Two runs of one suite: per-metric ratio with its interval, significance, geometric mean."""
     check_gate_options(fail_above, junit)
     base = results_dir or default_results_dir()
-    judged_a, judged_b = (assess(readable(load_run(resolve_run(run, base)))) for run in (run_a, run_b))
-    raise typer.Exit(conclude(conclusion.finish(judged_a, judged_b), fmt, fail_above, junit))
+    runs = [whole(readable(load_run(resolve_run(run, base)))) for run in (run_a, run_b)]
+    for run in runs:
+        if (found := unfinished(run)) is not None:
+            typer.echo(f"warning: {found[0]}", err=True)  # its finished jobs still compare
+    code = conclude(conclusion.finish(assess(runs[0]), assess(runs[1])), fmt, fail_above, junit)
+    raise typer.Exit(code)
 
 
 def readable(run: Run) -> Run:
@@ -66,6 +72,49 @@ def readable(run: Run) -> Run:
             "the folder was edited or is corrupt: run it again"
         )
     return run
+
+
+def unfinished(run: Run) -> tuple[str, int] | None:
+    """Why `run` is not a whole run to read as fine, with the exit status that says so, or None.
+
+    A summary with `finished_at: null` was never ended: its harness is still running, or was killed
+    (or `docker compose up` stopped) before it could mark the rest `interrupted`. That is 130's
+    meaning in the README: finished jobs kept, the run can go on. A finished run with no jobs has
+    nothing a script may read as a pass: 1."""
+    name = plain(run.path.name)
+    if "finished_at" in run.summary and run.summary["finished_at"] is None:
+        done = len(run.summary["jobs"])
+        how = (
+            "the next `docker compose up` ends it (finished jobs kept, the rest interrupted)"
+            if run.summary.get("backend") == "compose"
+            else f"`harness run --resume {name}` goes on with it"
+        )
+        return (
+            f"run {name} has not finished ({done} job{'s' * (done != 1)} ended so far; it is still running, or "
+            f"it was stopped before it could end): {how}",
+            INTERRUPTED,
+        )
+    if not run.summary["jobs"]:
+        return f"run {name} has no jobs: nothing to show; the folder was edited or is corrupt: run it again", FAILED
+    return None
+
+
+def whole(run: Run) -> Run:
+    """`run`, unless it has no job at all: then one line and its exit status (`unfinished`), nothing
+    rendered, since an empty table would read as a run that went fine."""
+    found = unfinished(run)
+    if found is not None and not run.summary["jobs"]:
+        typer.echo(f"error: {found[0]}", err=True)
+        raise typer.Exit(found[1])
+    return run
+
+
+def said_unfinished(run: Run) -> None:
+    """After a run's table: the line that says it has not finished, and its exit status."""
+    found = unfinished(run)
+    if found is not None:
+        typer.echo(found[0], err=True)
+        raise typer.Exit(found[1])
 
 
 def check_gate_options(fail_above: float | None, junit: Path | None) -> None:
@@ -115,5 +164,7 @@ def report(
 ) -> None:
     """Write a self-contained report folder: report.md (tables, checks, environment) and figures."""
     run_dir = resolve_run(run_ref, results_dir or default_results_dir())
-    path = write_report(assess(readable(load_run(run_dir))), out or run_dir / "report", figures=figures)
+    run = whole(readable(load_run(run_dir)))
+    path = write_report(assess(run), out or run_dir / "report", figures=figures)
     typer.echo(f"report: {path}")
+    said_unfinished(run)

@@ -51,7 +51,9 @@ def test_compose_up_runs_the_default_comparison(engine: Any, tmp_path: Path) -> 
     project = f"fwh-test-{secrets.token_hex(3)}"
     try:
         up = compose(clone, project, "up", env={"XLA_MATRIX_SIZE": "64"}, timeout=3600)
-        assert up.returncode == 0, up.stdout[-6000:] + up.stderr[-6000:]
+        # A busy machine flags the run (report exit 3): `up` then exits 1 naming that code, by design.
+        flagged = 'service "report" didn\'t complete successfully: exit 3' in up.stdout + up.stderr
+        assert up.returncode == 0 or flagged, up.stdout[-6000:] + up.stderr[-6000:]
         runs = [p for p in (clone / "results").iterdir() if p.is_dir()]
         assert len(runs) == 1, runs
         run = runs[0]
