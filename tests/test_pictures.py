@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from matplotlib.colors import to_hex
 
 from harness.judge.assessment import assess
 from harness.report import palette, pictures
@@ -99,7 +100,7 @@ def test_the_roofline_figure_draws_each_point_and_roof_where_the_data_says(xla: 
     plt.close(fig)
 
 
-def test_a_flagged_point_is_drawn_as_a_red_ring_never_a_plain_point(tmp_path: Path) -> None:
+def test_a_flagged_point_keeps_its_colour_ringed_in_red_never_a_plain_point(tmp_path: Path) -> None:
     fast = _xla_doc("jax", [1e-7] * 3)  # 268 MFLOP in 100 ns: far above this CPU's peak
     run = load_run(write_run(tmp_path / "f", [_xla_doc("numpy", [0.05] * 3), fast]))
     roof = pictures.roofline(assess(run))
@@ -109,7 +110,10 @@ def test_a_flagged_point_is_drawn_as_a_red_ring_never_a_plain_point(tmp_path: Pa
     plt = _pyplot()
     fig = pictured.roofline_figure(plt, roof)
     ring = next(c for c in fig.axes[0].collections if c.get_gid() == "point:jax:matmul")
-    assert ring.get_label().startswith("jax matmul: FLAGGED") and len(ring.get_facecolors()) == 0
+    assert ring.get_label().startswith("jax matmul: FLAGGED")
+    # The flag is a red ring on jax's own colour (issue 57), not a replacement for it.
+    assert to_hex(ring.get_facecolors()[0]) == palette.colour("jax")
+    assert to_hex(ring.get_edgecolors()[0]) == palette.FLAG_COLOUR
     plain_point = next(c for c in fig.axes[0].collections if c.get_gid() == "point:numpy:matmul")
     assert "FLAGGED" not in plain_point.get_label()
     plt.close(fig)

@@ -152,7 +152,9 @@ def test_the_learning_curves_embedded_are_the_pictures_points(published: tuple[P
     ]
     assert [b["framework"] for b in learning["bands"]] == ["flax"]  # pytorch trained once: no band
     colours = {c["framework"]: c["colour"] for c in learning["curves"]}
-    assert colours == {"flax": palette.colour("flax"), "pytorch": palette.FLAG_COLOUR}
+    # A flagged framework keeps its own colour; the flag is the dashed line and the label (issue 57).
+    assert colours == {"flax": palette.colour("flax"), "pytorch": palette.colour("pytorch")}
+    assert {c["framework"]: c["flagged"] for c in learning["curves"]} == {"flax": False, "pytorch": True}
     labels = [c["label"] for c in learning["curves"]]
     assert labels == [
         "flax round 1",

@@ -10,6 +10,7 @@ import typer
 from harness.cli.options import default_results_dir
 from harness.core.errors import HarnessError
 from harness.publish import DEFAULT_MAX_PAIRS, publish_site
+from harness.publish.progress import Progress
 from harness.text.escape import plain
 
 
@@ -29,11 +30,24 @@ def publish(
             "before and with the newest",
         ),
     ] = DEFAULT_MAX_PAIRS,
+    workers: Annotated[
+        Optional[int],
+        typer.Option(
+            "--workers",
+            help="processes writing the run pages and comparisons (each run's intervals with them); "
+            "default: one per CPU this process may use",
+        ),
+    ] = None,
 ) -> None:
     """Write a static site: each suite's runs over time with intervals, any two runs compared, every flag shown."""
     if max_pairs < 0:
         raise HarnessError(f"--max-pairs {max_pairs} must be 0 or more")
-    published = publish_site(results_dir or default_results_dir(), out, max_pairs)
+    if workers is not None and workers < 1:
+        raise HarnessError(f"--workers {workers} must be 1 or more (1: everything in this process)")
+    results = results_dir or default_results_dir()
+    progress = Progress()  # on stderr: a large folder takes minutes
+    progress.expect(results)
+    published = publish_site(results, out, max_pairs, progress, workers)
     for line in published.skipped:
         typer.echo(plain(line), err=True)
     typer.echo(

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from harness.core import workload
 from harness.core.errors import HarnessError
 from harness.core.safe_files import kind
 from harness.core.schema import load_summary
@@ -45,6 +46,18 @@ class PublishedRun:
     @property
     def started_text(self) -> str:
         return self.started.strftime("%Y-%m-%d %H:%M:%S UTC") if self.started else "start unknown"
+
+    @property
+    def measured(self) -> bool:
+        """Whether a job produced numbers. A run without (no job recorded, none finished) is listed and
+        labelled, but never a default, a comparison or the "last run" of a suite."""
+        return any(result["status"] == "ok" for result in self.run.results.values())
+
+    @property
+    def workload_key(self) -> str:
+        """The workload of a run (its first job's; a run measures one suite at one setting)."""
+        first = next(iter(self.run.results.values()), None)
+        return workload.key(first) if first is not None else ""
 
 
 @dataclass

@@ -60,7 +60,9 @@ def _side(name: str, entry: PublishedRun) -> Markup:
             [
                 f"{name}: ",
                 link(run_file(entry.key), entry.run_id),
-                f" started {entry.started_text} on {labels.machines(entry.run)} with {labels.versions(entry.run)}",
+                f" started {entry.started_text} on {labels.machines(entry.run)} with {labels.versions(entry.run)}"
+                if entry.started is not None
+                else f": {labels.jobs(entry.run)}",
             ]
         ),  # fmt: skip
     )

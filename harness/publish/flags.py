@@ -10,6 +10,9 @@ draws a flagged number apart from the normal points, never as one of them.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
+from harness.core.statistics import Summary
 from harness.judge.assessment import Assessment
 from harness.judge.verdicts import Verdicts
 from harness.publish.collect import PublishedRun
@@ -51,13 +54,24 @@ def run_notes(judged: Assessment) -> dict[Key, list[str]]:
 
 
 class FlagBook:
-    """Each run's assessment, flags and notes, worked out once (the gate and the lint are not free)
-    and reused by every page that shows the run: its own page, its suite's history and each comparison."""
+    """Each run's assessment, flags, notes and statistics, worked out once (the gate, the lint and the
+    bootstrap are not free) and reused by every page that shows the run: its own page, its suite's
+    history and each comparison."""
 
     def __init__(self, verdicts: Verdicts) -> None:
         self.verdicts = verdicts
         self._flags: dict[int, dict[Key, list[str]]] = {}
         self._notes: dict[int, dict[Key, list[str]]] = {}
+        self._statistics: dict[tuple[int, str, str], Summary] = {}
+
+    def remember(self, found: Mapping[tuple[int, str, str], Summary]) -> None:
+        """Statistics a worker process worked out (publish/workers.py), by (run key, framework, metric)."""
+        self._statistics.update(found)
+
+    def statistics(self, entry: PublishedRun, framework: str, metric: str) -> Summary:
+        """A metric's median, interval and spread: `Assessment.summary`, here or in a worker."""
+        found = self._statistics.get((entry.key, framework, metric))
+        return found if found is not None else self.assessment(entry).summary(framework, metric)
 
     def assessment(self, entry: PublishedRun) -> Assessment:
         return self.verdicts.of(entry.run)

@@ -14,17 +14,22 @@ def _flag_cell(count: int) -> str:
     return f"{count} flagged" if count else "none"
 
 
+def _runs_cell(total: int, measured: int) -> str:
+    return str(total) if measured == total else f"{total} ({total - measured} without numbers)"
+
+
 def index_page(catalogue: Catalogue, book: FlagBook, source: str, generated: str) -> str:
     suites = catalogue.suites()
     suite_rows, suite_classes = [], []
     for number, (name, runs) in enumerate(suites.items()):
         flagged = sum(book.count(entry) for entry in runs)
+        measured = [entry for entry in runs if entry.measured]  # a run without numbers is never "the last run"
         suite_rows.append(
             [
                 link(suite_file(number), name, class_="suite-link"),
-                str(len(runs)),
-                runs[0].started_text,
-                runs[-1].started_text,
+                _runs_cell(len(runs), len(measured)),
+                measured[0].started_text if measured else "no run measured anything",
+                measured[-1].started_text if measured else "-",
                 _flag_cell(flagged),
             ]
         )

@@ -6,8 +6,8 @@ what site.js draws, embedded as JSON (text/html.data_element): every string from
 number finite. `figures` is the markup around each chart: its container (role="img" with an
 aria-label saying what it shows), a caption saying how to read it, and what is not drawn (the
 first calls, metrics left off the roofline) in words; all of it text placed through page.py.
-A flagged framework or (framework, metric) is drawn apart and says FLAGGED, never as a plain line
-or point.
+A flagged framework or (framework, metric) keeps its own colour, is drawn dashed or ringed in the
+flag colour, and says FLAGGED: the flag is a mark on the framework, never its replacement.
 """
 
 from __future__ import annotations
@@ -125,7 +125,7 @@ def _curve_data(curves: LearningCurves, curve: Curve, banded: bool) -> dict[str,
         "framework": fw,
         "process": curve.process,
         "label": _flagged(name, flags) if flags else name,
-        "colour": palette.FLAG_COLOUR if flags else palette.colour(curve.framework),
+        "colour": palette.colour(curve.framework),
         "flagged": bool(flags),
         "thin": banded,
         "seconds": [_finite(p.seconds) for p in curve.points],
@@ -147,7 +147,7 @@ def _band_data(curves: LearningCurves, band: Band) -> dict[str, Any]:
         "framework": fw,
         "rounds": band.rounds,
         "label": f"{name}: median of {band.rounds} rounds (band: min-max)",
-        "colour": palette.FLAG_COLOUR if flags else palette.colour(band.framework),
+        "colour": palette.colour(band.framework),
         "flagged": bool(flags),
         "seconds": [_finite(s) for s in band.seconds],
         "loss": [_spread(v) for v in band.loss],
@@ -215,7 +215,10 @@ def _learning_figures(curves: LearningCurves) -> Markup:
             "lowest to the highest round, and the thin lines are the single rounds."
         ) + _undrawn_words(curves)
     if curves.flags:
-        lines_read += " Dashed red lines are FLAGGED frameworks: not comparable with the others."
+        lines_read += (
+            " Dashed lines whose points are ringed in red are FLAGGED frameworks (each in its own colour): "
+            "not comparable with the others."
+        )
     evaluated_read = lines_read
     if measure.lower_is_better:
         evaluated_read += " Lower is better: the validation loss falls as the model learns."
@@ -303,8 +306,8 @@ def _roofline_figure(roof: Roofline) -> Markup:
         "Each point is one framework's metric: the FLOPs it declares per byte it moves (x) and the FLOP/s it "
         "achieved at the median (y), both axes logarithmic. Each roof is min(peak FLOP/s, bandwidth x intensity): "
         "solid ones measured on this machine (harness calibrate), dashed ones the datasheet's. A point far under "
-        "its roof leaves speed unused; a point above a measured roof is a measurement to doubt. Red rings are "
-        "FLAGGED numbers, never normal points."
+        "its roof leaves speed unused; a point above a measured roof is a measurement to doubt. A red ring around "
+        "a point (in its framework's colour) marks a FLAGGED number, never a normal one."
     )
     extra = Markup("")
     if roof.left_out:
@@ -330,7 +333,7 @@ def _series_data(timeline: Timeline, series: TimelineSeries) -> dict[str, Any]:
     return {
         "framework": fw,
         "label": _flagged(fw, flags) if flags else fw,
-        "colour": palette.FLAG_COLOUR if flags else palette.colour(series.framework),
+        "colour": palette.colour(series.framework),
         "flagged": bool(flags),
         "samples": [_finite(s) for s in series.samples],
         "round_sizes": list(series.round_sizes),
@@ -401,7 +404,10 @@ def _timeline_figure(number: int, timeline: Timeline) -> Markup:
             + "."
         )
     if flagged:
-        read += " Dashed red lines are FLAGGED: the metric's median is not a normal number (see Flags)."
+        read += (
+            " Dashed lines whose samples are ringed in red are FLAGGED (each in its framework's colour): the "
+            "metric's median is not a normal number (see Flags)."
+        )
     read += " The first calls (tracing, compilation and one run) are left off the chart, listed beside it."
     beside = tag("p", first_calls_line(timeline), class_="first-calls")
     return _figure(f"chart-timeline-{number}", alt, read, beside)

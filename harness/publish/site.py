@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import itertools
 import json
 import os
 import stat
@@ -22,13 +23,13 @@ from harness.core.safe_files import MissingFile, UnsafeFile, read_bytes, real_fo
 from harness.judge.verdicts import Verdicts
 from harness.publish.bisect_page import bisect_label, bisect_page
 from harness.publish.collect import Catalogue, PublishedRun, collect
-from harness.publish.compare_page import compare_page
 from harness.publish.flags import FlagBook
 from harness.publish.history import suite_history
 from harness.publish.index_page import index_page
-from harness.publish.names import GENERATED, INDEX, MANIFEST, bisect_file, compare_file, run_file, suite_file
-from harness.publish.run_page import run_page
+from harness.publish.names import GENERATED, INDEX, MANIFEST, bisect_file, compare_file, suite_file
+from harness.publish.progress import Progress
 from harness.publish.suite_page import Changes, suite_page
+from harness.publish.workers import Work, started, worker_count
 from harness.text.escape import plain, utf8
 
 _HERE = Path(__file__).resolve().parent
@@ -40,6 +41,7 @@ ASSETS = {
     "uPlot.min.css": _HERE / "vendor" / "uPlot.min.css",
     "uPlot.LICENSE.txt": _HERE / "vendor" / "LICENSE",
 }
+PARALLEL_FROM = 100  # pages of a suite (about a second's work) from which worker processes write them
 DEFAULT_MAX_PAIRS = 100  # each pair bootstraps every metric: about 0.2 s for 15 metrics on this machine
 
 
@@ -56,23 +58,18 @@ class Published:
 def pairs_to_compare(count: int, max_pairs: int) -> list[tuple[int, int]]:
     """(earlier, later) positions: every pair when there are at most `max_pairs`, else each run
     against the one before it and against the newest (comparisons are not free)."""
-    every = [(i, j) for i in range(count) for j in range(i + 1, count)]
-    if len(every) <= max_pairs:
-        return every
+    if count * (count - 1) // 2 <= max_pairs:  # counted first: 1,500 runs have 1.1 million pairs
+        return [(i, j) for i in range(count) for j in range(i + 1, count)]
     return sorted({(i - 1, i) for i in range(1, count)} | {(i, count - 1) for i in range(count - 1)})
 
 
-def run_workload(entry: PublishedRun) -> str:
-    """The workload of a run (its first job's; a run measures one suite at one setting)."""
-    first = next(iter(entry.run.results.values()), None)
-    return workload.key(first) if first is not None else ""
-
-
 def workload_pairs(runs: list[PublishedRun], max_pairs: int) -> list[tuple[int, int]]:
-    """`pairs_to_compare` within each workload: runs of different work are never put side by side."""
+    """`pairs_to_compare` within each workload: runs of different work are never put side by side,
+    and a run in which no job produced numbers has nothing to compare."""
     groups: dict[str, list[int]] = {}
     for position, entry in enumerate(runs):
-        groups.setdefault(run_workload(entry), []).append(position)
+        if entry.measured:
+            groups.setdefault(entry.workload_key, []).append(position)
     return sorted((group[i], group[j]) for group in groups.values() for i, j in pairs_to_compare(len(group), max_pairs))
 
 
@@ -131,8 +128,9 @@ def _clear_old_pages(out: Path) -> None:
                 os.unlink(out / name)
 
 
-def _write(out: Path, name: str, data: str | bytes) -> None:
-    if GENERATED.fullmatch(name):
+def _write(out: Path, name: str, data: str | bytes, record: bool = True) -> None:
+    """`record`: list the page in the manifest (a worker's pages are listed from what it sends back)."""
+    if record and GENERATED.fullmatch(name):
         _PAGES.append(name)
     try:
         write_bytes_atomic(out / name, utf8(data) if isinstance(data, str) else data)
@@ -150,17 +148,30 @@ def _publish_suite(
     book: FlagBook,
     max_pairs: int,
     bisects: list[tuple[str, str]],
+    progress: Progress,
+    workers: int | None,
 ) -> int:
+    """The suite's page, its runs' pages and comparisons; the last two (and every run's statistics,
+    the bulk of the work) in worker processes while this one finds the change points."""
     href = suite_file(number)
-    pairs: dict[str, str] = {}
-    for i, j in workload_pairs(runs, max_pairs):
-        name = compare_file(runs[i].key, runs[j].key)
-        _write(out, name, compare_page(runs[i], runs[j], book, href))
-        pairs[f"{i}-{j}"] = name
-    changes = _change_points(runs, book)
-    _write(out, href, suite_page(suite, runs, suite_history(runs, book), book, pairs, bisects, changes))
-    for entry in runs:
-        _write(out, run_file(entry.key), run_page(entry, book, href))
+    chosen = workload_pairs(runs, max_pairs)
+    pairs = {f"{i}-{j}": compare_file(runs[i].key, runs[j].key) for i, j in chosen}
+    items = [(i, -1) for i in range(len(runs))] + chosen
+    work = Work(runs, book, href, lambda name, page: _write(out, name, page, record=False))
+    if workers is None:  # a small suite is done before a pool of processes would have started
+        workers = worker_count() if len(items) >= PARALLEL_FROM else 1
+    with started(work, items, workers) as finished:
+        processes = "this process" if workers == 1 else f"{workers} worker processes"
+        progress.note(f"suite {suite}: {len(runs)} runs, {len(chosen)} comparisons, in {processes}")
+        changes = _change_points(runs, book)
+        histories = suite_history(runs, book)
+        done = 0
+        for chunk in finished:
+            done += chunk.items
+            _PAGES.extend(chunk.pages)
+            book.remember(chunk.statistics)
+            progress.step(f"suite {suite}: run pages and comparisons", done, len(items))
+    _write(out, href, suite_page(suite, runs, histories, book, pairs, bisects, changes))
     return len(pairs)
 
 
@@ -173,9 +184,22 @@ def _publish_bisects(out: Path, catalogue: Catalogue) -> int:
     return len(catalogue.bisects)
 
 
-def publish_site(results_dir: Path, out: Path, max_pairs: int = DEFAULT_MAX_PAIRS) -> Published:
+def publish_site(
+    results_dir: Path,
+    out: Path,
+    max_pairs: int = DEFAULT_MAX_PAIRS,
+    progress: Progress | None = None,
+    workers: int | None = None,
+) -> Published:
+    """`progress`: told of every step (default: a Progress that is never loud, as code calling this
+    expects); `workers`: processes for the run pages and comparisons (default: one per usable CPU, for a
+    suite of PARALLEL_FROM pages or more)."""
+    progress = progress or Progress()
     check_paths(results_dir, out)
-    catalogue = collect(results_dir, leave_out=out)
+    read = itertools.count(1)
+    catalogue = collect(
+        results_dir, leave_out=out, progress=lambda total: progress.step("run folders read", next(read), total)
+    )
     if not catalogue.runs and not catalogue.bisects:
         raise HarnessError(
             f"no run folder under {plain(results_dir)} could be read ({len(catalogue.skipped)} skipped); "
@@ -189,11 +213,12 @@ def publish_site(results_dir: Path, out: Path, max_pairs: int = DEFAULT_MAX_PAIR
     published = Published(index=out / INDEX, runs=len(catalogue.runs), suites=len(suites), skipped=catalogue.skipped)
     for number, (suite, runs) in enumerate(suites.items()):
         bisects = [(bisect_file(entry.key), bisect_label(entry)) for entry in catalogue.suite_bisects(suite)]
-        published.comparisons += _publish_suite(out, number, suite, runs, book, max_pairs, bisects)
+        published.comparisons += _publish_suite(out, number, suite, runs, book, max_pairs, bisects, progress, workers)
     published.bisects = _publish_bisects(out, catalogue)
     generated = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     _write(out, INDEX, index_page(catalogue, book, plain(results_dir), generated))
     for name, source in ASSETS.items():
         _write(out, name, source.read_bytes())
     _write(out, MANIFEST, json.dumps({"format": "fw-harness-site", "pages": sorted(_PAGES)}) + "\n")
+    progress.note(f"{len(_PAGES)} pages written")
     return published

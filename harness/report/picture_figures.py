@@ -3,7 +3,9 @@
 Each builder returns the Figure (tests read the drawn data back from its artists, whose `gid`
 names what they hold) and `write_pictures` saves them as PNG. Colours come from palette.py, so
 a framework looks the same here and on the site; a flagged framework or metric is drawn dashed
-in the flag colour or as a red ring and says FLAGGED in the legend, never as a plain line or point.
+in its own colour with red-edged markers (a red ring around its own shape) and says FLAGGED in the
+legend: the flag is a mark on the framework, never a replacement for it, so with every sample flagged
+each framework can still be told apart (issue 57).
 """
 
 from __future__ import annotations
@@ -21,8 +23,16 @@ MARK_STYLES = {"escaped": "X", "contended": "v", "throttled": "s"}  # a marker s
 METRIC_MARKERS = ("o", "s", "^", "D", "P", "*", "v", "<", ">", "h")
 
 
+FLAG_EDGE = 2.2  # the red ring's width around a flagged framework's own marker
+
+
 def _flag_text(flags: tuple[str, ...]) -> str:
     return "FLAGGED: " + "; ".join(flags)
+
+
+def _flag_marks(flagged: bool) -> dict[str, Any]:
+    """Marker edges of a line: red and thick when flagged (the face keeps the framework's colour)."""
+    return {"mec": palette.FLAG_COLOUR, "mew": FLAG_EDGE} if flagged else {}
 
 
 def learning_curves_figure(plt: Any, curves: LearningCurves) -> Any:
@@ -32,8 +42,9 @@ def learning_curves_figure(plt: Any, curves: LearningCurves) -> Any:
     any_evaluated = False
     for fw in curves.frameworks:
         flags = curves.flags.get(fw, ())
-        colour = palette.FLAG_COLOUR if flags else palette.colour(fw)
+        colour = palette.colour(fw)
         style = "--" if flags else "-"
+        ring = _flag_marks(bool(flags))
         name = plot_label(fw) + (f" ({_flag_text(flags)})" if flags else "")
         mine = [c for c in curves.curves if c.framework == fw]
         thin = fw in banded  # with rounds, each process is a thin line under the median
@@ -45,24 +56,23 @@ def learning_curves_figure(plt: Any, curves: LearningCurves) -> Any:
             if tested:
                 any_evaluated = True
                 eval_ax.plot(*zip(*tested, strict=True), style, color=colour, lw=width, alpha=alpha, marker="o",
-                             ms=3 if thin else 5, label=label, gid=f"{measure.field}:{fw}:{c.process}")  # fmt: skip
+                             ms=3 if thin else 5, label=label, gid=f"{measure.field}:{fw}:{c.process}", **ring)  # fmt: skip
             loss_ax.plot(times, [p.train_loss for p in c.points], style, color=colour, lw=width, alpha=alpha,
-                         marker="o", ms=3 if thin else 5, label=label, gid=f"loss:{fw}:{c.process}")  # fmt: skip
+                         marker="o", ms=3 if thin else 5, label=label, gid=f"loss:{fw}:{c.process}", **ring)  # fmt: skip
         band = next((b for b in curves.bands if b.framework == fw), None)
         if band is not None:
             label = f"{name}: median of {band.rounds} rounds (band: min-max)"
             lo, mid, hi = zip(*band.loss, strict=True)
             loss_ax.fill_between(band.seconds, lo, hi, color=colour, alpha=0.18, lw=0)
-            loss_ax.plot(
-                band.seconds, mid, style, color=colour, lw=2.2, marker="o", ms=5, label=label, gid=f"loss-median:{fw}"
-            )
+            loss_ax.plot(band.seconds, mid, style, color=colour, lw=2.2, marker="o", ms=5, label=label,
+                         gid=f"loss-median:{fw}", **ring)  # fmt: skip
             tested_band = [(s, a) for s, a in zip(band.seconds, curves.spread(band), strict=True) if a is not None]
             if tested_band:
                 at, spread = zip(*tested_band, strict=True)
                 lo, mid, hi = zip(*spread, strict=True)
                 eval_ax.fill_between(at, lo, hi, color=colour, alpha=0.18, lw=0)
                 eval_ax.plot(at, mid, style, color=colour, lw=2.2, marker="o", ms=5, label=label,
-                             gid=f"{measure.field}-median:{fw}")  # fmt: skip
+                             gid=f"{measure.field}-median:{fw}", **ring)  # fmt: skip
     if curves.target is not None:
         eval_ax.axhline(
             curves.target, color="#444444", ls=":", lw=1.2, label=f"target {measure.show(curves.target)}", gid="target"
@@ -105,9 +115,10 @@ def roofline_figure(plt: Any, roof: Roofline) -> Any:
         marker = METRIC_MARKERS[metrics.index(p.metric) % len(METRIC_MARKERS)]
         label = f"{plot_label(p.framework)} {plot_label(p.metric)}"
         gid = f"point:{p.framework}:{p.metric}"
-        if p.flags:
-            ax.scatter([p.intensity], [p.rate / 1e9], s=160, facecolors="none", edgecolors=palette.FLAG_COLOUR,
-                       linewidths=2.2, zorder=4, label=f"{label}: {_flag_text(p.flags)}", gid=gid)  # fmt: skip
+        if p.flags:  # its own colour and shape, ringed in red
+            ax.scatter([p.intensity], [p.rate / 1e9], s=110, marker=marker, color=palette.colour(p.framework),
+                       edgecolors=palette.FLAG_COLOUR, linewidths=FLAG_EDGE, zorder=4,
+                       label=f"{label}: {_flag_text(p.flags)}", gid=gid)  # fmt: skip
         else:
             ax.scatter([p.intensity], [p.rate / 1e9], s=60, marker=marker, color=palette.colour(p.framework),
                        edgecolors="black", linewidths=0.5, zorder=3, label=label, gid=gid)  # fmt: skip
@@ -141,9 +152,9 @@ def timeline_figure(plt: Any, timeline: Timeline, suite: str) -> Any:
         colour = palette.colour(s.framework)
         name = plot_label(s.framework)
         xs = list(range(1, len(s.samples) + 1))
-        if s.flags:
-            ax.plot(xs, s.samples, "--", color=palette.FLAG_COLOUR, lw=1, marker="o", ms=7, mfc="none",
-                    mec=palette.FLAG_COLOUR, label=f"{name} ({_flag_text(s.flags)})", gid=f"samples:{s.framework}")  # fmt: skip
+        if s.flags:  # dashed in its own colour, each sample ringed in red
+            ax.plot(xs, s.samples, "--", color=colour, lw=1, marker="o", ms=6, label=f"{name} ({_flag_text(s.flags)})",
+                    gid=f"samples:{s.framework}", **_flag_marks(True))  # fmt: skip
         else:
             ax.plot(
                 xs, s.samples, "-", color=colour, lw=1, marker="o", ms=3.5, label=name, gid=f"samples:{s.framework}"

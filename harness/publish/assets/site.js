@@ -4,8 +4,10 @@
  * The data comes from the page's <script type="application/json" id="site-data"> and is read with
  * JSON.parse; text reaches the page only through textContent (uPlot likewise uses textContent and
  * nodeValue) or the canvas, never innerHTML, so a name from a run file is always shown as text.
- * A flagged number (escaped sync, implausible, not comparable) goes into a series of its own,
- * drawn as red rings (or a dashed red line) and named FLAGGED in the legend: never a normal point.
+ * A flagged number (escaped sync, implausible, not comparable) goes into a series of its own, drawn
+ * in its framework's own colour and shape, ringed in red (or a dashed line with red-ringed points),
+ * and named FLAGGED in the legend: never a normal point, and never a red that hides which framework
+ * it is. A legend's swatch is filled with its series' colour; a value shows only under the cursor.
  * Every title, axis label and legend label is written by the Python side; this file only draws.
  */
 "use strict";
@@ -19,14 +21,15 @@
   var FLAG = "#c00000";
   var charts = [];
 
+  // `point.series` is the framework with its code path where the metric names one ("pytorch (eager)").
   function groupName(point, by) {
     if (by === "machine") {
-      return point.framework + " on " + point.machine;
+      return point.series + " on " + point.machine;
     }
     if (by === "version") {
-      return point.framework + " (" + point.version + ")";
+      return point.series + " (" + point.version + ")";
     }
-    return point.framework;
+    return point.series;
   }
 
   function empty(n) {
@@ -70,12 +73,15 @@
 
   // Change points (`harness history`): a dashed line between the last run of the old level and
   // the first of the new one, red where the level got worse; the text is in the table below.
-  function drawChanges(u, changes) {
+  function drawChanges(u, changes, column) {
     var ctx = u.ctx;
     var ratio = window.devicePixelRatio || 1;
     ctx.save();
     (changes || []).forEach(function (c) {
-      var x = u.valToPos(c.x - 0.5, "x", true);
+      if (!column.has(c.x)) {
+        return;
+      }
+      var x = u.valToPos(column.get(c.x) - 0.5, "x", true);
       ctx.strokeStyle = c.worse ? FLAG : "#006400";
       ctx.lineWidth = 1.5 * ratio;
       ctx.setLineDash([6 * ratio, 4 * ratio]);
@@ -87,17 +93,31 @@
     ctx.restore();
   }
 
+  // Nothing (uPlot's "--") where the cursor is on no point: a legend is its swatches and names.
   function legendValue(texts) {
     return function (u, value, seriesIdx, idx) {
-      return idx === null || idx === undefined || texts[idx] === null ? "--" : texts[idx];
+      return idx === null || idx === undefined || texts[idx] === null ? "" : texts[idx];
+    };
+  }
+
+  // Swatches filled with each series' colour, ringed in red for a flagged series.
+  function swatches(series) {
+    return {
+      width: function (u, i) { return series[i].flagged ? 3 : 1; },
+      stroke: function (u, i) { return series[i].flagged ? FLAG : series[i].colour || null; },
+      fill: function (u, i) { return series[i].colour || null; },
     };
   }
 
   function chart(metric, element, by) {
-    var n = data.runs.length;
+    // The x axis has the runs with a point on this chart only: no empty slot for another workload's run.
+    var positions = metric.runs;
+    var n = positions.length;
+    var column = new Map();
     var xs = [];
     for (var i = 0; i < n; i++) {
       xs.push(i);
+      column.set(positions[i], i);
     }
     var groups = [];
     var byName = {};
@@ -115,14 +135,15 @@
         groups.push(byName[name]);
       }
       var side = p.flags.length ? byName[name].flagged : byName[name].normal;
-      side.y[p.x] = p.y;
-      side.lo[p.x] = p.lo;
-      side.hi[p.x] = p.hi;
-      side.text[p.x] = p.flags.length ? p.text + " FLAGGED: " + p.flags.join("; ") : p.text;
+      var at = column.get(p.x);
+      side.y[at] = p.y;
+      side.lo[at] = p.lo;
+      side.hi[at] = p.hi;
+      side.text[at] = p.flags.length ? p.text + " FLAGGED: " + p.flags.join("; ") : p.text;
       low = Math.min(low, p.lo, p.y);
       high = Math.max(high, p.hi, p.y);
     });
-    var series = [{ label: "run", value: legendValue(data.runs.map(function (r) { return r.title; })) }];
+    var series = [{ label: "run", value: legendValue(positions.map(function (k) { return data.runs[k].title; })) }];
     var columns = [xs];
     var whiskers = [];
     groups.forEach(function (g, k) {
@@ -136,20 +157,24 @@
         spanGaps: true,
         points: { show: true, size: 7, fill: color, stroke: color },
         value: legendValue(g.normal.text),
+        colour: color,
       });
       columns.push(g.normal.y);
       whiskers.push({ color: color, lo: g.normal.lo, hi: g.normal.hi, flagged: false });
       if (g.flagged.y.some(function (v) { return v !== null; })) {
+        // The framework's own colour, ringed in red: with every point flagged, still its own series.
         series.push({
           label: g.name + ": FLAGGED (not a normal point)",
-          stroke: FLAG,
+          stroke: color,
           width: 0,
           paths: function () { return null; },
-          points: { show: true, size: 13, width: 2.5, fill: "#ffffff", stroke: FLAG },
+          points: { show: true, size: 13, width: 3, fill: color, stroke: FLAG },
           value: legendValue(g.flagged.text),
+          colour: color,
+          flagged: true,
         });
         columns.push(g.flagged.y);
-        whiskers.push({ color: FLAG, lo: g.flagged.lo, hi: g.flagged.hi, flagged: true });
+        whiskers.push({ color: color, lo: g.flagged.lo, hi: g.flagged.hi, flagged: true });
       }
     });
     var pad = (high - low) * 0.08 || Math.abs(high) * 0.1 || 1;
@@ -165,13 +190,14 @@
         {
           splits: function () { return xs; },
           values: function (u, splits) {
-            return splits.map(function (k) { return k % step === 0 && data.runs[k] ? data.runs[k].tick : ""; });
+            return splits.map(function (k) { return k % step === 0 && k < n ? data.runs[positions[k]].tick : ""; });
           },
         },
         { label: metric.axis, size: 70 },
       ],
       series: series,
-      hooks: { draw: [function (u) { drawIntervals(u, whiskers); drawChanges(u, metric.changes); }] },
+      legend: { markers: swatches(series) },
+      hooks: { draw: [function (u) { drawIntervals(u, whiskers); drawChanges(u, metric.changes, column); }] },
     };
     return new uPlot(options, columns, element);
   }
@@ -198,6 +224,17 @@
       return;
     }
     var key = Math.min(a, b) + "-" + Math.max(a, b);
+    var unmeasured = [a, b].filter(function (k) { return !data.runs[k].measured; });
+    if (unmeasured.length) {
+      message.textContent = "Run " + (unmeasured[0] + 1) + " measured nothing (no job produced numbers): " +
+        "there is nothing to compare.";
+      return;
+    }
+    if (data.runs[a].workload !== data.runs[b].workload) {
+      message.textContent = "These runs measured different work (another size, precision, device or dataset): " +
+        "they are never compared.";
+      return;
+    }
     if (Object.prototype.hasOwnProperty.call(data.pairs, key)) {
       window.location.href = data.pairs[key];
       return;
@@ -253,9 +290,16 @@
     return Math.max(320, Math.min(element.clientWidth || 900, 1100) - 10);
   }
 
-  // Legend markers filled with the series' own colour (uPlot's default is an outline).
+  // A swatch's edge: a points-only series' point edge, else its line's colour.
+  function markerEdge(s) {
+    var edge = s.width === 0 && s.points ? s.points.stroke : s.stroke;
+    return edge || s.marker || null;
+  }
+
+  // Legend markers filled with the series' own colour (uPlot's default is an outline, and an empty
+  // box for a series drawn as points only), ringed in red for a flagged series.
   function options(spec, element, series, extra) {
-    var fills = series.map(function (s) { return s.dash ? null : s.marker || null; });
+    var fills = series.map(function (s) { return s.marker || null; });
     var base = {
       title: spec.title,
       width: chartWidth(element),
@@ -263,7 +307,9 @@
       series: series,
       legend: {
         markers: {
+          width: function (u, i) { return series[i].flagged ? 3 : 2; },
           dash: function (u, i) { return u.series[i].dash ? "dashed" : "solid"; },
+          stroke: function (u, i) { return series[i].flagged ? FLAG : markerEdge(series[i]); },
           fill: function (u, i) { return fills[i]; },
         },
       },
@@ -274,10 +320,11 @@
 
   function withUnit(unit, digits) {
     return function (u, v) {
-      return notNull(v) ? fmt(v, digits) + unit : "--";
+      return notNull(v) ? fmt(v, digits) + unit : "";
     };
   }
 
+  // `opts.flagged`: the same line in its own colour, its points ringed in red.
   function lineSeries(label, colour, opts) {
     return {
       label: label,
@@ -285,9 +332,12 @@
       width: opts.width,
       dash: opts.dash,
       spanGaps: true,
-      points: { show: true, size: opts.size, fill: colour, stroke: colour },
+      points: opts.flagged
+        ? { show: true, size: opts.size + 4, width: 2, fill: colour, stroke: FLAG }
+        : { show: true, size: opts.size, fill: colour, stroke: colour },
       value: opts.value,
       marker: colour,
+      flagged: Boolean(opts.flagged),
     };
   }
 
@@ -428,6 +478,7 @@
         width: c.thin ? 1 : 2,
         size: c.thin ? 4 : 6,
         dash: c.flagged ? [6, 4] : undefined,
+        flagged: c.flagged,
         value: withUnit(unit, 4),
       }));
       columns.push(placed(xs, c.seconds, c[field]));
@@ -447,6 +498,7 @@
         width: 3,
         size: 7,
         dash: b.flagged ? [8, 4] : undefined,
+        flagged: b.flagged,
         value: withUnit(unit, 4),
       });
       median.paths = function () { return null; };
@@ -605,14 +657,15 @@
       var text = flagged ? " FLAGGED: " + p.flags.join("; ") : "";
       series.push({
         label: p.label,
-        stroke: flagged ? flagColour : p.colour,
+        stroke: p.colour,
         width: 0,
         paths: function () { return null; },
         points: flagged
-          ? { show: true, size: 15, width: 2.5, fill: "#ffffff", stroke: flagColour }
+          ? { show: true, size: 14, width: 3, fill: p.colour, stroke: flagColour }
           : { show: true, size: 10, width: 1, fill: p.colour, stroke: "#222222" },
-        marker: flagged ? "#ffffff" : p.colour,
-        value: function (u, v) { return notNull(v) ? fmt(v, 4) + " GFLOP/s at " + fmt(p.intensity, 3) + " FLOP/byte" + text : "--"; },
+        marker: p.colour,
+        flagged: flagged,
+        value: function (u, v) { return notNull(v) ? fmt(v, 4) + " GFLOP/s at " + fmt(p.intensity, 3) + " FLOP/byte" + text : ""; },
       });
       ys.push(p.rate / 1e9);
       columns.push(placed(xs, [p.intensity], [p.rate / 1e9]));
@@ -687,7 +740,7 @@
     }
     var scale = timeline.scale;
     var unit = " " + timeline.value_unit;
-    var series = [{ label: "sample", value: function (u, v) { return notNull(v) ? "#" + v : "--"; } }];
+    var series = [{ label: "sample", value: function (u, v) { return notNull(v) ? "#" + v : ""; } }];
     var columns = [xs];
     timeline.series.forEach(function (s) {
       var apart = new Set(s.marks.map(function (m) { return m[0]; }));
@@ -699,13 +752,11 @@
       });
       var line = lineSeries(s.label, s.colour, {
         width: 1,
-        size: s.flagged ? 7 : 5,
+        size: 5,
         dash: s.flagged ? [5, 4] : undefined,
+        flagged: s.flagged,
         value: withUnit(unit, 3),
       });
-      if (s.flagged) {
-        line.points = { show: true, size: 7, width: 1.5, fill: "#ffffff", stroke: flagColour };
-      }
       series.push(line);
       columns.push(ys);
       s.marked.forEach(function (m) {
