@@ -55,12 +55,14 @@ def test_the_next_round_is_planned_at_the_slowest_of_the_last_three() -> None:
     assert run_clock(RoundClock(40.0, now=ticks), ticks, [20.0, 5.0, 5.0, 5.0]) == 2
 
 
-def test_rounds_below_the_least_run_past_the_budget_and_say_so() -> None:
+def test_a_budget_below_the_least_rounds_stops_instead_of_running_over() -> None:
+    """A budget never runs past itself to reach the fewest rounds a verdict needs: it stops and says
+    it cannot buy them (issue 57: 664 s on a 120 s budget)."""
     ticks = Ticks()
     clock = RoundClock(12.0, least=3, now=ticks)
-    assert run_clock(clock, ticks, [10.0] * 10) == 3
-    assert clock.over and clock.record()["budget"]["over"] is True
-    assert "fewer than 3, the fewest that give a verdict, so it ran over" in clock.line()
+    assert run_clock(clock, ticks, [10.0] * 10) == 1
+    assert clock.short and not clock.over and clock.record()["budget"]["over"] is False
+    assert "cannot buy the 3 a verdict needs" in clock.line()
 
 
 def floor(tmp_path: Path) -> None:

@@ -58,6 +58,8 @@ from harness.store.images import (
     variant_for,
 )
 from harness.store.plan import Job
+from harness.store.run_folder import round_of
+from harness.text.escape import plain
 from suites.contract import job_spec
 from suites.contract.job_spec import JobSpec
 from suites.contract.registry import SUITES_DIR
@@ -104,6 +106,53 @@ class GpuRequest:
         return DeviceRequest(driver="nvidia", count=self.count, capabilities=[["gpu"]])
 
 
+@dataclass(frozen=True)
+class Owner:
+    """The run a job's containers and volumes are named and labelled after, so `harness clean --run ID`
+    finds them: a round of a rounds run (run id `round-K` in RUN/rounds/) is RUN's, its round a label
+    of its own."""
+
+    run_id: str
+    round: int | None = None
+
+    @staticmethod
+    def of(run_id: str, run_dir: Path) -> Owner:
+        found = round_of(run_dir, run_id)
+        return Owner(run_id) if found is None else Owner(*found)
+
+    @property
+    def name(self) -> str:
+        return self.run_id if self.round is None else f"{self.run_id}-round-{self.round}"
+
+    def labels(self, job: Job) -> dict[str, str]:
+        labels = {
+            f"{LABEL}.run-id": self.run_id,
+            f"{LABEL}.suite": job.suite,
+            f"{LABEL}.framework": job.framework,
+            f"{LABEL}.{owner.LABEL_KEY}": owner.label(),
+        }
+        if self.round is not None:
+            labels[f"{LABEL}.round"] = str(self.round)
+        return labels
+
+
+def engine_errors() -> tuple[type[BaseException], ...]:
+    """What the Docker SDK raises when the engine refuses a request or stops answering."""
+    import docker.errors
+    import requests.exceptions
+
+    return (docker.errors.DockerException, requests.exceptions.RequestException)
+
+
+def engine_message(error: BaseException) -> str:
+    """One line of an engine's error (its explanation, not the SDK's URL and status)."""
+    explanation = getattr(error, "explanation", None)
+    text = explanation if isinstance(explanation, (str, bytes)) and explanation else str(error)
+    if isinstance(text, bytes):
+        text = text.decode(errors="replace")
+    return plain(" ".join(text.split()))[:500]
+
+
 class JobContainer:
     """A created container that is always removed on the way out, whatever happened inside.
 
@@ -118,7 +167,11 @@ class JobContainer:
 
     def __enter__(self) -> JobContainer:
         self.reaper.track("container", self.create_kwargs["name"])
-        self.container = self.client.containers.create(**self.create_kwargs)
+        try:
+            self.container = self.client.containers.create(**self.create_kwargs)
+        except BaseException:
+            self.reaper.untrack("container", self.create_kwargs["name"])  # nothing was made to remove
+            raise
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -216,29 +269,38 @@ class DockerBackend:
         return IMAGE_USER if uid == 0 else (uid, gid)
 
     def create_kwargs(
-        self, job: Job, run_id: str, work: Path, image: Ensured, volumes: dict[str, str] | None = None
+        self,
+        job: Job,
+        run_id: str,
+        work: Path,
+        image: Ensured,
+        volumes: dict[str, str] | None = None,
+        owner_run: Owner | None = None,
     ) -> dict[str, Any]:
         """Everything the container is created with: pure, so tests can read the isolation.
 
         `work` is the job's own host-side folder, which names its capped results volume (writable
         at /results, in every mode); `volumes` (mount point -> named volume) replaces the bind
-        mounts of suites and data in copy mode.
+        mounts of suites and data in copy mode; `owner_run`: the run it is named and labelled after
+        (default: `run_id`'s).
         """
         from docker.types import Mount
 
+        tag = owner_run or Owner(run_id)
         uid, gid = self.container_user()
         if volumes is None:
-            mounts = [Mount(SUITES_MOUNT, str(self.suites_dir), type="bind", read_only=True)]
+            # Absolute, as a bind mount must be (the CLI makes its folders absolute; this is the engine's rule).
+            mounts = [Mount(SUITES_MOUNT, str(self.suites_dir.absolute()), type="bind", read_only=True)]
             if job.data_dir is not None and Path(job.data_dir).is_dir():
                 mounts.append(Mount(DATA_MOUNT, str(Path(job.data_dir).resolve()), type="bind", read_only=True))
         else:
             mounts = [Mount(target, volume, type="volume", read_only=True) for target, volume in volumes.items()]
-        mounts.append(Mount(RESULTS_MOUNT, results_volume_name(run_id, work), type="volume", read_only=False))
+        mounts.append(Mount(RESULTS_MOUNT, results_volume_name(tag.name, work), type="volume", read_only=False))
         kwargs: dict[str, Any] = {
             "image": image.image_id,
             "command": job_command(SPEC_IN_CONTAINER),
-            "name": f"fw-harness-{run_id}-{job.framework}-{secrets.token_hex(2)}",
-            "labels": {**self._labels(job, run_id), f"{LABEL}.stack": job.stack},
+            "name": f"fw-harness-{tag.name}-{job.framework}-{secrets.token_hex(2)}",
+            "labels": {**tag.labels(job), f"{LABEL}.stack": job.stack},
             "user": f"{uid}:{gid}",
             "working_dir": WORKDIR,
             "environment": {"HOME": "/tmp", "PYTHONPATH": WORKDIR, "PYTHONUNBUFFERED": "1"},
@@ -277,17 +339,20 @@ class DockerBackend:
 
     def run_job(self, job: Job, run_id: str, run_dir: Path) -> JobOutcome:
         outcome, found = job_folder.run_in_folder(
-            run_dir, job, lambda work: self._run_job(job, run_id, run_dir / "logs", work)
+            run_dir, job, lambda work: self._run_job(job, run_id, run_dir / "logs", work, Owner.of(run_id, run_dir))
         )
         found.skipped = outcome.annotations.pop("artifacts_skipped", []) + found.skipped  # left in the container
         return job_folder.note_harvest(outcome, found)
 
-    def _run_job(self, job: Job, run_id: str, logs: Path, work: Path) -> JobOutcome:
+    def _run_job(self, job: Job, run_id: str, logs: Path, work: Path, tag: Owner) -> JobOutcome:
         started = time.perf_counter()
         try:
             image = self.image_for(job, logs / f"{job.stack}-{variant_for(job.device)}.build.log")
         except HarnessError as error:
             return job_folder.not_started(logs, job, started, f"image for the {job.stack} stack: {error}")
+        except engine_errors() as error:  # the engine refused or dropped the image's lookup or build
+            message = f"image for the {job.stack} stack: the Docker engine failed: {engine_message(error)}"
+            return job_folder.not_started(logs, job, started, message)
         import docker.errors
 
         annotations: dict[str, Any] = {"image": image.record()}
@@ -295,40 +360,38 @@ class DockerBackend:
         with contextlib.ExitStack() as stack:
             volumes = None
             if self.transfer == "copy":
-                volumes = stack.enter_context(self._volumes(job, run_id, image))
+                volumes = stack.enter_context(self._volumes(job, tag, image))
             try:
-                holder = stack.enter_context(self._results(job, run_id, work, image, job_spec.dumps(spec).encode()))
+                holder = stack.enter_context(self._results(job, tag, work, image, job_spec.dumps(spec).encode()))
             except (docker.errors.APIError, HarnessError) as error:
                 why = error.explanation if isinstance(error, docker.errors.APIError) else None
                 message = f"its /results volume could not be made: {why or error}"
                 return job_folder.not_started(logs, job, started, message, annotations)
-            return self._run_container(job, run_id, logs, work, image, volumes, holder, annotations, started)
+            try:
+                return self._run_container(job, run_id, logs, work, image, volumes, holder, annotations, started, tag)
+            except engine_errors() as error:
+                # The engine refused the container (e.g. a mount it cannot make) or went away during
+                # the job: the job failed for that reason, one line in its result, never a traceback
+                # that ends the run with the other jobs unstarted.
+                message = f"the Docker engine failed it: {engine_message(error)}"
+                return job_folder.not_started(logs, job, started, message, annotations)
 
-    @staticmethod
-    def _labels(job: Job, run_id: str) -> dict[str, str]:
-        return {
-            f"{LABEL}.run-id": run_id,
-            f"{LABEL}.suite": job.suite,
-            f"{LABEL}.framework": job.framework,
-            f"{LABEL}.{owner.LABEL_KEY}": owner.label(),
-        }
-
-    def _volumes(self, job: Job, run_id: str, image: Ensured) -> Any:
+    def _volumes(self, job: Job, tag: Owner, image: Ensured) -> Any:
         fills = {SUITES_MOUNT: tar_folder(self.suites_dir)}
         if job.data_dir is not None and Path(job.data_dir).is_dir():
             fills[DATA_MOUNT] = tar_folder(Path(job.data_dir), skip_caches=False)
-        name = f"fw-harness-{run_id}-{job.framework}-{secrets.token_hex(2)}"
-        return job_volumes(self.engine.client, name, self._labels(job, run_id), image.image_id, fills, self.reaper)
+        name = f"fw-harness-{tag.name}-{job.framework}-{secrets.token_hex(2)}"
+        return job_volumes(self.engine.client, name, tag.labels(job), image.image_id, fills, self.reaper)
 
-    def _results(self, job: Job, run_id: str, work: Path, image: Ensured, spec: bytes) -> Any:
+    def _results(self, job: Job, tag: Owner, work: Path, image: Ensured, spec: bytes) -> Any:
         """The job's capped /results, holding its job.json (copy mode: beside the writable out/)."""
         uid, gid = self.container_user()
         copy = self.transfer == "copy"
         layout = tar_writable_dir(OUT_SUBDIR, uid, gid, {job_spec.JOB_FILE: spec}, folder=copy)
         return results_volume(
             self.engine.client,
-            results_volume_name(run_id, work),
-            self._labels(job, run_id),
+            results_volume_name(tag.name, work),
+            tag.labels(job),
             image.image_id,
             (uid, gid),
             layout,
@@ -347,12 +410,13 @@ class DockerBackend:
         holder: Any,
         annotations: dict[str, Any],
         started: float,
+        tag: Owner,
     ) -> JobOutcome:
         import docker.errors
         import requests.exceptions
 
         stdout_log, stderr_log = logs / f"{job.framework}.stdout.log", logs / f"{job.framework}.stderr.log"
-        kwargs = self.create_kwargs(job, run_id, work, image, volumes)
+        kwargs = self.create_kwargs(job, run_id, work, image, volumes, tag)
         annotations["container"] = {
             "name": kwargs["name"],
             "user": kwargs["user"],

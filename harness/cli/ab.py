@@ -32,11 +32,13 @@ from harness.cli.options import (
     require_datasets,
 )
 from harness.cli.results import check_gate_options, conclude
-from harness.core.errors import HarnessError
+from harness.core.errors import BAD_INPUT, HarnessError
 from harness.core.schema import AB_MARGIN
+from harness.core.statistics import observations_needed
 from harness.execute import ab
+from harness.execute.budget import refuse_short
 from harness.judge import conclusion, noise_floor, sequential
-from harness.judge.assessment import FAILED, INTERRUPTED, assess, run_exit_code, worst
+from harness.judge.assessment import DISTURBED, FAILED, INTERRUPTED, Assessment, assess, run_exit_code, worst
 from harness.report.exports import Format
 from harness.store.plan import PlanRequest, make_plan
 from harness.store.run_folder import load_run
@@ -139,6 +141,8 @@ def ab_command(
         rounds, line = noise_floor.plan_rounds(plan, detect, interleaved=True, budget_s=budget_s, margin=margin_share)
         typer.echo(line, err=True)
     if budget_s is not None:
+        if detect is None:  # (--detect has checked its own rounds against the budget)
+            refuse_short(plan, budget_s, observations_needed(1), sides=2)
         chosen = sequential.MAX_ROUNDS  # the budget ends the session, or a look does
     else:
         chosen = ab.check_rounds(rounds if rounds is not None else ab.DEFAULT_ROUNDS)
@@ -171,10 +175,18 @@ def session_verdict(session: ab.Session, fmt: Format, fail_above: float | None, 
     typer.echo("")
     typer.echo(f"baseline run: {session.baseline}\ncandidate run: {session.candidate}", err=fmt is not Format.table)
     runs = [load_run(session.baseline), load_run(session.candidate)]
-    sides = [run_exit_code(assess(run)) for run in runs]
+    judged = [assess(run) for run in runs]
+    sides = [run_exit_code(side) for side in judged]
+    if session.short and session.budget_line is not None:
+        # Rounds too few for any verdict: not a comparison to print, but the budget (or size) that fits.
+        typer.echo(f"error: {session.budget_line}", err=True)
+        return worst(*(side for side in sides if side == FAILED), BAD_INPUT)
     try:
-        comparison = conclusion.finish(assess(runs[0]), assess(runs[1]))
+        comparison = conclusion.finish(judged[0], judged[1])
     except HarnessError as error:  # e.g. a side whose jobs all failed: the runs are kept, the session failed
+        if INTERRUPTED in sides:  # e.g. Ctrl-C in the first round: no round of a side finished
+            typer.echo("interrupted before both sides finished a round: no verdict; the run folders are kept", err=True)
+            return INTERRUPTED
         typer.echo(f"error: {error}; see the two run folders", err=True)
         return worst(*sides, FAILED)
     if session.schedule is not None:
@@ -182,9 +194,27 @@ def session_verdict(session: ab.Session, fmt: Format, fail_above: float | None, 
     else:
         typer.echo(f"session: {session.seconds:.0f} s", err=fmt is not Format.table)
     code = conclude(comparison, fmt, fail_above, junit)
-    failed = [run.summary["run_id"] for run, side in zip(runs, sides, strict=True) if side]
-    if failed and INTERRUPTED not in sides:
+    for run, side, said in zip(runs, sides, judged, strict=True):
         # A failed job, check or flag on a side is a session that did not pass, as for `harness run`;
-        # a side the machine disturbed (and nothing else) is exit 3, as for `harness run`.
-        typer.echo(f"not every job of run {', '.join(failed)} passed; `harness show RUN` says why", err=True)
+        # a side the machine disturbed (and nothing else) is exit 3, as for `harness run`: each said as
+        # what it is (every job ok on a busy machine is not "a job failed").
+        if side == DISTURBED:
+            why = said.crowded or "some samples were contended or throttled"
+            typer.echo(f"run {run.summary['run_id']}: every job ok, but {why}", err=True)
+        elif side == FAILED:
+            typer.echo(
+                f"not every job of run {run.summary['run_id']} passed ({side_problem(said)}); `harness show RUN` says why",
+                err=True,
+            )
     return worst(*sides, code)
+
+
+def side_problem(judged: Assessment) -> str:
+    """What made a side fail, in a few words (its table says which job, check or number)."""
+    if not judged.all_ran:
+        return "not every job was ok"
+    if not judged.gate_passed:
+        return "a framework failed the agreement gate or computed in another precision"
+    if judged.implausible:
+        return "a number was implausible or escaped its clock"
+    return "the run did not pass"

@@ -27,9 +27,9 @@ from harness.cli.options import (
     default_results_dir,
 )
 from harness.core.errors import HarnessError
-from harness.execute.budget import RoundClock
+from harness.execute.budget import RoundClock, refuse_short
 from harness.execute.rounds import MAX_ROUNDS, execute_rounds
-from harness.judge import sequential
+from harness.judge import noise_floor, sequential
 from harness.judge.assessment import DISTURBED, INTERRUPTED
 from harness.judge.noise_floor import MIN_ROUNDS, detectable, left_out, store
 from harness.store.plan import PlanRequest, make_plan, new_run_id
@@ -108,6 +108,11 @@ def noise(
         ),
         backend=name,
     )
+    # Where the floor is stored, checked before minutes of sessions (a bad $HARNESS_CACHE_HOME is one
+    # line now, not after every session has run), and a budget that cannot buy a floor's rounds.
+    noise_floor.folder()
+    if budget_s is not None:
+        refuse_short(plan, budget_s / sessions, MIN_ROUNDS)
     chosen = make_backend(name, backend_options(quiet=quiet, processes=processes))
     began = time.perf_counter()
     runs = []
@@ -120,6 +125,14 @@ def noise(
         runs.append(load_run(execute_rounds(planned, chosen, base, rounds, argv=["harness", "noise"], stop=clock)))
         if clock is not None:
             typer.echo(f"session {done + 1}: {clock.line()}", err=True)
+        if clock is not None and clock.short and not runs[-1].summary.get("interrupted"):
+            # Its rounds are too few for a floor, and the next sessions' shares are no larger.
+            raise HarnessError(
+                f"no noise floor stored: --budget {budget_s:g}s over {sessions} session(s) cannot buy the "
+                f"{MIN_ROUNDS} rounds each session needs (a round takes about {max(clock.rounds_s):.0f} s here); give "
+                f"--budget {clock.fitting_budget_s() * sessions}s, fewer --sessions, or a smaller workload; the run "
+                f"is kept: {plain(runs[-1].path)}"
+            )
         if runs[-1].summary.get("interrupted"):
             # Ctrl-C (or SIGTERM) stops the whole measurement: a floor from cut-short sessions would be
             # stored as if it were whole, and the remaining sessions were not asked for any more.

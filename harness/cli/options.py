@@ -50,12 +50,25 @@ class Processes(str, Enum):
     fresh = "fresh"
 
 
+def absolute(path: Path) -> Path:
+    """`path` from the current folder, spelled as given (no link resolved): a results or data folder is
+    resolved here once, so every backend gets a path that means the same from anywhere (a Docker bind
+    mount refuses a relative one, and a job runs in another folder)."""
+    try:
+        return path.absolute()
+    except OSError:  # the current folder was removed under the shell
+        raise HarnessError(
+            f"{plain(path)} is relative to the current folder, which no longer exists; cd somewhere, or give an "
+            "absolute path"
+        ) from None
+
+
 def default_results_dir() -> Path:
-    return Path(os.environ.get("HARNESS_RESULTS_DIR", "results"))
+    return absolute(Path(os.environ.get("HARNESS_RESULTS_DIR", "").strip() or "results"))
 
 
 def default_data_dir() -> Path:
-    return Path(os.environ.get("HARNESS_DATA_DIR", "data"))
+    return absolute(Path(os.environ.get("HARNESS_DATA_DIR", "").strip() or "data"))
 
 
 def default_wheelhouse() -> Optional[Path]:
@@ -133,7 +146,7 @@ def folder_option(option: str, example: str) -> Callable[[str], Path]:
         if path.exists() and not path.is_dir():  # a file, a FIFO, a device: never a folder to read or fill
             what = "file" if path.is_file() else kind(path.stat().st_mode)
             raise HarnessError(f"{option} {plain(text)} is a {what}; give a directory (e.g. {option} {example})")
-        return path
+        return absolute(path)
 
     return parse
 

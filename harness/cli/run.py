@@ -41,7 +41,7 @@ from harness.cli.options import (
 from harness.core import cache_home
 from harness.core.errors import HarnessError
 from harness.core.schema import load_summary
-from harness.execute.budget import RoundClock
+from harness.execute.budget import RoundClock, refuse_short
 from harness.execute.rounds import MAX_ROUNDS, execute_rounds
 from harness.execute.runner import calibrate, execute
 from harness.judge import noise_floor, sequential
@@ -51,7 +51,15 @@ from harness.store.calibration import attach as attach_calibration
 from harness.store.calibration import check_mode as check_calibrate_mode
 from harness.store.calibration import describe as describe_calibration
 from harness.store.images import stack_image, variant_for
-from harness.store.plan import Plan, PlanRequest, check_timeout, frameworks_for, make_plan, parse_frameworks
+from harness.store.plan import (
+    Plan,
+    PlanRequest,
+    check_timeout,
+    frameworks_for,
+    make_plan,
+    parse_frameworks,
+    planned_rounds,
+)
 from harness.store.run_folder import load_run, prepare_results_dir, resolve_run, resume_plan, suites_digest
 
 
@@ -181,8 +189,11 @@ def run(
             raise HarnessError("--detect picks the rounds itself; drop --rounds (and --resume)")
         rounds, line = noise_floor.plan_rounds(plan, detect, interleaved=False, budget_s=budget_s)
         typer.echo(line, err=True)
+    if budget_s is not None and detect is None:
+        refuse_short(plan, budget_s, 1)  # a budget that one round of this workload outlasts, where known
+    resumed_rounds = None if resume_dir is None else rounds_to_resume(plan, resume_dir, rounds)
     if rounds is None:
-        rounds = 1 if budget_s is None else sequential.MAX_ROUNDS
+        rounds = resumed_rounds or (1 if budget_s is None else sequential.MAX_ROUNDS)
     options = backend_options(
         quiet=quiet, memory=memory, cpus=cpus, gpus=gpus, transfer=transfer, pythons=pythons, processes=processes
     )
@@ -190,8 +201,6 @@ def run(
     # here for --dry-run and a real run alike: a dry run must not accept what the run then refuses.
     check_backend_options(backend_name, options)
     argv = ["harness"] + sys.argv[1:]
-    if rounds > 1 and resume_dir is not None:
-        raise HarnessError("--rounds cannot be combined with --resume; resume re-runs single jobs")
     if dry_run:
         typer.echo(json.dumps(plan.as_record(), indent=2))
         return
@@ -208,7 +217,9 @@ def run(
             force=calibrate_mode == "always",
         )
     clock = None if budget_s is None else RoundClock(budget_s)  # from the first round: calibration is apart
-    if rounds == 1 and clock is None:
+    if resumed_rounds is not None:  # a rounds run goes on as one: the rounds it has not finished
+        run_dir = execute_rounds(plan, chosen, target, resumed_rounds, argv=argv, resume_dir=resume_dir)
+    elif rounds == 1 and clock is None:
         run_dir = execute(plan, chosen, target, argv=argv, resume_dir=resume_dir)
     else:
         run_dir = execute_rounds(plan, chosen, target, rounds, argv=argv, stop=clock)
@@ -221,6 +232,23 @@ def run(
     if judged.crowded:
         typer.echo(f"run flagged: {judged.crowded}", err=True)
     raise typer.Exit(run_exit_code(judged))
+
+
+def rounds_to_resume(plan: Plan, run_dir: Path, asked: int | None) -> int | None:
+    """The rounds a resumed run goes on to (None: a run of single jobs, resumed job by job). A rounds
+    run resumes as one, so its pooled check values keep comparing round with round; a session that
+    cannot be continued honestly is refused."""
+    recorded = planned_rounds(plan)
+    if recorded is None:
+        if asked is not None and asked > 1:
+            raise HarnessError(
+                f"run {run_dir.name} ran each job once; --resume finishes it that way: drop --rounds, or start a "
+                f"new run with --rounds {asked}"
+            )
+        return None
+    if asked is not None and asked != recorded:
+        raise HarnessError(f"run {run_dir.name} was planned with {recorded} rounds; resume it without --rounds")
+    return recorded
 
 
 def check_same_code(run_dir: Path) -> None:

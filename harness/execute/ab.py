@@ -27,11 +27,11 @@ from typing import Any
 
 from harness.backends.base import BackendOptions, make_backend
 from harness.core.errors import HarnessError
-from harness.core.safe_files import new_folder
+from harness.core.safe_files import new_folder, remove_tree
 from harness.core.schema import AB_MARGIN, AB_SIDES, GIT_COMMIT, MAX_AB_MARGIN
 from harness.core.statistics import observations_needed
 from harness.execute.budget import RoundClock
-from harness.execute.rounds import MAX_ROUNDS, Side, execute_interleaved, pooled
+from harness.execute.rounds import MAX_ROUNDS, Side, discarded_unless_started, execute_interleaved, pooled
 from harness.judge import sequential
 from harness.judge.assessment import assess
 from harness.judge.compare import Change, compare_runs
@@ -186,6 +186,8 @@ class Session:
     candidate: Path
     schedule: Schedule | None  # the looks of a session with a budget
     seconds: float
+    budget_line: str | None = None  # what the budget bought
+    short: bool = False  # the budget could not buy the rounds a verdict needs: the session stopped early
 
 
 class Looks:
@@ -195,14 +197,16 @@ class Looks:
         self.sides = sides
         self.schedule = schedule
         self.budget_s = schedule.budget_s
-        self.clock = RoundClock(schedule.budget_s)
+        self.clock = RoundClock(schedule.budget_s, least=observations_needed(1))
         self.codes = [side.code or describe_code() for side in sides]  # once: it asks git
 
     def __call__(self, number: int) -> bool:
         elapsed, _ = self.clock.tick()
         # The next round is planned at the slowest of the last few (a look included): one slow round
-        # must not carry the session past its budget.
-        due = self.schedule.due(elapsed, max(self.clock.rounds_s[-3:]))
+        # must not carry the session past its budget. A budget that cannot buy the rounds any verdict
+        # needs at this pace is spent: the last look now, not rounds past the budget.
+        short = self.clock.cannot_reach(number)
+        due = True if short else self.schedule.due(elapsed, self.clock.planned_s())
         stop = False
         if due is not None:
             look = self.schedule.look(number, elapsed, due, self.changes())
@@ -236,19 +240,29 @@ def run_ab(request: Request, argv: list[str] | None = None) -> Session:
     plans = [request.plan, replace(request.plan, run_id=new_run_id(request.plan.suite))]
     while plans[1].run_id == plans[0].run_id:
         plans[1] = replace(request.plan, run_id=new_run_id(request.plan.suite))
-    sides = []
-    for side, plan, given, partner in zip(
-        AB_SIDES, plans, (request.baseline, request.candidate), plans[::-1], strict=True
-    ):
-        run_dir = open_run_folder(request.results_dir, plan.run_id, "run")
-        tree = resolve_tree(given, run_dir)
-        backend = make_backend(request.backend, replace(request.options, suites_dir=tree.suites))
-        label = f"{side}: {plain(tree.given)}, suites {(tree.code or describe_code())['suites_sha256'][:12]}"
-        sides.append(
-            Side(plan, backend, run_dir, tree.code, interleaved_record(side, partner.run_id, request.margin), label)
-        )
-        print(label, flush=True)
+    sides: list[Side] = []
+    made: list[Path] = []
+    try:
+        for side, plan, given, partner in zip(
+            AB_SIDES, plans, (request.baseline, request.candidate), plans[::-1], strict=True
+        ):
+            run_dir = open_run_folder(request.results_dir, plan.run_id, "run")
+            made.append(run_dir)
+            tree = resolve_tree(given, run_dir)
+            backend = make_backend(request.backend, replace(request.options, suites_dir=tree.suites))
+            label = f"{side}: {plain(tree.given)}, suites {(tree.code or describe_code())['suites_sha256'][:12]}"
+            record = interleaved_record(side, partner.run_id, request.margin)
+            sides.append(Side(plan, backend, run_dir, tree.code, record, label))
+            print(label, flush=True)
+    except BaseException:
+        for run_dir in made:  # no job of the session began (an engine that does not answer, a bad side)
+            remove_tree(run_dir)
+        raise
     schedule = None if request.budget_s is None else Schedule(request.budget_s)
     stop = None if schedule is None else Looks(sides, schedule)
-    execute_interleaved(sides, request.rounds, argv, stop)
-    return Session(sides[0].run_dir, sides[1].run_dir, schedule, time.monotonic() - began)
+    with discarded_unless_started(sides):
+        execute_interleaved(sides, request.rounds, argv, stop)
+    seconds = time.monotonic() - began
+    if stop is None:
+        return Session(sides[0].run_dir, sides[1].run_dir, schedule, seconds)
+    return Session(sides[0].run_dir, sides[1].run_dir, schedule, seconds, stop.clock.line(), stop.clock.short)

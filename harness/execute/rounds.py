@@ -8,8 +8,11 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import os
+import stat
 import statistics
 import sys
+from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, cast
@@ -17,16 +20,24 @@ from typing import Any, cast
 from harness.backends.base import Backend, serving
 from harness.core.errors import HarnessError
 from harness.core.result_types import Check, Metric, Result, Stats
-from harness.core.safe_files import NoSpace
+from harness.core.safe_files import NoSpace, is_regular, remove_tree
 from harness.core.schema import MISSING_ROUNDS, PER_SAMPLE, InvalidResult, derived_sources, load_result, load_summary
 from harness.execute.budget import Stop
-from harness.execute.runner import execute, sigterm_as_interrupt, warn
+from harness.execute.runner import FIRST, execute, sigterm_as_interrupt, warn
 from harness.judge import time_to_target
+from harness.store.plan import MAX_ROUNDS as MAX_ROUNDS  # the rounds a run may ask for, named beside the plan
 from harness.store.plan import Job, Plan
-from harness.store.run_folder import SUMMARY_FILE, RunWriter, mismatch, open_run_folder, run_lock
+from harness.store.run_folder import (
+    ROUNDS_DIR,
+    SUMMARY_FILE,
+    RunWriter,
+    mismatch,
+    open_run_folder,
+    round_folder,
+    run_lock,
+)
+from harness.text.escape import plain
 from suites.contract.stats import summarize
-
-MAX_ROUNDS = 50  # more processes than this tell nothing new about the noise, and a typo must not queue 10^6 jobs
 
 
 def pool(docs: list[Result], run_id: str) -> Result:
@@ -211,14 +222,39 @@ def execute_rounds(
     rounds: int,
     argv: list[str] | None = None,
     stop: Stop | None = None,
+    resume_dir: Path | None = None,
 ) -> Path:
-    run_dir = open_run_folder(results_dir, plan.run_id, "run")
-    execute_interleaved([Side(plan, backend, run_dir)], rounds, argv, stop)
+    """K rounds of the plan in a new run folder, or (`resume_dir`) the rounds a rounds run has not
+    finished: its finished rounds kept, its cut-short round resumed (only its jobs that are not ok run
+    again), the rounds it never reached run, and every round pooled again."""
+    run_dir = open_run_folder(results_dir, plan.run_id, "run", resume_dir)
+    side = Side(plan, backend, run_dir)
+    if resume_dir is None:
+        with discarded_unless_started([side]):
+            execute_interleaved([side], rounds, argv, stop)
+    else:
+        execute_interleaved([side], rounds, argv, stop, resume=True)
     return run_dir
 
 
+@contextlib.contextmanager
+def discarded_unless_started(sides: list[Side]) -> Iterator[None]:
+    """New run folders, removed again when the command fails before any round of them began (an
+    engine that does not answer, a side's code that cannot be exported): a folder with no job in it
+    is neither a run `show` can read nor one `--resume` can finish."""
+    try:
+        yield
+    except BaseException:
+        if not any(side.round_dirs for side in sides) and not any(
+            os.path.lexists(side.run_dir / ROUNDS_DIR) for side in sides
+        ):
+            for side in sides:
+                remove_tree(side.run_dir)
+        raise
+
+
 def execute_interleaved(
-    sides: list[Side], rounds: int, argv: list[str] | None = None, stop: Stop | None = None
+    sides: list[Side], rounds: int, argv: list[str] | None = None, stop: Stop | None = None, resume: bool = False
 ) -> None:
     """K rounds of every side's jobs, the sides alternating A B, B A, A B ... (so a drift that is
     linear in time hits them alike), each side pooled into its own run folder (already made).
@@ -235,12 +271,13 @@ def execute_interleaved(
             writer = RunWriter(side.run_dir, side.plan, side.backend.name, argv, side.code)
             writer.summary.update(side.extra)
             limit = {"rounds": rounds} if stop is None else {"budget_s": stop.budget_s, "max_rounds": rounds}
-            writer.start(plan_extra={**limit, **side.extra})
+            writer.start(plan_extra={**limit, **side.extra}, write_plan=not resume)
             writers.append(writer)
         full: NoSpace | None = None
+        refused: HarnessError | None = None
         try:
             with sigterm_as_interrupt():
-                interrupted = _run_rounds(sides, rounds, argv, stop)
+                interrupted = _run_rounds(sides, rounds, argv, stop, resume)
         except KeyboardInterrupt:
             # Between two jobs (a round's own interrupt is handled inside it): the rounds that
             # finished are pooled all the same.
@@ -250,22 +287,35 @@ def execute_interleaved(
             full, interrupted = error, True
             for writer in writers:
                 writer.release_reserve()
+        except HarnessError as error:
+            # A round that could not be made (e.g. something planted where its folder goes): the
+            # summaries were rewritten empty at the start, so the finished rounds are pooled back into
+            # them (left unfinished, for --resume) before the problem is said.
+            refused, interrupted = error, True
         closing = {} if stop is None else stop.record()
         for side, writer in zip(sides, writers, strict=True):
             _pool_side(side, writer, interrupted, closing)
         if full is not None:
             kept = ", ".join(side.run_dir.name for side in sides)
             raise NoSpace(full.path, full.strerror, f"the finished rounds are pooled in {kept}; free some space")
+        if refused is not None:
+            raise refused
 
 
-def _run_rounds(sides: list[Side], rounds: int, argv: list[str] | None, stop: Stop | None) -> bool:
-    """Every round of every side, alternating, until `stop` says so; True when one was interrupted."""
+def _run_rounds(sides: list[Side], rounds: int, argv: list[str] | None, stop: Stop | None, resume: bool) -> bool:
+    """Every round of every side, alternating, until `stop` says so; True when one was interrupted.
+    `resume`: a round already in the run folder is kept when it finished, resumed when it did not."""
     for number in range(1, rounds + 1):
+        kept = [side for side in sides if resume and _kept_round(side, number)]
+        if len(kept) == len(sides):
+            continue
         print(f"== round {number}/{rounds}" if stop is None else f"== round {number}", flush=True)
         for side in sides if number % 2 else sides[::-1]:
+            if side in kept:
+                continue
             if len(sides) > 1:
                 print(f"-- {side.label or side.plan.run_id}", flush=True)
-            if _run_round(side, number, argv):
+            if _run_round(side, number, argv, resume):
                 return True
         if stop is not None and stop(number):
             break
@@ -280,11 +330,48 @@ def round_params(params: dict[str, Any], number: int) -> dict[str, Any]:
     return dict(params, seed=int(params["seed"]) + number - 1)
 
 
-def _run_round(side: Side, number: int, argv: list[str] | None) -> bool:
-    """Round `number` of one side; True when it was interrupted (or its summary is unreadable)."""
+def _round_plan(side: Side, number: int) -> Plan:
     jobs = tuple(replace(job, params=round_params(job.params, number)) for job in side.plan.jobs)
-    round_plan = replace(side.plan, run_id=f"round-{number}", jobs=jobs)
-    round_dir = execute(round_plan, side.backend, side.run_dir / "rounds", argv, code=side.code)
+    return replace(side.plan, run_id=round_folder(side.run_dir, number).name, jobs=jobs, extra={})
+
+
+def _kept_round(side: Side, number: int) -> bool:
+    """On resume: whether round `number` of this side finished before (every job ok or skipped), and
+    so is kept as it is. A round folder that is a link, or whose summary is unreadable, is not kept."""
+    folder = round_folder(side.run_dir, number)
+    if not (_real_folder(folder.parent) and _real_folder(folder)):
+        return False
+    try:
+        summary = load_summary(folder / SUMMARY_FILE)
+    except HarnessError:
+        return False
+    done = not summary.get("interrupted") and {j.framework for j in side.plan.jobs} == {
+        e.get("framework") for e in summary["jobs"] if isinstance(e, dict) and e.get("status") in ("ok", "skipped")
+    }
+    if done:
+        side.round_dirs.append(folder)
+    return done
+
+
+def _real_folder(path: Path) -> bool:
+    try:
+        return stat.S_ISDIR(os.lstat(path).st_mode)
+    except OSError:
+        return False
+
+
+def _run_round(side: Side, number: int, argv: list[str] | None, resume: bool = False) -> bool:
+    """Round `number` of one side; True when it was interrupted (or its summary is unreadable).
+    `resume`: a round folder left by an interrupted run is resumed (its ok jobs kept), not made again."""
+    folder = round_folder(side.run_dir, number)
+    for path in (folder.parent, folder):
+        if resume and os.path.lexists(path) and not _real_folder(path):  # never written through
+            raise HarnessError(f"{plain(path)} is not a folder of this run (a link or a file); remove it, then resume")
+    again = folder if resume and os.path.lexists(folder) else None
+    if again is not None and not is_regular(folder / SUMMARY_FILE):
+        remove_tree(folder)  # cut short before its summary was written: nothing of it to keep
+        again = None
+    round_dir = execute(_round_plan(side, number), side.backend, folder.parent, argv, resume_dir=again, code=side.code)
     side.round_dirs.append(round_dir)
     try:
         return bool(load_summary(round_dir / SUMMARY_FILE).get("interrupted"))
@@ -294,9 +381,18 @@ def _run_round(side: Side, number: int, argv: list[str] | None) -> bool:
 
 
 def _pool_side(side: Side, writer: RunWriter, interrupted: bool, closing: dict[str, Any]) -> None:
-    for job, doc in pooled(side):
-        writer.add(job, doc)
-    writer.finish(rounds=len(side.round_dirs), interrupted=interrupted, **closing)
+    found = dict((job.framework, doc) for job, doc in pooled(side))
+    for job in side.plan.jobs:
+        doc = found.get(job.framework)
+        if doc is not None:
+            writer.add(job, doc)
+        elif interrupted:
+            # No round of this job began (e.g. Ctrl-C in the other side's first round): recorded as
+            # interrupted, like a job of a plain run that an interrupt kept from starting.
+            writer.add_placeholder(job, "interrupted", FIRST)
+    # `rounds` counts the rounds that ran; a side none of whose rounds began has none to count.
+    counted = {"rounds": len(side.round_dirs)} if side.round_dirs else {}
+    writer.finish(**counted, interrupted=interrupted, **closing)
 
 
 def pooled(side: Side) -> list[tuple[Job, Result]]:

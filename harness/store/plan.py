@@ -17,7 +17,7 @@ from harness.core.schema import RUN_ID
 from harness.text.escape import plain
 from suites.contract.frameworks import FRAMEWORKS, Framework
 from suites.contract.job_spec import DEVICES, JobOptions, JobSpec
-from suites.contract.registry import all_suites
+from suites.contract.registry import all_suites, broken_problem
 from suites.contract.settings import CACHE_MODES, PRECISIONS
 from suites.contract.spec import SMOKE_REPEAT, SMOKE_WARMUP, ParamValue, SpecError, SuiteSpec
 
@@ -25,6 +25,10 @@ MAX_TIMEOUT_S = 7 * 24 * 3600.0  # a week: beyond it a wait would overflow some 
 MAX_COUNT = 10_000  # repeat, warmup, threads: larger is a typo, and a result holds at most 10000 samples
 BACKENDS = (*RUNS, *EXPORTS)  # what a plan may name: harness/core/backend_table.py
 K8S_NAME = re.compile(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?")  # DNS-1123 subdomain
+MAX_ROUNDS = 50  # more processes than this tell nothing new about the noise, and a typo must not queue 10^6 jobs
+# What plan.json of a rounds run records beyond its rounds when it was not a fixed count of them:
+# a time budget (harness/execute/budget.py) or one side of a `harness ab` session.
+SESSION_KEYS = ("budget_s", "interleaved")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -70,6 +74,31 @@ class Plan:
             "jobs": [asdict(job) for job in self.jobs],
             **self.extra,
         }
+
+
+def planned_rounds(plan: Plan) -> int | None:
+    """The rounds a run read back from plan.json was planned with (None: each job once), for a resume
+    that goes on as a rounds run; a run whose rounds were a budget's or an `ab` session's is refused:
+    neither the time it had nor the other side's interleaving can be given back to it."""
+    if "budget_s" in plan.extra:
+        raise HarnessError(
+            f"run {plan.run_id} ran rounds until a --budget was spent; a resume cannot give back the time it had: "
+            "start a new run (its finished rounds are pooled in it as they are)"
+        )
+    if "interleaved" in plan.extra:
+        raise HarnessError(
+            f"run {plan.run_id} is one side of a `harness ab` session; resuming one side alone would not "
+            "interleave it with the other: start a new session"
+        )
+    rounds = plan.extra.get("rounds")
+    if rounds is None or rounds == 1 and not isinstance(rounds, bool):
+        return None
+    if isinstance(rounds, bool) or not isinstance(rounds, int) or not 2 <= rounds <= MAX_ROUNDS:
+        raise HarnessError(
+            f"plan.json of run {plan.run_id}: rounds {plain(rounds)!r} is not a number of rounds from 2 to "
+            f"{MAX_ROUNDS}; start a new run"
+        )
+    return rounds
 
 
 def new_run_id(suite: str) -> str:
@@ -345,7 +374,7 @@ def _plan_from_record(record: Any) -> Plan:
         )
         if not ok:
             raise HarnessError(f"data_dir {plain(job.data_dir)!r} is not where a {backend} run keeps its data")
-    extra = {k: v for k, v in record.items() if k in ("rounds", "namespace")}
+    extra = {k: v for k, v in record.items() if k in ("rounds", "namespace", *SESSION_KEYS)}
     return Plan(run_id=run_id, suite=spec.name, baseline=str(baseline), jobs=tuple(jobs), backend=backend, extra=extra)
 
 
@@ -355,6 +384,9 @@ def visible_suites(include_hidden: bool = False) -> dict[str, SuiteSpec]:
 
 
 def get_suite(name: str) -> SuiteSpec:
+    problem = broken_problem(name)  # a folder that would not load: its own line, not "unknown suite"
+    if problem is not None:
+        raise HarnessError(f"suite {plain(name)} is broken: {problem}")
     suites = all_suites()
     if name not in suites:
         valid = ", ".join(visible_suites())

@@ -18,6 +18,7 @@ import contextlib
 import hashlib
 import math
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -42,6 +43,7 @@ from harness.core.safe_files import (
 )
 from harness.core.schema import (
     GIT_COMMIT,
+    RUN_ID,
     InvalidResult,
     code_problem,
     interleaved_problem,
@@ -101,6 +103,25 @@ def new_run_folder(results_dir: Path, run_id: str, how: str) -> Path:
             "or move that run away first"
         ) from None
     return run_dir
+
+
+# A rounds run (harness/execute/rounds.py) keeps each round as a run folder of its own below it:
+# RUN/rounds/round-K, run id `round-K`. Named here once, so a backend can tell whose round a job is.
+ROUNDS_DIR = "rounds"
+ROUND_ID = re.compile(r"round-([1-9][0-9]{0,5})")
+
+
+def round_folder(run_dir: Path, number: int) -> Path:
+    return run_dir / ROUNDS_DIR / f"round-{number}"
+
+
+def round_of(run_dir: Path, run_id: str) -> tuple[str, int] | None:
+    """(the run's id, K) when `run_dir` is round K of a rounds run, else None."""
+    found = ROUND_ID.fullmatch(run_id)
+    parent = run_dir.parent
+    if found is None or run_dir.name != run_id or parent.name != ROUNDS_DIR or not RUN_ID.fullmatch(parent.parent.name):
+        return None
+    return parent.parent.name, int(found.group(1))
 
 
 def resolve_run(ref: str, results_dir: Path) -> Path:
