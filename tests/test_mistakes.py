@@ -8,26 +8,39 @@ from pathlib import Path
 import pytest
 
 from harness.execute.mistakes import CONTROL, LIMITATIONS, Outcome, corpus, guard_names, planted_corpus, table
+from harness.judge import guards
 from tests.conftest import harness
 from tests.planted import harness_in, planted_repo
 
 
 def lines(stdout: str) -> list[str]:
-    return [x for x in stdout.splitlines() if x[:6] in ("CAUGHT", "MISSED", "QUIET ", "FALSE ", "n/a   ")]
+    marks = ("CAUGHT", "MISSED", "UNDECIDED", "QUIET", "FALSE", "n/a")
+    return [x for x in stdout.splitlines() if x.split()[:1] and x.split()[0] in marks]
 
 
 @pytest.mark.slow
 def test_every_planted_mistake_is_caught_by_its_own_guard(tmp_path: Path) -> None:
     proc = harness("selftest", "--mistakes", "--results-dir", str(tmp_path))
-    assert proc.returncode == 0, proc.stdout + proc.stderr
     got = lines(proc.stdout)
     assert len(got) == 1 + len(corpus("cpu")), proc.stdout
     assert got[0].startswith("QUIET   none"), got[0]  # the control: honest code raises nothing
+    undecided = 0
     for row, mistake in zip(got[1:], corpus("cpu"), strict=True):
+        guard = guards.by_name(mistake.guard)
+        if row.startswith("UNDECIDED"):
+            # Only extra_threads needs what a busy machine may withhold (a second free core); every
+            # other row is planted to be caught whatever the machine's speed.
+            assert mistake.name == "extra_threads" and guard is not None and guard.timing, row
+            assert "machine disturbed: " in row, row
+            undecided += 1
+            continue
         assert row.startswith(f"CAUGHT  {mistake.name}") and f"must raise {mistake.guard}; raised" in row, row
         assert "against the honest" not in row, row
+    assert proc.returncode == (3 if undecided else 0), proc.stdout + proc.stderr
     assert len(list(tmp_path.iterdir())) == len(got)  # one kept run folder each, for `harness show`
-    assert f"mistakes: {len(got)} caught (the control included), 0 missed" in proc.stdout
+    assert f"mistakes: {len(got) - undecided} caught (the control included), 0 missed, {undecided} undecided" in (
+        proc.stdout
+    )
     # What no guard catches yet is in the table as a limitation, never as a catch.
     limits = [row for row in proc.stdout.splitlines() if "| limitation: " in row]
     assert len(limits) == len(LIMITATIONS) and all("| not planted |" in row for row in limits), limits
@@ -53,10 +66,16 @@ def test_the_corpus_fails_when_a_guard_is_removed(guard: str, tmp_path: Path) ->
     path, edit, mistake = REMOVED[guard]
     repo = planted_repo(tmp_path, {}, {path: edit})
     proc = harness_in(repo, "selftest", "--mistakes", "--only", mistake, "--results-dir", str(tmp_path / "r"))
-    assert proc.returncode == 1, proc.stdout + proc.stderr
     got = lines(proc.stdout)
     assert got[0].startswith("QUIET"), got  # the control still passes: nothing else broke
-    assert got[1].startswith(f"MISSED  {mistake}"), got
+    timing = guards.by_name(next(m for m in planted_corpus() if m.name == mistake).guard)
+    if got[1].startswith(f"UNDECIDED  {mistake}"):
+        # Only a timing guard's silence may be the machine's doing, and only with the evidence named.
+        assert timing is not None and timing.timing and "machine disturbed: " in got[1], got
+        assert proc.returncode == 3, proc.stdout + proc.stderr
+    else:
+        assert got[1].startswith(f"MISSED  {mistake}"), got
+        assert proc.returncode == 1, proc.stdout + proc.stderr
 
 
 def test_the_corpus_on_a_gpu_adds_the_cuda_mistake_and_drops_what_a_gpu_cannot_show() -> None:

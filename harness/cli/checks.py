@@ -75,7 +75,7 @@ def selftest(
 
 
 def _mistakes(device: str, results_dir: Path, only: str | None) -> None:
-    from harness.execute.mistakes import LIMITATIONS, limitation_rows, run_mistakes, table
+    from harness.execute.mistakes import exit_status, limitation_rows, run_mistakes, summary, table
 
     names = [n.strip() for n in only.split(",")] if only is not None else None
     if names is not None and (not all(names) or len(set(names)) != len(names)):
@@ -87,10 +87,5 @@ def _mistakes(device: str, results_dir: Path, only: str | None) -> None:
     if names is None:  # the whole corpus: what it cannot catch yet is part of the answer
         for row in limitation_rows():
             typer.echo(row)
-    missed = [o for o in outcomes if o.caught is False]
-    caught = sum(o.caught is True for o in outcomes)
-    skipped = sum(o.caught is None for o in outcomes)
-    limits = f", {len(LIMITATIONS)} documented limitations (not planted)" if names is None else ""
-    typer.echo(f"mistakes: {caught} caught (the control included), {len(missed)} missed, {skipped} not run here"
-               + limits)  # fmt: skip
-    raise typer.Exit(FAILED if missed or not caught else 0)
+    typer.echo(summary(outcomes, limitations=names is None))
+    raise typer.Exit(exit_status(outcomes))

@@ -16,11 +16,13 @@ class Implausible(Guard):
     heading = IMPLAUSIBLE
     catches = "implausible rate (above the device's peak)"
     order = 20
+    timing = True
     planted = (
         Planted("memoised", "the product cached after the first call", "numpy", "jax", devices=("cpu",)),
         Planted("memoised", "the product cached after the first call", "pytorch", "jax"),
         Planted("dead_code", "a jitted product whose result is never used (XLA deletes it)", "jax", "numpy"),
-        Planted("inflated_flops", "a FLOP count 10 times the real one", "pytorch", "numpy"),
+        Planted("inflated_flops", "a FLOP count inflated to twice what the device can do in the time measured",
+                "pytorch", "numpy"),
     )  # fmt: skip
 
     def hits(self, evidence: Evidence) -> Sequence[Hit]:

@@ -18,6 +18,7 @@ class SyncEscape(Guard):
     heading = ESCAPED
     catches = "sync escaped (a barrier after the clock found the work still running)"
     order = 10
+    timing = True
     planted = (
         Planted("unsynchronised", "the clock stops before JAX's asynchronous matmul ends (no block_until_ready)",
                 "jax", "numpy"),

@@ -22,6 +22,7 @@ class Threads(Guard):
     heading = "THREADS - the job kept more cores busy than --threads allows"
     catches = "more cores busy than --threads allows (CPU time per second of the samples)"
     order = 40
+    timing = True
     # N = 1024: samples of tens of ms, long enough for the CPU time per second to be read.
     planted = (
         Planted("extra_threads",
