@@ -145,9 +145,32 @@ def test_ab_whose_first_round_shows_the_budget_too_small_stops_there_and_names_w
     [line] = [x for x in proc.stderr.splitlines() if x.startswith("error: ")]
     assert "cannot buy the 4 a verdict needs" in line and "give --budget" in line
     assert proc.stdout.count("== round ") == 1
-    for run in (tmp_path / "r").iterdir():
-        summary = load_summary(run / "summary.json")
-        assert summary["rounds"] == 1 and summary["budget"]["over"] is False
+    # The first side alone showed it (6 s x 2 sides x 4 rounds > 20 s): the second never started.
+    summaries = [load_summary(run / "summary.json") for run in (tmp_path / "r").iterdir()]
+    ran = [s for s in summaries if s.get("rounds") == 1]
+    unstarted = [s for s in summaries if "rounds" not in s]
+    assert len(ran) == 1 and len(unstarted) == 1, summaries
+    assert [j["status"] for j in unstarted[0]["jobs"]] == ["skipped"]
+    assert all(s["budget"]["over"] is False for s in summaries)
+
+
+def test_a_first_round_the_budget_cannot_afford_stops_after_the_side_that_shows_it() -> None:
+    """664 s on a 120 s budget (issue 57): one side of the first round at N=5000 took minutes. After it,
+    the whole round (both sides) times the rounds a verdict needs is known to be past the budget, so the
+    other side never starts; a side that fits goes on."""
+    ticks = Ticks()
+    clock = RoundClock(120.0, least=4, now=ticks)
+    ticks.t += 180.0  # side A of round 1
+    assert clock.after_side(1, 1, 2) and clock.short and clock.estimate_s == 360.0
+    assert "at about 360 s a round it cannot buy the 4 a verdict needs" in clock.line()
+    fits = int(re.search(r"give --budget (\d+)s", clock.line()).group(1))  # type: ignore[union-attr]
+    assert 1584 <= fits <= 1585  # 4 rounds x 360 s, a tenth to spare
+    quick = RoundClock(120.0, least=4, now=(t := Ticks()))
+    t.t += 10.0
+    assert not quick.after_side(1, 1, 2) and not quick.short  # 4 x 20 s fits: on to side B
+    t.t += 10.0
+    assert not quick.after_side(1, 2, 2)  # the round is complete: the clock's round check decides
+    assert not quick.after_side(2, 1, 2)  # past the first round the measured rounds decide
 
 
 def _disturbed_side(path: Path, run_id: str, side: str, other: str) -> Path:

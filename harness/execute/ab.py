@@ -215,6 +215,9 @@ class Looks:
         self.clock.restart_round()
         return stop
 
+    def after_side(self, number: int, done: int, of: int) -> bool:
+        return self.clock.after_side(number, done, of)
+
     def record(self) -> dict[str, Any]:
         return {**self.clock.record(), "sequential": sequential.record(self.schedule)}
 

@@ -39,6 +39,9 @@ from harness.store.run_folder import (
 from harness.text.escape import plain
 from suites.contract.stats import summarize
 
+# A side of a session whose budget ran out inside the first round, before this side began.
+UNAFFORDED = "the budget could not buy a round of this side: the session stopped before it began"
+
 
 def pool(docs: list[Result], run_id: str) -> Result:
     """One result from the same job's rounds: samples concatenated, first calls kept per round."""
@@ -310,13 +313,16 @@ def _run_rounds(sides: list[Side], rounds: int, argv: list[str] | None, stop: St
         if len(kept) == len(sides):
             continue
         print(f"== round {number}/{rounds}" if stop is None else f"== round {number}", flush=True)
-        for side in sides if number % 2 else sides[::-1]:
+        order = sides if number % 2 else sides[::-1]
+        for done, side in enumerate(order, start=1):
             if side in kept:
                 continue
             if len(sides) > 1:
                 print(f"-- {side.label or side.plan.run_id}", flush=True)
             if _run_round(side, number, argv, resume):
                 return True
+            if stop is not None and stop.after_side(number, done, len(order)):
+                return False  # a first round the budget cannot afford: the other sides never start
         if stop is not None and stop(number):
             break
     return False
@@ -390,6 +396,9 @@ def _pool_side(side: Side, writer: RunWriter, interrupted: bool, closing: dict[s
             # No round of this job began (e.g. Ctrl-C in the other side's first round): recorded as
             # interrupted, like a job of a plain run that an interrupt kept from starting.
             writer.add_placeholder(job, "interrupted", FIRST)
+        elif not side.round_dirs:
+            # The budget stopped the session inside its first round, before this side began.
+            writer.add_placeholder(job, "skipped", UNAFFORDED)
     # `rounds` counts the rounds that ran; a side none of whose rounds began has none to count.
     counted = {"rounds": len(side.round_dirs)} if side.round_dirs else {}
     writer.finish(**counted, interrupted=interrupted, **closing)
