@@ -22,7 +22,7 @@ BROKEN: dict[str, tuple[str, tuple[str, ...]]] = {
     "imports": ("import no_such_module_anywhere\n", ("cannot be imported", "no_such_module_anywhere")),
     "raises": ("raise RuntimeError('boom at import')\n", ("raises RuntimeError: boom at import",)),
     "exits": ("import sys\nsys.exit(3)\n", ("calls sys.exit(3) at import",)),
-    "integer": ("SPEC = 42\n", ("SPEC is a int, not a SuiteSpec",)),
+    "integer": ("SPEC = 42\n", ("SPEC is of type int, not a SuiteSpec",)),
     "nospec": ("X = 1\n", ("defines no SPEC",)),
     "mismatch": (GOOD.format(name="other"), ("SPEC.name is 'other' but the folder is 'mismatch'",)),
 }
