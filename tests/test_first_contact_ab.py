@@ -162,7 +162,8 @@ def test_a_first_round_the_budget_cannot_afford_stops_after_the_side_that_shows_
     clock = RoundClock(120.0, least=4, now=ticks)
     ticks.t += 180.0  # side A of round 1
     assert clock.after_side(1, 1, 2) and clock.short and clock.estimate_s == 360.0
-    assert "at about 360 s a round it cannot buy the 4 a verdict needs" in clock.line()
+    assert clock.line().startswith("budget: part of the first round in 180 s of a 120 s budget; at about 360 s a round")
+    assert "cannot buy the 4 a verdict needs" in clock.line()
     fits = int(re.search(r"give --budget (\d+)s", clock.line()).group(1))  # type: ignore[union-attr]
     assert 1584 <= fits <= 1585  # 4 rounds x 360 s, a tenth to spare
     quick = RoundClock(120.0, least=4, now=(t := Ticks()))

@@ -119,8 +119,9 @@ class RoundClock:
         rounds = len(self.rounds_s)
         spent = f"{self.elapsed:.0f} s of a {self.budget_s:.0f} s budget"
         if self.short:
+            ran = f"{rounds} round(s)" if rounds else "part of the first round"
             return (
-                f"budget: {rounds} round(s) in {spent}; at about {self._round_s():.0f} s a round it cannot buy the "
+                f"budget: {ran} in {spent}; at about {self._round_s():.0f} s a round it cannot buy the "
                 f"{self.least} a verdict needs, so it stopped: give --budget {self.fitting_budget_s()}s, or a smaller "
                 "workload (e.g. --param matrix_size=...)"
             )
