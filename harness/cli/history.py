@@ -18,11 +18,11 @@ from harness.core.safe_files import write_bytes_atomic
 from harness.judge.assessment import assess
 from harness.judge.history import find_changes, series_of
 from harness.publish.collect import Progress, collect
+from harness.publish.progress import SHOW_FROM  # one size of a "large" results folder: history, publish
 from harness.report.exports import Format
 from harness.report.history_report import history_junit, render_history
 from harness.text.escape import plain, utf8
 
-SHOW_FROM = 200  # folders: fewer read in a second or two, with nothing to watch
 PLAIN_EVERY_S = 5.0  # stderr that is not a terminal (a CI log): a whole line this often, no \r redraws
 
 
