@@ -73,6 +73,12 @@ def job_settings(job: JobSpec, spec: SuiteSpec) -> Settings:
     )
 
 
+def _profiler_of(adapter: Any, settings: Settings) -> Any:
+    """A factory of the framework's profiler (None: the adapter has none, as NumPy's)."""
+    make = getattr(adapter, "profiler", None)
+    return None if make is None else (lambda: make(settings))
+
+
 def _scratch(out: Path, backend: str) -> str:
     """A new folder for the job's cold caches. A local job's folder (its result's) is the harness's
     and is removed after the job whatever happened, so a job killed at its timeout leaves nothing in
@@ -111,6 +117,7 @@ def run_job(
             "x64": spec.x64,
             "cache": cache,
             "precision": job.precision,
+            "profile": job.profile,
         },
     )
     out = Path(job.result_path)
@@ -163,6 +170,8 @@ def run_job(
             energy_meter=meter,
             # Compilations inside a steady sample's clock mark it `compiled` (a retrace per call).
             compile_counter=getattr(adapter, "compile_counter", None),
+            profiler=_profiler_of(adapter, settings),
+            profile_steps=job.profile,
             data_dir=Path(job.data_dir) if job.data_dir is not None else None,
             artifacts_dir=out.parent / f"{framework.name}-artifacts",
             result_path=out,
@@ -199,6 +208,8 @@ def run_job(
             result["dataset"] = ctx.dataset
         if ctx.training:
             result["training"] = ctx.training
+        if ctx.profiles:
+            result["profiles"] = ctx.profiles
     result["finished_at"] = utc_now()
     result["duration_s"] = time.perf_counter() - started
     write_json_atomic(out, result)

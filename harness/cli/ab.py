@@ -23,12 +23,16 @@ from harness.cli.options import (
     PrecisionOption,
     Processes,
     ProcessesOption,
+    ProfileOption,
+    ProfileSide,
+    ProfileStepsOption,
     Quiet,
     ResultsDir,
     ThreadsOption,
     backend_options,
     default_data_dir,
     default_results_dir,
+    profile_steps,
     require_datasets,
 )
 from harness.cli.results import check_gate_options, conclude
@@ -92,6 +96,16 @@ def ab_command(
     backend: BackendOption = BackendName("auto"),
     threads: ThreadsOption = None,
     precision: PrecisionOption = Precision("fp32"),
+    profile: ProfileOption = False,
+    profile_steps_given: ProfileStepsOption = None,
+    profile_side: Annotated[
+        ProfileSide,
+        typer.Option(
+            "--profile-side",
+            help="with --profile: which side's jobs profile (both, or one: an A/A of the same code with one side "
+            "profiled shows that profiling leaves the timed samples alone)",
+        ),
+    ] = ProfileSide.both,
     timeout: Annotated[Optional[float], typer.Option(help="per-job time limit in seconds [default: suite's]")] = None,
     fail_above: FailAboveOption = None,
     junit: JunitOption = None,
@@ -130,6 +144,9 @@ def ab_command(
         backend=backend_name,
     )
     require_datasets(plan)
+    steps = profile_steps(profile, profile_steps_given)
+    if profile_side != ProfileSide.both and not steps:
+        raise HarnessError("--profile-side picks the side that profiles: add --profile")
     budget_s = None if budget is None else sequential.parse_budget(budget)
     if budget_s is not None and rounds is not None:
         raise HarnessError("--budget buys as many rounds as it can and stops when the evidence is clear; "
@@ -163,6 +180,10 @@ def ab_command(
         options=backend_options(quiet=quiet, processes=processes),
         budget_s=budget_s,
         margin=margin_share,
+        profile_steps=(
+            steps if profile_side != ProfileSide.candidate else 0,
+            steps if profile_side != ProfileSide.baseline else 0,
+        ),
     )
     session = ab.run_ab(request, argv=["harness"] + sys.argv[1:])
     raise typer.Exit(session_verdict(session, fmt, fail_above, junit))

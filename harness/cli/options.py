@@ -21,7 +21,10 @@ from harness.store.plan import Plan
 from harness.text.escape import plain
 from suites.contract.frameworks import STACKS
 from suites.contract.job_spec import DEVICES
+from suites.contract.profiles import MAX_STEPS as MAX_PROFILE_STEPS
 from suites.contract.settings import PRECISIONS
+
+PROFILE_STEPS = 5  # enough steady steps to see the median step, few enough to cost seconds
 
 Device = Enum("Device", [(name, name) for name in DEVICES], type=str)  # type: ignore[misc]
 
@@ -43,6 +46,12 @@ class Transfer(str, Enum):
     auto = "auto"
     bind = "bind"
     copy = "copy"
+
+
+class ProfileSide(str, Enum):
+    both = "both"
+    baseline = "baseline"
+    candidate = "candidate"
 
 
 class Processes(str, Enum):
@@ -224,6 +233,34 @@ PrecisionOption = Annotated[
         "layers). The precision probe records what really ran (docs/method.md)"
     ),
 ]
+ProfileOption = Annotated[
+    bool,
+    typer.Option(
+        "--profile",
+        help="after each time metric's samples, a few more steady steps under the framework's own profiler "
+        "(never among the timed samples); the traces are kept in the run folder (Chrome trace-event JSON: "
+        "Perfetto, chrome://tracing) and `harness show RUN --profile` says where each step's time went",
+    ),
+]
+ProfileStepsOption = Annotated[
+    Optional[int],
+    typer.Option(
+        "--profile-steps", metavar="N", help=f"with --profile: steps profiled per metric [default: {PROFILE_STEPS}]"
+    ),
+]
+
+
+def profile_steps(profile: bool, steps: int | None) -> int:
+    """The steps each job profiles per time metric (0: no profile), from --profile and --profile-steps."""
+    if steps is None:
+        return PROFILE_STEPS if profile else 0
+    if not profile:
+        raise HarnessError("--profile-steps goes with --profile; add --profile, or drop --profile-steps")
+    if not 1 <= steps <= MAX_PROFILE_STEPS:
+        raise HarnessError(f"--profile-steps {steps} must be a whole number from 1 to {MAX_PROFILE_STEPS}")
+    return steps
+
+
 StacksOption = Annotated[
     Optional[str], typer.Option("--stacks", help="comma-separated stacks (default: all of jax, numpy, pytorch)")
 ]

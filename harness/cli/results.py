@@ -20,6 +20,7 @@ from harness.report.comparison import render_comparison
 from harness.report.exports import Format, render_run
 from harness.report.folder import write_report
 from harness.report.junit import comparison_junit
+from harness.report.profile_text import profile_text, render_profile_comparison
 from harness.report.sparklines import render_plots
 from harness.store.run_folder import Run, load_run, resolve_run
 from harness.text.escape import plain, utf8
@@ -32,15 +33,25 @@ def show(
     plot: Annotated[
         bool, typer.Option("--plot", help="after the table: every sample in order as a sparkline, and learning curves")
     ] = False,
+    profile: Annotated[
+        bool,
+        typer.Option(
+            "--profile",
+            help="after the table: where each framework's steady step spends its time (runs with --profile)",
+        ),
+    ] = False,
 ) -> None:
     """Re-render a finished run from its files alone."""
-    if plot and fmt != Format.table:
-        raise HarnessError(f"--plot draws text for a terminal and goes with --format table, not {fmt.value}")
+    for option, given in (("--plot", plot), ("--profile", profile)):
+        if given and fmt != Format.table:
+            raise HarnessError(f"{option} draws text for a terminal and goes with --format table, not {fmt.value}")
     run = whole(readable(load_run(resolve_run(run_ref, results_dir or default_results_dir()))))
     judged = assess(run)
     typer.echo(render_run(judged, fmt))
     if plot:
         typer.echo("\n" + render_plots(judged))
+    if profile:
+        typer.echo("\n" + profile_text(judged))
     said_unfinished(run)
 
 
@@ -51,15 +62,27 @@ def compare(
     junit: JunitOption = None,
     results_dir: ResultsDir = None,
     fmt: FormatOption = Format.table,
+    profile: Annotated[
+        bool,
+        typer.Option("--profile", help="after the verdicts: the two runs' profiles side by side, category by category"),
+    ] = False,
 ) -> None:
     """Two runs of one suite: per-metric ratio with its interval, significance, geometric mean."""
     check_gate_options(fail_above, junit)
+    if profile and fmt != Format.table:
+        raise HarnessError(f"--profile draws text for a terminal and goes with --format table, not {fmt.value}")
     base = results_dir or default_results_dir()
     runs = [whole(readable(load_run(resolve_run(run, base)))) for run in (run_a, run_b)]
     for run in runs:
         if (found := unfinished(run)) is not None:
             typer.echo(f"warning: {found[0]}", err=True)  # its finished jobs still compare
-    code = conclude(conclusion.finish(assess(runs[0]), assess(runs[1])), fmt, fail_above, junit)
+    judged = [assess(run) for run in runs]
+    code = conclude(conclusion.finish(judged[0], judged[1]), fmt, fail_above, junit)
+    if profile:
+        names = (plain(runs[0].path.name), plain(runs[1].path.name))
+        typer.echo("\n" + render_profile_comparison(judged[0].breakdowns, judged[1].breakdowns, names))
+        for problem in (*judged[0].profile_problems, *judged[1].profile_problems):
+            typer.echo(f"profile: {plain(problem)}", err=True)
     raise typer.Exit(code)
 
 

@@ -27,6 +27,8 @@ from harness.cli.options import (
     PrecisionOption,
     Processes,
     ProcessesOption,
+    ProfileOption,
+    ProfileStepsOption,
     Quiet,
     ResultsDir,
     ThreadsOption,
@@ -36,6 +38,7 @@ from harness.cli.options import (
     default_data_dir,
     default_results_dir,
     parse_pythons,
+    profile_steps,
     require_datasets,
 )
 from harness.core import cache_home
@@ -47,6 +50,7 @@ from harness.execute.runner import calibrate, execute
 from harness.judge import noise_floor, sequential
 from harness.judge.assessment import assess, run_exit_code
 from harness.report.exports import Format, render_run
+from harness.report.profile_text import profile_text
 from harness.store.calibration import attach as attach_calibration
 from harness.store.calibration import check_mode as check_calibrate_mode
 from harness.store.calibration import describe as describe_calibration
@@ -123,6 +127,8 @@ def run(
         ),
     ] = "cold",
     precision: PrecisionOption = Precision("fp32"),
+    profile: ProfileOption = False,
+    profile_steps_given: ProfileStepsOption = None,
     smoke: Annotated[
         bool, typer.Option("--smoke", help="the suite's smallest real size (its declared smoke parameters), 3 samples")
     ] = False,
@@ -139,11 +145,14 @@ def run(
     """Run one suite on several frameworks, one isolated job each, and print the comparison."""
     target = results_dir or default_results_dir()
     check_calibrate_mode(calibrate_mode)
+    steps = profile_steps(profile, profile_steps_given)
     pythons = parse_pythons(python)
     budget_s = None if budget is None else sequential.parse_budget(budget)
     if resume is not None:
-        if suite is not None or frameworks is not None or param:
-            raise HarnessError("--resume RUN re-uses that run's plan; drop --suite, --frameworks and --param")
+        if suite is not None or frameworks is not None or param or steps:
+            raise HarnessError(
+                "--resume RUN re-uses that run's plan; drop --suite, --frameworks, --param and --profile"
+            )
         if budget_s is not None:
             raise HarnessError("--budget runs rounds, and --resume re-runs single jobs; drop one of them")
         longer = check_timeout(timeout) if timeout is not None else None  # the options first, then the files
@@ -174,6 +183,7 @@ def run(
                 smoke=smoke,
                 cache=cache,
                 precision=precision.value,
+                profile=steps,
             ),
             backend=backend_name,
         )
@@ -228,6 +238,8 @@ def run(
     attach_calibration(run_dir, ceilings)
     judged = assess(load_run(run_dir))
     typer.echo("\n" + render_run(judged, fmt))
+    if fmt is Format.table and any(job.profile for job in plan.jobs):
+        typer.echo("\n" + profile_text(judged))
     typer.echo(f"\nrun folder: {run_dir}", err=fmt is not Format.table)
     if judged.crowded:
         typer.echo(f"run flagged: {judged.crowded}", err=True)

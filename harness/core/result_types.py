@@ -20,7 +20,7 @@ from typing import (
     Union,
 )
 
-from annotated_types import Ge, Le, MaxLen, MinLen
+from annotated_types import Ge, Gt, Le, MaxLen, MinLen
 from pydantic import AllowInfNan, Strict
 from typing_extensions import NotRequired, TypedDict
 
@@ -247,6 +247,28 @@ class Training(TypedDict, total=False):
     target: Target | None
 
 
+MAX_PROFILES = 64  # one per time metric of a job; no suite has this many
+MAX_PROFILE_STEPS = 50  # suites/runtime/profiling.py MAX_STEPS
+
+
+class Profile(TypedDict):
+    """A time metric's profile (suites/runtime/profiling.py): a few steady steps under the framework's
+    profiler, after the timed samples. `trace`: the trace file under the job's artefact folder (the host
+    re-validates the name before it builds a path); `error`: why there is none."""
+
+    metric: Name
+    steps_per_sample: Annotated[float, Strict(), AllowInfNan(False), Gt(0), Le(MAX_MAGNITUDE)]
+    device_kind: Literal["cpu", "gpu"]
+    trace: NotRequired[Name]
+    profiler: NotRequired[Text]
+    steps: NotRequired[Annotated[int, Strict(), Ge(1), Le(MAX_PROFILE_STEPS)]]
+    step_s: NotRequired[Annotated[list[NonNegative], Strict(), MinLen(1), MaxLen(MAX_PROFILE_STEPS)]]
+    capture_s: NotRequired[NonNegative]
+    ops: NotRequired[Name]  # JAX: what each XLA operation runs, beside the trace (suites/runtime/hlo_ops.py)
+    ops_error: NotRequired[Text]
+    error: NotRequired[Text]
+
+
 # mypy's view of the open objects stays `dict[str, Any]` (callers read keys the shape leaves open,
 # and build them as plain dicts); pydantic checks the TypedDicts above.
 if TYPE_CHECKING:
@@ -255,12 +277,14 @@ if TYPE_CHECKING:
     EnvironmentField: TypeAlias = dict[str, Any]
     DatasetField: TypeAlias = dict[str, Any]
     TrainingField: TypeAlias = dict[str, Any]
+    ProfileField: TypeAlias = dict[str, Any]
     MarksField = dict[str, list[int]]
     RoundSizesField = list[int]
     ContentionField = dict[str, Any]
 else:
     SyncField = Sync | None
     SettingsField, EnvironmentField, DatasetField, TrainingField = Settings, Environment, Dataset, Training
+    ProfileField = Profile
     MarksField = Marks | None
     RoundSizesField = RoundSizes | None
     ContentionField = Contention | None
@@ -289,3 +313,4 @@ class Result(TypedDict):
     notes: Annotated[list[Text], Strict()]
     dataset: DatasetField | None  # training suites; null elsewhere (absent in version 1)
     training: TrainingField | None  # training suites; null elsewhere (absent in version 1)
+    profiles: NotRequired[Annotated[list[ProfileField], Strict(), MaxLen(MAX_PROFILES)]]  # `--profile` only

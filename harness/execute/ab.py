@@ -178,6 +178,7 @@ class Request:
     options: BackendOptions
     budget_s: float | None = None  # rounds until this is spent, looking at the evidence on the way
     margin: float = AB_MARGIN  # the smallest change a verdict calls (compare.Change.margin)
+    profile_steps: tuple[int, int] = (0, 0)  # `--profile`: each side's steps per time metric (0: none)
 
 
 @dataclass(frozen=True)
@@ -234,6 +235,11 @@ class Looks:
             return []
 
 
+def profiled(plan: Plan, steps: int) -> Plan:
+    """`plan` with every job profiling `steps` steps per time metric (0: none)."""
+    return replace(plan, jobs=tuple(replace(job, profile=steps) for job in plan.jobs))
+
+
 def run_ab(request: Request, argv: list[str] | None = None) -> Session:
     """Both sides' run folders, measured round by round, baseline first."""
     check_backend(request.backend)
@@ -243,6 +249,7 @@ def run_ab(request: Request, argv: list[str] | None = None) -> Session:
     plans = [request.plan, replace(request.plan, run_id=new_run_id(request.plan.suite))]
     while plans[1].run_id == plans[0].run_id:
         plans[1] = replace(request.plan, run_id=new_run_id(request.plan.suite))
+    plans = [profiled(plan, steps) for plan, steps in zip(plans, request.profile_steps, strict=True)]
     sides: list[Side] = []
     made: list[Path] = []
     try:

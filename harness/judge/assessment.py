@@ -29,7 +29,8 @@ from typing import Any
 from harness.core.result_types import Check, Metric, Result
 from harness.core.schema import derived_sources, missing_rounds
 from harness.core.statistics import Interval, Summary, describe, ratio_interval
-from harness.judge import guards
+from harness.judge import attribution, guards
+from harness.judge.breakdown import Breakdown
 from harness.judge.guards import Evidence, Guard, Hit, ok_metrics
 from harness.judge.guards.agreement import GATE
 from harness.judge.guards.contention import REASON as CONTENDED
@@ -115,6 +116,20 @@ class Assessment:
             elif framework in self.raised_frameworks.get(guard.name, {}):
                 found.append(guard)
         return found
+
+    @cached_property
+    def _profiles(self) -> attribution.Profiles:
+        return attribution.profiles(self.run)  # every trace read once, whichever of the two is asked first
+
+    @property
+    def breakdowns(self) -> tuple[Breakdown, ...]:
+        """The run's profiles (`--profile`), attributed (judge/attribution.py); () without any."""
+        return self._profiles.breakdowns
+
+    @property
+    def profile_problems(self) -> tuple[str, ...]:
+        """One line per profile that could not be attributed (a framework with no profiler, an unreadable trace)."""
+        return self._profiles.problems
 
     @cached_property
     def recompiled(self) -> Mapping[Key, tuple[int, int]]:

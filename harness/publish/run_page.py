@@ -8,6 +8,7 @@ from harness.publish.collect import PublishedRun
 from harness.publish.flags import RUN_KEY, FlagBook
 from harness.publish.names import INDEX
 from harness.publish.page import Markup, join, lines, link, page, table, tag
+from harness.publish.profile_bars import profile_section
 from harness.publish.run_charts import chart_data, figures, run_pictures
 from harness.report.environment import environment_rows
 from harness.report.table import render
@@ -81,6 +82,7 @@ def run_page(entry: PublishedRun, book: FlagBook, suite_href: str) -> str:
         tag("h2", "Flags"),
         _flags(entry, book),
         figures(pictures),
+        profile_section(book.assessment(entry).breakdowns, entry.run.baseline, trace_base=None),
         tag("h2", "The harness's table"),
         tag("pre", render(book.assessment(entry)), class_="harness-table"),
         _settings(entry),

@@ -12,6 +12,7 @@ from harness.judge.assessment import Assessment
 from harness.report.environment import environment_rows
 from harness.report.exports import Format, render_run
 from harness.report.figures import write_figures
+from harness.report.profile_text import profile_markdown
 from harness.store.run_folder import Run
 from harness.text import escape
 from harness.text.escape import utf8
@@ -43,6 +44,9 @@ def _write_report(judged: Assessment, out: Path, figures: bool) -> Path:
     run = judged.run
     parts = [f"# {escape.markdown(run.summary.get('suite'))} - run {escape.markdown(run.summary.get('run_id'))}", ""]
     parts.append(render_run(judged, Format.markdown))
+    profiles = profile_markdown(judged.breakdowns, judged.run.baseline)
+    if profiles:
+        parts += ["", profiles]
     if figures:
         images = write_figures(judged, out / "figures")
         if images:

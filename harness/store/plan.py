@@ -17,6 +17,7 @@ from harness.core.schema import RUN_ID
 from harness.text.escape import plain
 from suites.contract.frameworks import FRAMEWORKS, Framework
 from suites.contract.job_spec import DEVICES, JobOptions, JobSpec
+from suites.contract.profiles import MAX_STEPS as MAX_PROFILE_STEPS
 from suites.contract.registry import all_suites, broken_problem
 from suites.contract.settings import CACHE_MODES, PRECISIONS
 from suites.contract.spec import SMOKE_REPEAT, SMOKE_WARMUP, ParamValue, SpecError, SuiteSpec
@@ -142,6 +143,7 @@ def make_job(
     cache: str = "cold",
     cache_dir: str | None = None,
     precision: str = "fp32",
+    profile: int = 0,
 ) -> Job:
     """One job, every field checked; stack and skip reason come from the registry, never from a file."""
     fw = get_framework(spec, framework)
@@ -163,6 +165,8 @@ def make_job(
             f"--precision {precision}: suite {spec.name} has no float32 matmul/conv work to run at reduced "
             "precision; drop --precision"
         )
+    if isinstance(profile, bool) or not isinstance(profile, int) or not 0 <= profile <= MAX_PROFILE_STEPS:
+        raise HarnessError(f"--profile-steps {plain(profile)!r} must be a whole number from 1 to {MAX_PROFILE_STEPS}")
     return Job(
         suite=spec.name,
         framework=fw.name,
@@ -178,6 +182,7 @@ def make_job(
         cache=cache,
         cache_dir=cache_dir,
         precision=precision,
+        profile=profile,
     )
 
 
@@ -259,6 +264,7 @@ class PlanRequest:
     cache: str = "cold"
     cache_dir: str | None = None
     precision: str = "fp32"
+    profile: int = 0  # steps profiled after each time metric's samples (0: no profile)
 
 
 def make_plan(asked: PlanRequest, *, backend: str) -> Plan:
@@ -286,6 +292,7 @@ def make_plan(asked: PlanRequest, *, backend: str) -> Plan:
             cache=asked.cache,
             cache_dir=asked.cache_dir if asked.cache == "warm" else None,
             precision=asked.precision,
+            profile=asked.profile,
         )
         for name in names
     )
@@ -347,6 +354,7 @@ def _plan_from_record(record: Any) -> Plan:
                 cache=entry.get("cache", "cold"),
                 cache_dir=entry.get("cache_dir"),
                 precision=entry.get("precision", "fp32"),
+                profile=entry.get("profile", 0),
             )
         )
     for entry, job in zip(record["jobs"], jobs, strict=True):

@@ -46,6 +46,7 @@ class JobOptions:
     cache: str = "cold"  # compiler caches: cold (empty per job) or warm (kept under cache_dir)
     cache_dir: str | None = None  # the warm compiler caches
     precision: str = "fp32"  # float32 matmul/conv arithmetic: fp32 | tf32 | bf16 (contract/settings.py)
+    profile: int = 0  # steps under the framework's profiler after each time metric (0: none; runtime/profiling.py)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -84,7 +85,7 @@ _TYPES: dict[str, tuple[str, Callable[[Any], bool]]] = {
 }
 _CHECKS = {f.name: _TYPES[str(f.type)] for f in fields(JobSpec)}
 _CHOICES: dict[str, tuple[str, ...]] = {"device": DEVICES, "cache": CACHE_MODES, "precision": PRECISIONS}
-_LEAST: dict[str, float] = {"repeat": 1, "warmup": 0, "threads": 1}
+_LEAST: dict[str, float] = {"repeat": 1, "warmup": 0, "threads": 1, "profile": 0}
 _ABOVE: dict[str, float] = {"timeout_s": 0}
 
 

@@ -75,7 +75,9 @@ def _load(root: Path, package: str, name: str) -> SuiteSpec | str:
     if spec is None:
         return f"{where} defines no SPEC; add SPEC = SuiteSpec(name={name!r}, ...)"
     if not isinstance(spec, SuiteSpec):
-        return f"{where}: SPEC is of type {type(spec).__name__}, not a SuiteSpec; set SPEC = SuiteSpec(name={name!r}, ...)"
+        return (
+            f"{where}: SPEC is of type {type(spec).__name__}, not a SuiteSpec; set SPEC = SuiteSpec(name={name!r}, ...)"
+        )
     if spec.name != name:
         shown = _one_line(repr(spec.name))
         return f"{where}: SPEC.name is {shown} but the folder is {name!r}; make them the same"

@@ -15,7 +15,7 @@ def run(ctx: Context) -> None:
 
     from suites.gpt import common
     from suites.gpt.models_flax import GPT, export, load
-    from suites.runtime import training, training_jax
+    from suites.runtime import profiling, training, training_jax
 
     cfg = common.config(ctx)
     ctx.note("flax variant jit: jax.jit of one train step (split/merge; state donated on GPUs), batches gathered "
@@ -55,7 +55,8 @@ def run(ctx: Context) -> None:
         def step(leaves: list[Any], total: Any, tokens: Any, offsets: Any, e: Any, j: Any) -> Any:
             m, opt = nnx.merge(graphdef, jax.tree.unflatten(treedef, leaves))
             loss, grads = nnx.value_and_grad(loss_of)(m, *batch(tokens, offsets[e, j]))
-            opt.update(m, grads)
+            with jax.named_scope("optimizer"):  # names its operations for a profile (metadata only)
+                opt.update(m, grads)
             return jax.tree.leaves(nnx.state((m, opt))), total + loss, loss
 
         donate = (0,) if ctx.device_kind == "gpu" else ()  # in place on a GPU (as runtime/training_jax.py)
@@ -141,6 +142,22 @@ def run(ctx: Context) -> None:
                 loss_after = float(loss_of(stepped, x0, y0))
     common.probe_checks(ctx, logits=logits, losses=losses, loss_after=loss_after, before=before_w, after=after_w,
                         cfg=cfg, n_params=n_params)  # fmt: skip
+
+    # Last (on a GPU the step donates the state it is given): steps of interval 1's batches, on the trained state.
+    profiled = [leaves, zero]
+
+    def at(j: int) -> Any:
+        def call() -> Any:
+            profiled[0], profiled[1], _ = step(profiled[0], profiled[1], train_tokens, offsets, 0, j)
+            return profiled
+
+        return call
+
+    def programs() -> list[str]:
+        return [step.lower(leaves, zero, train_tokens, offsets, 0, 0).compile().as_text()]
+
+    calls = [at(j) for j in range(cfg.steps)]
+    ctx.profile("train step", profiling.cycle(calls), steps_per_sample=1.0, programs=programs)
 
 
 def _attention_kernel(ctx: Context, cfg: Any, step: Any, args: tuple[Any, ...]) -> str:

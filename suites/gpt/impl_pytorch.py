@@ -14,7 +14,7 @@ def run(ctx: Context) -> None:
 
     from suites.gpt import common
     from suites.gpt.models_torch import GPT, export, load, tensors
-    from suites.runtime import training, training_torch
+    from suites.runtime import profiling, training, training_torch
 
     cfg = common.config(ctx)
     mode = "compiled" if cfg.variant == "compiled" else "eager"
@@ -132,6 +132,12 @@ def run(ctx: Context) -> None:
                 loss_after = float(loss_of(probe, x0, y0))
     common.probe_checks(ctx, logits=logits, losses=losses, loss_after=loss_after, before=before, after=after,
                         cfg=cfg, n_params=n_params)  # fmt: skip
+
+    # Last: the profiled steps train the model further, after every number and check is recorded.
+    def at(j: int) -> Any:
+        return lambda: step(model, forward, optimizer, j, *batch(train_tokens, offsets[0, j]), True)
+
+    ctx.profile("train step", profiling.cycle([at(j) for j in range(cfg.steps)]), steps_per_sample=1.0)
 
 
 def _attention_kernel(ctx: Context, cfg: Any) -> str:

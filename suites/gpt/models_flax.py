@@ -24,14 +24,17 @@ class Attention(nnx.Module):
     def __call__(self, x: jax.Array) -> jax.Array:
         b, t, c = x.shape
         q, k, v = (z.reshape(b, t, self.n_head, c // self.n_head) for z in jnp.split(self.qkv(x), 3, axis=-1))
-        if self.fused:  # XLA's composition on the CPU; cuDNN's fused kernel where XLA:GPU picks it
-            y = jax.nn.dot_product_attention(q, k, v, is_causal=True)
-        else:  # written out: scores, causal mask, softmax (float32), weighted sum
-            scores = jnp.einsum("bqhd,bkhd->bhqk", q, k) / jnp.sqrt(jnp.float32(k.shape[-1])).astype(q.dtype)
-            mask = jnp.tril(jnp.ones((t, t), dtype=bool))
-            scores = jnp.where(mask, scores.astype(jnp.float32), -jnp.inf)
-            weights = self.drop(jax.nn.softmax(scores, axis=-1)).astype(v.dtype)
-            y = jnp.einsum("bhqk,bkhd->bqhd", weights, v)
+        # The scope names the compiled operations (metadata only, the program is the same), so a
+        # profile can tell attention from the other products (suites/runtime/hlo_ops.py).
+        with jax.named_scope("attention"):
+            if self.fused:  # XLA's composition on the CPU; cuDNN's fused kernel where XLA:GPU picks it
+                y = jax.nn.dot_product_attention(q, k, v, is_causal=True)
+            else:  # written out: scores, causal mask, softmax (float32), weighted sum
+                scores = jnp.einsum("bqhd,bkhd->bhqk", q, k) / jnp.sqrt(jnp.float32(k.shape[-1])).astype(q.dtype)
+                mask = jnp.tril(jnp.ones((t, t), dtype=bool))
+                scores = jnp.where(mask, scores.astype(jnp.float32), -jnp.inf)
+                weights = self.drop(jax.nn.softmax(scores, axis=-1)).astype(v.dtype)
+                y = jnp.einsum("bhqk,bkhd->bqhd", weights, v)
         return self.drop(self.proj(y.reshape(b, t, c)))
 
 

@@ -160,7 +160,8 @@ def run(ctx: Context) -> None:
                 return binary_loss(logits, yb), logits
 
             (loss, logits), grads = nnx.value_and_grad(loss_fn, has_aux=True)(model)
-            optimizer.update(model, grads)
+            with jax.named_scope("optimizer"):  # names its operations for a profile (metadata only)
+                optimizer.update(model, grads)
             correct = jnp.sum((logits > 0).astype(jnp.float32) == yb).astype(jnp.float32)
             totals = totals + jnp.stack([loss * size, correct])
             return jax.tree.leaves(nnx.state((model, optimizer))), totals

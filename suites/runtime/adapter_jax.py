@@ -180,3 +180,10 @@ def environment(settings: Settings) -> dict[str, Any]:
         # On GPUs the CUDA/ROCm runtime the client was built against, e.g. "cuda 12090".
         "platform_version": str(getattr(dev.client, "platform_version", "")) or None,
     }
+
+
+def profiler(settings: Settings) -> Any:
+    """jax.profiler for `--profile` (runtime/profile_jax.py)."""
+    from suites.runtime.profile_jax import Profiler
+
+    return Profiler()

@@ -192,3 +192,10 @@ def environment(settings: Settings) -> dict[str, Any]:
         "device": dev,
         "parallel": {"openmp": torch.backends.openmp.is_available(), "mkl": torch.backends.mkl.is_available()},
     }
+
+
+def profiler(settings: Settings) -> Any:
+    """torch.profiler for `--profile` (runtime/profile_torch.py): CUDA activity too on a GPU."""
+    from suites.runtime.profile_torch import Profiler
+
+    return Profiler(settings.device)

@@ -23,7 +23,7 @@ from suites.contract import marks
 from suites.contract.frameworks import Barrier
 from suites.contract.spec import SuiteSpec
 from suites.contract.stats import summarize
-from suites.runtime import contention, syncguard
+from suites.runtime import contention, profiling, syncguard
 
 Sync = Callable[[Any], None]
 
@@ -100,6 +100,8 @@ class Context:
         energy_meter: Callable[[], Any] | None = None,
         precision: str = "fp32",
         compile_counter: Callable[[], Callable[[], int | None]] | None = None,
+        profiler: Callable[[], profiling.Profiler] | None = None,
+        profile_steps: int = 0,
     ) -> None:
         self.spec = spec
         self.framework = framework
@@ -127,6 +129,11 @@ class Context:
         # that never call `measure` count their own.
         self._compile_counter = compile_counter
         self._compilations: Callable[[], int | None] | None = None
+        # `--profile`: steps recorded under the framework's profiler after each time metric's
+        # samples (0: none); `profiler` builds the framework's (None: it has none).
+        self.profile_steps = profile_steps
+        self._profiler = profiler
+        self.profiles: list[dict[str, Any]] = []
         self.metrics: list[dict[str, Any]] = []
         self.checks: list[dict[str, Any]] = []
         self.notes: list[str] = []
@@ -311,7 +318,63 @@ class Context:
         )
         self._finished()
         self._loop_energy(name, meter, repeat * (per or 1))
+        if synchronise and not compiles:  # a profile of what the samples timed, never of a planted mistake
+            self.profile(name, fn, steps_per_sample=1.0 / per if per else 1.0, sync=sync)
         return out
+
+    def profile(
+        self,
+        name: str,
+        step: Callable[[], Any] | None,
+        *,
+        steps_per_sample: float,
+        sync: Sync | None = None,
+        unavailable: str | None = None,
+        programs: Callable[[], list[str]] | None = None,
+    ) -> None:
+        """With `--profile`: `profile_steps` more calls of `step`, after the time metric `name`'s samples
+        and outside them, under the framework's profiler (runtime/profiling.py). `steps_per_sample`: how
+        many calls of `step` make one of the metric's samples (1 / `per` for `measure`, the batches of an
+        epoch for a training loop), so the host can hold a profiled step against the timed median.
+        A profiler that fails costs the profile, never the job: its entry says why, as does
+        `unavailable` (with `step` None), where the way this loop runs has no step to profile.
+        `programs`: JAX, the optimised HLO text of the step's compiled programs (runtime/hlo_ops.py)."""
+        if not self.profile_steps:
+            return
+        entry: dict[str, Any] = {"metric": name, "steps_per_sample": steps_per_sample, "device_kind": self.device_kind}
+        if unavailable is not None or step is None:
+            entry["error"] = unavailable or "no step to profile"
+        elif self._profiler is None:
+            entry["error"] = f"{self.framework} has no profiler the harness reads"
+        elif self.artifacts_dir is None:
+            entry["error"] = "this job has no artefact folder to keep the trace in"
+        else:
+            gc_was_enabled = gc.isenabled()
+            gc.disable()  # as in the timed samples
+            try:
+                entry.update(
+                    profiling.capture(
+                        self._profiler(),
+                        step,
+                        sync or self.sync,
+                        steps=self.profile_steps,
+                        folder=self.artifacts_dir,
+                        metric=name,
+                        taken={p["trace"] for p in self.profiles if "trace" in p},
+                        programs=programs,
+                    )
+                )
+            except Exception as error:  # the job's numbers are already recorded and stand without it
+                entry["error"] = f"{type(error).__name__}: {error}"[:500]
+            finally:
+                if gc_was_enabled:
+                    gc.enable()
+        self.profiles.append(entry)
+        if "error" in entry:
+            self.note(f"profile of {name}: none ({entry['error']})")
+            self.progress(f"profile of {name}: none ({entry['error']})")
+        else:
+            self.progress(f"profile of {name}: {entry['steps']} steps, trace {entry['trace']}")
 
     def _guard_fields(
         self,

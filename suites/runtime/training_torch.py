@@ -15,6 +15,7 @@ dtype=bfloat16 layers do (`compute_dtype`).
 
 from __future__ import annotations
 
+import functools
 import types
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
@@ -24,7 +25,7 @@ from typing import Any
 from suites.contract import settings
 from suites.contract.datasets import batch_starts
 from suites.contract.errors import Skip
-from suites.runtime import training
+from suites.runtime import profiling, training
 from suites.runtime.context import Context
 from suites.runtime.training import host_copy
 
@@ -414,21 +415,26 @@ def run(
         aux = data.aux[e] if data.aux is not None else None
         totals = torch.zeros(2, device=dev)
         for start, size in spans:
-            idx = order[start : start + size]
-            if data.host:  # gather on the host, then one copy per array to the device
-                xb, yb = host_batch(x_all, idx, dev, pinned), host_batch(y_all, idx, dev, pinned)
-                ab = host_batch(aux, idx, dev, pinned) if aux is not None else None
-            else:
-                xb, yb = x_all[idx], y_all[idx]
-                ab = aux[idx] if aux is not None else None
-            logits = fwd(xb, ab)
-            loss = cross_entropy(logits, yb)
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            optimizer.step()
-            with torch.no_grad():
-                totals[0] += loss.detach() * size
-                totals[1] += (logits.argmax(dim=1) == yb).sum()
+            train_batch(order, aux, start, size, totals)
+        return totals
+
+    def train_batch(order: Any, aux: Any, start: int, size: int, totals: Any) -> Any:
+        """One optimiser step on the batch at `start`, its loss and correct count added to `totals`."""
+        idx = order[start : start + size]
+        if data.host:  # gather on the host, then one copy per array to the device
+            xb, yb = host_batch(x_all, idx, dev, pinned), host_batch(y_all, idx, dev, pinned)
+            ab = host_batch(aux, idx, dev, pinned) if aux is not None else None
+        else:
+            xb, yb = x_all[idx], y_all[idx]
+            ab = aux[idx] if aux is not None else None
+        logits = fwd(xb, ab)
+        loss = cross_entropy(logits, yb)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        optimizer.step()
+        with torch.no_grad():
+            totals[0] += loss.detach() * size
+            totals[1] += (logits.argmax(dim=1) == yb).sum()
         return totals
 
     graphed: list[Any] = []  # the captured step, once made
@@ -488,6 +494,16 @@ def run(
     accuracy = history.evaluations[-1].accuracy if history.evaluations else evaluate()
     training.record_accuracy(ctx, accuracy)
     ctx.check("param_count", n_params)
+
+    # Last: the profiled steps train the model further, after every number and check is recorded.
+    if mode == "cuda-graph":
+        ctx.profile("epoch", None, steps_per_sample=len(spans), unavailable="cuda-graph replays a captured epoch "
+                    "step by step inside one graph: profile the eager or compiled variant")  # fmt: skip
+    else:
+        order, aux = data.orders[0], data.aux[0] if data.aux is not None else None
+        totals = torch.zeros(2, device=dev)
+        steps = [functools.partial(train_batch, order, aux, start, recipe.batch, totals) for start in starts]
+        ctx.profile("epoch", profiling.cycle(steps), steps_per_sample=len(spans))
 
     if recipe.artifacts:
         rows = [(name, tuple(int(d) for d in p.shape)) for name, p in model.named_parameters()]

@@ -1,0 +1,84 @@
+"""A known cost planted in a step lands in its category, in both frameworks (suites/profplant).
+
+Each plant is held against the same step without it, profiled in the same job: the planted cost
+must show up in its own category (matrix products, host-device copies, framework overhead) and
+not be spread over the others. Real frameworks, real profilers, the real CLI.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from harness.judge.assessment import assess
+from harness.judge.breakdown import Breakdown
+from harness.store.run_folder import load_run
+from tests.conftest import finished, harness, run_folder
+
+pytestmark = pytest.mark.slow
+
+SIZE = 384  # an extra 384^3 product is a millisecond here: well above a profile's noise, a short job
+SLEEP_MS = 6.0
+
+
+def profiled(results: Path, plant: str) -> dict[str, Breakdown]:
+    proc = harness(
+        "run", "--suite", "profplant", "--frameworks", "jax,pytorch", "--backend", "local", "--profile",
+        "--param", f"size={SIZE}", "--param", f"plant={plant}", "--param", f"sleep_ms={SLEEP_MS}",
+        "--repeat", "10", "--results-dir", str(results),
+    )  # fmt: skip
+    assert finished(proc), proc.stdout + proc.stderr
+    judged = assess(load_run(run_folder(proc.stdout)))
+    assert not judged.profile_problems
+    found = {b.framework: b for b in judged.breakdowns}
+    assert sorted(found) == ["jax", "pytorch"]
+    return found
+
+
+@pytest.fixture(scope="module")
+def plants(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Breakdown]]:
+    results = tmp_path_factory.mktemp("plants")
+    return {plant: profiled(results, plant) for plant in ("none", "matmul", "sync", "sleep")}
+
+
+def grown(plants: dict[str, dict[str, Breakdown]], plant: str, framework: str, key: str) -> float:
+    return plants[plant][framework].seconds(key) - plants["none"][framework].seconds(key)
+
+
+@pytest.mark.parametrize("framework", ["jax", "pytorch"])
+def test_every_breakdown_closes_on_its_profiled_step(plants: dict[str, dict[str, Breakdown]], framework: str) -> None:
+    for found in plants.values():
+        b = found[framework]
+        total = sum(c.seconds for c in b.categories) + b.unattributed_s
+        assert total == pytest.approx(b.step_s, rel=1e-9)
+        assert b.timed_step_s is not None
+
+
+@pytest.mark.parametrize("framework", ["jax", "pytorch"])
+def test_a_planted_matmul_lands_in_matrix_products(plants: dict[str, dict[str, Breakdown]], framework: str) -> None:
+    step = plants["matmul"][framework].step_s - plants["none"][framework].step_s
+    matmul = grown(plants, "matmul", framework, "matmul")
+    assert matmul > 0.2e-3, f"{framework}: the planted product added {matmul * 1e3:.3f} ms of matrix products"
+    # Most of what the step grew by is the product; the rest of the step did not move by as much.
+    assert matmul > 0.5 * step, (matmul, step)
+    for key in ("overhead", "copy", "reduction"):
+        assert abs(grown(plants, "matmul", framework, key)) < matmul, key
+
+
+@pytest.mark.parametrize("framework", ["jax", "pytorch"])
+def test_a_planted_sleep_lands_in_framework_overhead(plants: dict[str, dict[str, Breakdown]], framework: str) -> None:
+    overhead = grown(plants, "sleep", framework, "overhead")
+    assert SLEEP_MS * 0.8e-3 < overhead < SLEEP_MS * 1.6e-3, overhead
+    idle = [op for c in plants["sleep"][framework].categories if c.key == "overhead" for op in c.top]
+    assert idle and "idle" in idle[0].name  # nothing ran while it slept: the largest overhead is idle time
+
+
+@pytest.mark.parametrize("framework", ["jax", "pytorch"])
+def test_a_planted_host_read_lands_in_copies(plants: dict[str, dict[str, Breakdown]], framework: str) -> None:
+    assert plants["none"][framework].seconds("copy") < 1e-5
+    copies = plants["sync"][framework]
+    assert copies.seconds("copy") > 0, f"{framework}: the host read is in no copy"
+    names = [op.name for c in copies.categories if c.key == "copy" for op in c.top]
+    wanted = {"jax": "DevicePut", "pytorch": "item"}[framework]
+    assert any(wanted in name for name in names), names
