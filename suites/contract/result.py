@@ -40,6 +40,8 @@ RESULT_KEYS = (
     # `training` (time-to-target outcome, learning curves, data pipeline, framework flags).
     "dataset",
     "training",
+    # `--profile` only, absent otherwise: each time metric's profile (suites/runtime/profiling.py).
+    "profiles",
 )
 
 
