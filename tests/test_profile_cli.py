@@ -115,3 +115,45 @@ def test_every_recorded_trace_is_a_trace_event_file_a_viewer_loads(run: str) -> 
         assert chrome_trace_problems(doc) == [], trace
         names = {e.get("name") for e in (doc["traceEvents"] if isinstance(doc, dict) else doc)}
         assert "harness.step" in names
+
+
+def with_profiles_in_round(run: Path, round_name: object) -> None:
+    """`run` as pooled rounds leave it: the traces under rounds/round-3/, each entry naming its round."""
+    target = run / "rounds" / "round-3"
+    target.mkdir(parents=True)
+    for framework in ("flax", "pytorch"):
+        shutil.move(str(run / f"{framework}-artifacts"), str(target / f"{framework}-artifacts"))
+        path = run / f"{framework}.json"
+        doc = json.loads(path.read_text())
+        for entry in doc["profiles"]:
+            entry["round"] = round_name
+        path.write_text(json.dumps(doc))
+
+
+def test_pooled_rounds_read_the_profile_from_the_round_that_wrote_it(tmp_path: Path) -> None:
+    run = copied("gpt-smoke-cpu", tmp_path)
+    with_profiles_in_round(run, "round-3")
+    proc = harness("show", str(run), "--profile")
+    assert proc.returncode == 0, proc.stderr
+    assert "rounds/round-3/flax-artifacts/profiles/train-step.trace.json.gz" in proc.stdout
+    assert "pytorch: profiled step" in proc.stdout
+
+
+@pytest.mark.parametrize("round_name", ["../../..", "round-0", "round-3/../round-3", 3])
+def test_a_round_that_is_not_a_round_folder_name_is_refused(tmp_path: Path, round_name: object) -> None:
+    run = copied("gpt-smoke-cpu", tmp_path)
+    with_profiles_in_round(run, round_name)
+    proc = harness("show", str(run), "--profile")
+    assert proc.returncode in (0, 2), proc.stderr
+    assert "profiled step" not in proc.stdout and "Traceback" not in proc.stderr
+
+
+def test_a_round_folder_planted_as_a_link_is_never_followed(tmp_path: Path) -> None:
+    run = copied("gpt-smoke-cpu", tmp_path)
+    with_profiles_in_round(run, "round-3")
+    elsewhere = tmp_path / "elsewhere"
+    shutil.move(str(run / "rounds" / "round-3"), str(elsewhere))
+    (run / "rounds" / "round-3").symlink_to(elsewhere, target_is_directory=True)
+    proc = harness("show", str(run), "--profile")
+    assert "profiled step" not in proc.stdout
+    assert "not a folder" in proc.stdout

@@ -82,3 +82,18 @@ def test_a_planted_host_read_lands_in_copies(plants: dict[str, dict[str, Breakdo
     names = [op.name for c in copies.categories if c.key == "copy" for op in c.top]
     wanted = {"jax": "DevicePut", "pytorch": "item"}[framework]
     assert any(wanted in name for name in names), names
+
+
+def test_rounds_keep_the_last_rounds_profile_where_that_round_wrote_it(tmp_path: Path) -> None:
+    proc = harness(
+        "run", "--suite", "profplant", "--smoke", "--rounds", "2", "--profile", "--profile-steps", "3",
+        "--backend", "local", "-q", "--results-dir", str(tmp_path),
+    )  # fmt: skip
+    assert finished(proc), proc.stdout + proc.stderr
+    judged = assess(load_run(run_folder(proc.stdout)))
+    assert not judged.profile_problems
+    assert sorted((b.framework, b.trace) for b in judged.breakdowns) == [
+        ("jax", "rounds/round-2/jax-artifacts/profiles/step.trace.json.gz"),
+        ("pytorch", "rounds/round-2/pytorch-artifacts/profiles/step.trace.json.gz"),
+    ]
+    assert all(b.steps == 3 for b in judged.breakdowns)

@@ -267,6 +267,7 @@ class Profile(TypedDict):
     ops: NotRequired[Name]  # JAX: what each XLA operation runs, beside the trace (suites/runtime/hlo_ops.py)
     ops_error: NotRequired[Text]
     error: NotRequired[Text]
+    round: NotRequired[Name]  # pooled rounds: the round folder whose profile the pooled result keeps
 
 
 # mypy's view of the open objects stays `dict[str, Any]` (callers read keys the shape leaves open,

@@ -100,6 +100,11 @@ def pool(docs: list[Result], run_id: str) -> Result:
         training = merged.get("training")
         if training is not None:
             merged["training"] = dict(training, **_pooled_training_flags(docs))
+        # One profile per metric: the last round's that has one (a breakdown is a look inside a few
+        # steps, not a statistic; every round's trace stays in its own folder).
+        profiled = [d["profiles"] for d in docs if d.get("profiles")]
+        if profiled:
+            merged["profiles"] = copy.deepcopy(profiled[-1])
     merged["run_id"] = run_id
     merged["settings"] = dict(merged["settings"], rounds=len(docs))
     merged["duration_s"] = sum(d["duration_s"] or 0.0 for d in docs)
@@ -421,6 +426,8 @@ def pooled(side: Side) -> list[tuple[Job, Result]]:
             if wrong:
                 print(f"warning: {folder / job.result_file()}: {wrong}; ignored", file=sys.stderr)
                 continue
+            for entry in doc.get("profiles") or []:  # where its trace is, once pooled (store/traces.py job_folder)
+                entry["round"] = folder.name
             docs.append(doc)
         # A round cut short by an interrupt measured nothing: the finished rounds are the result
         # (the summary says the run was interrupted), unless no round of this job finished.

@@ -29,6 +29,7 @@ import statistics
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any
 
 from harness.core.errors import HarnessError
@@ -38,7 +39,7 @@ from harness.judge.breakdown import CATEGORIES, OVERHEAD_BOUND, UNATTRIBUTED, Br
 from harness.judge.guards.base import indices
 from harness.judge.guards.contention import disturbed_samples, mostly_disturbed
 from harness.store.run_folder import Run
-from harness.store.traces import Contents, Event, Pid, Trace, read_ops, read_trace
+from harness.store.traces import Contents, Event, Pid, Trace, job_folder, read_ops, read_trace
 from harness.text.escape import plain
 from suites.contract.profiles import STEP
 
@@ -372,18 +373,19 @@ def breakdown(run: Run, framework: str, entry: Mapping[str, Any]) -> Breakdown:
     if table is None:
         kind = plain(entry.get("device_kind"))
         raise ProfileError(f"{where}: profiler {plain(profiler)[:80]!r} on {kind} is not one the harness reads")
-    contents, said = _contents(run, framework, entry)
     try:
-        trace = read_trace(run.path, framework, trace_name)
+        folder, prefix = job_folder(run.path, entry.get("round"))
+        contents, said = _contents(folder, framework, entry)
+        trace = read_trace(folder, framework, trace_name)
         attribution = attribute(trace, table, contents)
     except HarnessError as error:
         raise ProfileError(f"{where}: {error}") from None
     result = run.results[framework]
     found = _breakdown(framework, entry, trace, attribution, result, steps)
-    return replace(found, notes=(*found.notes, *said)) if said else found
+    return replace(found, trace=prefix + found.trace, notes=(*found.notes, *said))
 
 
-def _contents(run: Run, framework: str, entry: Mapping[str, Any]) -> tuple[Contents | None, tuple[str, ...]]:
+def _contents(folder: Path, framework: str, entry: Mapping[str, Any]) -> tuple[Contents | None, tuple[str, ...]]:
     """The entry's `ops` sidecar (JAX), or None and why not: without it, operations go by their names."""
     if "ops_error" in entry:
         why = plain(entry["ops_error"])[:160]
@@ -393,7 +395,7 @@ def _contents(run: Run, framework: str, entry: Mapping[str, Any]) -> tuple[Conte
     if not isinstance(entry.get("ops"), str):
         return None, ()
     try:
-        return read_ops(run.path, framework, entry["ops"]), ()
+        return read_ops(folder, framework, entry["ops"]), ()
     except HarnessError as error:
         return None, (f"{error}: operations are named by their names only",)
 

@@ -121,6 +121,22 @@ def trace_path(run_dir: Path, framework: str, trace: str, pattern: re.Pattern[st
     return run_dir / f"{framework}-artifacts" / trace
 
 
+ROUND = re.compile(r"round-[1-9][0-9]{0,5}")  # harness/execute/rounds.py: rounds/round-<n>/
+
+
+def job_folder(run_dir: Path, round_name: object) -> tuple[Path, str]:
+    """The folder a profile's job wrote under (the run's; for pooled rounds, the round's that the
+    pooled result kept: `round`), and that folder relative to the run folder ("" or "rounds/round-4/").
+    Both folders must be real ones: a link planted in place of a round is never followed."""
+    if round_name is None:
+        return run_dir, ""
+    if not isinstance(round_name, str) or not ROUND.fullmatch(round_name):
+        raise BadTrace(f"{plain(run_dir)}: round {plain(repr(round_name))[:80]} is not a round folder name")
+    for folder in (run_dir / "rounds", run_dir / "rounds" / round_name):
+        _real_folder(folder)
+    return run_dir / "rounds" / round_name, f"rounds/{round_name}/"
+
+
 def _read(run_dir: Path, framework: str, name: str, pattern: re.Pattern[str], limit: int, what: str) -> bytes:
     path = trace_path(run_dir, framework, name, pattern)
     artifacts = run_dir / f"{framework}-artifacts"
