@@ -94,8 +94,10 @@ def smoke_run(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], subpr
             from suites.contract.registry import all_suites
 
             frameworks = ",".join(all_suites()[name].all_frameworks)
+            # --profile: every suite's profiles too, checked by tests/test_conformance.py (taken after the
+            # samples, so the timed numbers the other tests read are the plain smoke run's).
             done[name] = harness("run", "--suite", name, "--frameworks", frameworks, "--smoke", "--backend", "local",
-                                 "--threads", "1", "-q", *SMOKE_EXTRA.get(name, ()),
+                                 "--threads", "1", "-q", "--profile", *SMOKE_EXTRA.get(name, ()),
                                  "--results-dir", str(folder / name))  # fmt: skip
         return done[name]
 

@@ -13,6 +13,10 @@ from collections.abc import Callable
 import pytest
 
 from harness.core.schema import load_result
+from harness.judge.assessment import assess
+from harness.judge.breakdown import OVERHEAD_BOUND
+from harness.report.profile_text import reconciliation
+from harness.store.run_folder import load_run
 from suites.contract.frameworks import FRAMEWORKS
 from suites.contract.registry import SUITES_DIR, all_suites
 from tests.conftest import finished, run_folder
@@ -53,3 +57,33 @@ def test_smoke_run_passes_its_checks_with_every_metric_synchronised(
             assert metric["sync"]["state"] == "ok", (fw, metric["name"], metric["sync"])
             if not spec.hidden:
                 assert metric["warnings"] == [], (fw, metric["name"], metric["warnings"])
+
+
+# Frameworks with a profiler the harness reads (suites/runtime/adapter_*.py `profiler`).
+PROFILED = ("jax", "flax", "pytorch")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", SUITES)
+def test_smoke_run_profiles_close_on_their_step_and_say_what_the_profiler_cost(
+    name: str, smoke_run: Callable[[str], subprocess.CompletedProcess[str]]
+) -> None:
+    proc = smoke_run(name)  # run with --profile (tests/conftest.py)
+    assert finished(proc), proc.stdout + proc.stderr
+    judged = assess(load_run(run_folder(proc.stdout)))
+    for problem in judged.profile_problems:  # only a framework or a loop with nothing to profile
+        assert "no profile (" in problem and "could not" not in problem, problem
+    for b in judged.breakdowns:
+        total = sum(c.seconds for c in b.categories) + b.unattributed_s
+        assert total == pytest.approx(b.step_s, rel=1e-9), (b.framework, b.metric)
+        assert b.timed_step_s is not None and b.overhead is not None, (b.framework, b.metric)
+        # Past the bound, the breakdown says so: never an unmarked one that describes another program.
+        if abs(b.overhead) > OVERHEAD_BOUND:
+            assert b.flag is not None and "OVERHEAD" in b.flag, (b.framework, b.metric, b.overhead)
+        assert f"{b.framework}: profiled step" in reconciliation(b) and "profiler overhead" in reconciliation(b)
+    spec = all_suites()[name]
+    ran = {fw for fw, r in judged.run.results.items() if r["status"] == "ok"}
+    for fw in sorted(ran & set(PROFILED)):
+        timed = [m for m in judged.run.results[fw]["metrics"] if m["kind"] == "time"]
+        if timed and not spec.hidden:  # every visible suite's timed work has a step to look inside
+            assert any(b.framework == fw for b in judged.breakdowns), f"{name}/{fw}: no profile"

@@ -33,7 +33,7 @@ def run(ctx: Context) -> None:
     import numpy as np
     import optax
 
-    from suites.runtime import training
+    from suites.runtime import profiling, training
     from suites.runtime.training_jax import CompileCounter
 
     p = ctx.params
@@ -189,3 +189,26 @@ def run(ctx: Context) -> None:
                 weights=[np.asarray(a) for layer in params for a in layer],
             )
         common.record_first_step(ctx, first)
+
+        # Last: the per-batch variant's own step, from fresh weights (the step donates what it is given);
+        # the low-overhead one runs a whole epoch as one program, with no step of its own.
+        for variant in chosen:
+            label = f"epoch [{variant}]"
+            if variant != "per-batch":
+                ctx.profile(label, None, steps_per_sample=len(data.starts), unavailable="one lax.scan per epoch")
+                continue
+            profiled = [*fresh()]
+
+            def at(start: int, profiled: list[Any] = profiled) -> Callable[[], Any]:
+                def call() -> Any:
+                    profiled[0], profiled[1], _, out = step_fn(profiled[0], profiled[1], zeros, *arrays, 0, start)
+                    return out
+
+                return call
+
+            def programs() -> list[str]:
+                params, opt_state = fresh()
+                return [step_fn.lower(params, opt_state, zeros, *arrays, 0, data.starts[0]).compile().as_text()]
+
+            calls = [at(start) for start in data.starts]
+            ctx.profile(label, profiling.cycle(calls), steps_per_sample=len(data.starts), programs=programs)

@@ -50,7 +50,7 @@ def run(ctx: Context) -> None:
     import numpy as np
     import torch
 
-    from suites.runtime import training
+    from suites.runtime import profiling, training
     from suites.runtime.training_torch import CompileCounter
 
     p = ctx.params
@@ -305,3 +305,18 @@ def run(ctx: Context) -> None:
             weights=[w.detach().cpu().numpy() for w in params],
         )
     common.record_first_step(ctx, first)
+
+    # Last: each variant's own batch step, from fresh weights; a captured graph replays an epoch's.
+    for variant in chosen:
+        label = f"epoch [{variant}]"
+        if variant in graphs:
+            ctx.profile(label, None, steps_per_sample=len(data.starts), unavailable="a CUDA graph replays the step")
+            continue
+        params, opt = fresh(variant)
+        step = batch_fn(variant)
+
+        def at(start: int, params: Any = params, opt: Any = opt, step: Any = step) -> Callable[[], Any]:
+            idx = orders[0][start : start + batch]
+            return lambda: step(params, opt, x_all[idx], t_all[idx], y_all[idx])
+
+        ctx.profile(label, profiling.cycle([at(start) for start in data.starts]), steps_per_sample=len(data.starts))

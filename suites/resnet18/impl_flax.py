@@ -86,7 +86,7 @@ def run(ctx: Context) -> None:
 
     from suites.contract.datasets import batch_starts
     from suites.resnet18.models_flax import build, prepare, torch_name
-    from suites.runtime import training
+    from suites.runtime import profiling, training
     from suites.runtime.training_jax import (
         PEAK_HOW,
         allocator_stats,
@@ -280,3 +280,19 @@ def run(ctx: Context) -> None:
     if p["artifacts"]:
         model, _ = nnx.merge(graphdef, jax.tree.unflatten(treedef, leaves))
         training.write_artifact(ctx, "model_summary.txt", training.model_summary(common.TITLE, summary_rows(model)))
+
+    # Last: the step donates the state it is given, so nothing may read `leaves` after it.
+    profiled = [leaves, zeros]
+
+    def at(start: int) -> Any:
+        def call() -> Any:
+            profiled[0], profiled[1] = step_fn(profiled[0], profiled[1], train_x, train_y, orders_dev, 0, start)
+            return profiled
+
+        return call
+
+    def programs() -> list[str]:
+        return [step_fn.lower(leaves, zeros, train_x, train_y, orders_dev, 0, starts[0]).compile().as_text()]
+
+    calls = [at(start) for start in starts]
+    ctx.profile("epoch", profiling.cycle(calls), steps_per_sample=len(starts) + (1 if tail else 0), programs=programs)

@@ -11,6 +11,7 @@ definition, as in the Flax job).
 
 from __future__ import annotations
 
+import functools
 import time
 from typing import Any
 
@@ -24,7 +25,7 @@ def run(ctx: Context) -> None:
 
     from suites.contract.datasets import batch_starts
     from suites.resnet18.models_torch import ResNet18, load_weights, make_prepare
-    from suites.runtime import training, training_torch
+    from suites.runtime import profiling, training, training_torch
     from suites.runtime.training_torch import CompileCounter, first_step_probe
 
     p = ctx.params
@@ -98,16 +99,21 @@ def run(ctx: Context) -> None:
         order = orders_dev[e]
         totals = torch.zeros(2, device=dev)
         for start, size in spans:
-            idx = order[start : start + size]
-            yb = train_y[idx].float()
-            logits = logits_of(model, train_x[idx])
-            loss = bce(logits, yb)
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            optimizer.step()
-            with torch.no_grad():
-                totals[0] += loss.detach() * size
-                totals[1] += ((logits > 0).float() == yb).sum()
+            train_batch(order, start, size, totals)
+        return totals
+
+    def train_batch(order: Any, start: int, size: int, totals: Any) -> Any:
+        """One SGD step on the batch at `start`, its loss and correct count added to `totals`."""
+        idx = order[start : start + size]
+        yb = train_y[idx].float()
+        logits = logits_of(model, train_x[idx])
+        loss = bce(logits, yb)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        optimizer.step()
+        with torch.no_grad():
+            totals[0] += loss.detach() * size
+            totals[1] += ((logits > 0).float() == yb).sum()
         return totals
 
     def read(out: Any) -> tuple[float, float]:
@@ -181,3 +187,8 @@ def run(ctx: Context) -> None:
     if p["artifacts"]:
         rows = [(name, tuple(int(d) for d in t.shape)) for name, t in model.named_parameters()]
         training.write_artifact(ctx, "model_summary.txt", training.model_summary(common.TITLE, rows))
+
+    # Last: the profiled steps train the model further, after every number and check is recorded.
+    totals = torch.zeros(2, device=dev)
+    steps = [functools.partial(train_batch, orders_dev[0], start, batch, totals) for start in starts]
+    ctx.profile("epoch", profiling.cycle(steps), steps_per_sample=len(spans))

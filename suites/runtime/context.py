@@ -370,8 +370,7 @@ class Context:
                 if gc_was_enabled:
                     gc.enable()
         self.profiles.append(entry)
-        if "error" in entry:
-            self.note(f"profile of {name}: none ({entry['error']})")
+        if "error" in entry:  # the entry says why, and so does `show --profile`: no note per metric
             self.progress(f"profile of {name}: none ({entry['error']})")
         else:
             self.progress(f"profile of {name}: {entry['steps']} steps, trace {entry['trace']}")
