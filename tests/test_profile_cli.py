@@ -157,3 +157,29 @@ def test_a_round_folder_planted_as_a_link_is_never_followed(tmp_path: Path) -> N
     proc = harness("show", str(run), "--profile")
     assert "profiled step" not in proc.stdout
     assert "not a folder" in proc.stdout
+
+
+def test_the_json_export_carries_each_breakdown(tmp_path: Path) -> None:
+    proc = harness("show", str(copied("gpt-smoke-cpu", tmp_path)), "--format", "json")
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(proc.stdout)
+    found = {p["framework"]: p for p in doc["profiles"]}
+    assert sorted(found) == ["flax", "pytorch"] and doc["profile_problems"] == []
+    for record in found.values():
+        assert record["metric"] == "train step" and record["steps"] == 5
+        total = sum(c["seconds"] for c in record["categories"]) + record["unattributed_s"]
+        assert total == pytest.approx(record["step_s"], rel=1e-9)
+        assert record["profiler_overhead"] == pytest.approx(record["step_s"] / record["timed_step_s"] - 1)
+        assert [c["key"] for c in record["categories"]][0] == "matmul"
+
+
+def test_a_run_without_profiles_exports_the_same_document_as_before(tmp_path: Path) -> None:
+    run = copied("gpt-smoke-cpu", tmp_path)
+    for framework in ("flax", "pytorch"):
+        path = run / f"{framework}.json"
+        doc = json.loads(path.read_text())
+        del doc["profiles"]
+        path.write_text(json.dumps(doc))
+    proc = harness("show", str(run), "--format", "json")
+    assert proc.returncode == 0, proc.stderr
+    assert "profiles" not in json.loads(proc.stdout)

@@ -9,6 +9,7 @@ from enum import Enum
 from typing import Any
 
 from harness.judge.assessment import Assessment
+from harness.judge.breakdown import LABELS, Breakdown
 from harness.report.records import RECORD_FIELDS, metric_records
 from harness.report.table import check_rows, render, timing_rows
 from harness.text import escape, html
@@ -56,7 +57,7 @@ def html_page(title: str, body: html.Markup) -> str:
 
 def run_document(judged: Assessment) -> dict[str, Any]:
     run = judged.run
-    return {
+    document: dict[str, Any] = {
         "format": "harness-run-report",
         "version": REPORT_FORMAT_VERSION,
         "run_id": run.summary.get("run_id"),
@@ -80,6 +81,38 @@ def run_document(judged: Assessment) -> dict[str, Any]:
             {"framework": fw, "metric": m, "why": why} for (fw, m), why in sorted(judged.exclusions.items())
         ],
         "rejected_files": run.problems,
+    }
+    if judged.breakdowns or judged.profile_problems:  # `--profile` runs only: other documents stay as they were
+        document["profiles"] = [profile_record(b) for b in judged.breakdowns]
+        document["profile_problems"] = list(judged.profile_problems)
+    return document
+
+
+def profile_record(b: Breakdown) -> dict[str, Any]:
+    """One breakdown as the JSON export writes it: seconds per profiled step, shares of that step."""
+    return {
+        "framework": b.framework,
+        "metric": b.metric,
+        "device_kind": b.device_kind,
+        "profiler": b.profiler,
+        "steps": b.steps,
+        "step_s": b.step_s,
+        "timed_step_s": b.timed_step_s,
+        "profiler_overhead": b.overhead,
+        "flag": b.flag,
+        "trace": b.trace,
+        "categories": [
+            {
+                "key": c.key,
+                "label": LABELS[c.key],
+                "seconds": c.seconds,
+                "share": c.share,
+                "top": [{"name": op.name, "seconds": op.seconds} for op in c.top],
+            }
+            for c in b.categories
+        ],
+        "unattributed_s": b.unattributed_s,
+        "notes": list(b.notes),
     }
 
 
