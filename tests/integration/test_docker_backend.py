@@ -83,7 +83,8 @@ def test_xla_on_three_stacks_in_isolated_containers(cpu_images: dict[str, Any], 
     with ContainerWatch(engine, "xla") as watch:
         proc = harness(
             "run", "--suite", "xla", "--frameworks", "numpy,jax,pytorch", "--backend", "docker",
-            "--param", "matrix_size=64", "--repeat", "3", "--results-dir", str(results),
+            "--param", "matrix_size=64", "--repeat", "3", "--profile", "--profile-steps", "2",
+            "--results-dir", str(results),
         )  # fmt: skip
     assert finished(proc), proc.stdout + proc.stderr
     run = run_folder(proc.stdout)
@@ -96,6 +97,13 @@ def test_xla_on_three_stacks_in_isolated_containers(cpu_images: dict[str, Any], 
         assert doc["environment"]["machine"]["in_container"] is True
         assert (run / "logs" / f"{stack}.stdout.log").stat().st_size > 0
     assert "matmul GFLOP/s" in proc.stdout and "backend docker" in proc.stdout
+    # --profile inside a hardened container (read-only root, no network): the traces come back with the result.
+    for stack in ("jax", "pytorch"):
+        profiles = load_result(run / f"{stack}.json")["profiles"]
+        assert profiles and all("error" not in p for p in profiles), profiles
+        for entry in profiles:
+            assert (run / f"{stack}-artifacts" / entry["trace"]).is_file()
+    assert "jax: profiled step" in proc.stdout and "pytorch: profiled step" in proc.stdout
     run_id = run.name
     ours = [c for c in watch.seen.values() if c["Config"]["Labels"].get("org.fw-harness.run-id") == run_id]
     assert sorted(c["Config"]["Labels"]["org.fw-harness.framework"] for c in ours) == sorted(STACKS)
