@@ -26,7 +26,7 @@ def profiled(results: Path, plant: str) -> dict[str, Breakdown]:
     proc = harness(
         "run", "--suite", "profplant", "--frameworks", "jax,pytorch", "--backend", "local", "--profile",
         "--param", f"size={SIZE}", "--param", f"plant={plant}", "--param", f"sleep_ms={SLEEP_MS}",
-        "--repeat", "10", "--results-dir", str(results),
+        "--repeat", "10", "--profile-steps", "20", "--results-dir", str(results),
     )  # fmt: skip
     assert finished(proc), proc.stdout + proc.stderr
     judged = assess(load_run(run_folder(proc.stdout)))

@@ -13,6 +13,7 @@ Standard library only; the framework side is a `Profiler` (runtime/profile_jax.p
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 import time
@@ -110,10 +111,10 @@ def capture(
 
 def cycle(calls: Sequence[Callable[[], Any]]) -> Callable[[], Any]:
     """One callable that runs `calls` in turn, one per call (a loop's batches, round and round)."""
-    turn: Iterator[int] = iter(range(1 << 62))
+    turn: Iterator[Callable[[], Any]] = itertools.cycle(calls)
 
     def next_call() -> Any:
-        return calls[next(turn) % len(calls)]()
+        return next(turn)()
 
     return next_call
 
