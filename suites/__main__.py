@@ -23,7 +23,7 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from suites.contract import job_spec, machine
+from suites.contract import job_spec, machine, ranks
 from suites.contract.errors import JobError, Skip
 from suites.contract.files import write_json_atomic
 from suites.contract.frameworks import Framework, load_adapter
@@ -38,7 +38,7 @@ from suites.contract.settings import (
     recorded_variables,
 )
 from suites.contract.spec import ParamValue, SuiteSpec
-from suites.runtime import fork_server, nvml
+from suites.runtime import data_parallel, fork_server, nvml
 from suites.runtime.context import Context
 
 BAD_SPEC = 2  # exit code for a job.json this job cannot run
@@ -101,6 +101,14 @@ def run_job(
     the cold path's."""
     repeat, warmup = job.repeat, job.warmup
     settings = job_settings(job, spec)
+    try:  # a data-parallel job's rank (contract/ranks.py); a plain job is a world of one
+        me = ranks.from_environment(ranks.processes(params))
+    except ranks.RankError as error:
+        print(f"error: {error}", file=sys.stderr, flush=True)
+        return BAD_SPEC
+    data_parallel.start(me)
+    if me.world > 1:
+        settings = data_parallel.take_device(me, settings)  # before any framework reads its threads or GPUs
     cache = settings.cache
     result = new_result(
         run_id=job.run_id,
@@ -113,7 +121,7 @@ def run_job(
         settings={
             "repeat": repeat,
             "warmup": warmup,
-            "threads": job.threads,
+            "threads": settings.threads,  # a data-parallel rank's: its share of the cores
             "x64": spec.x64,
             "cache": cache,
             "precision": job.precision,
@@ -139,6 +147,10 @@ def run_job(
         cold["import_s"] = time.perf_counter() - clock if process is None else process["server_import_s"]
         adapter = load_adapter(framework)
         clock = time.perf_counter()
+        if me.world > 1:  # the processes meet before any backend starts (jax.distributed must come first)
+            data_parallel.join(framework.stack, me, job.device, job.timeout_s)
+            cold["rendezvous_s"] = time.perf_counter() - clock
+            clock = time.perf_counter()
         env["precision"] = adapter.configure(settings)
         adapter.initialise(settings)
         cold["device_init_s"] = time.perf_counter() - clock
@@ -210,8 +222,13 @@ def run_job(
             result["training"] = ctx.training
         if ctx.profiles:
             result["profiles"] = ctx.profiles
+        if ctx.parallel is not None:
+            result["parallel"] = ctx.parallel
     result["finished_at"] = utc_now()
     result["duration_s"] = time.perf_counter() - started
+    if not me.leader:  # rank 0 writes the job's one result; this rank's figures reached it by a collective
+        _log(prefix, f"rank {me.rank}: {result['status']}" + (f": {result['reason']}" if result["reason"] else ""))
+        return code
     write_json_atomic(out, result)
     _log(prefix, f"{result['status']}" + (f": {result['reason']}" if result["reason"] else ""))
     return code

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, Protocol
 
-from harness.backends import job_folder
+from harness.backends import job_folder, ranks
 from harness.backends.base import BackendOptions, JobOutcome, Limits, job_command
 from harness.backends.fork_pool import ServerPool
 from harness.backends.fork_server import ForkedJob, ForkServer, ServerGone
@@ -31,6 +31,7 @@ from harness.backends.job_folder import Tail, pump, read_chunks
 from harness.core.safe_files import make_folder
 from harness.store.plan import Job
 from harness.text.escape import plain
+from suites.contract.ranks import processes, rank_environment
 from suites.contract.registry import SUITES_DIR
 
 PR_SET_PDEATHSIG = 1  # linux/prctl.h
@@ -338,6 +339,9 @@ class LocalBackend:
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(self.suites_dir.parent), env.get("PYTHONPATH")]))
         env["PYTHONUNBUFFERED"] = "1"
+        world = processes(job.params)
+        if world > 1:  # a data-parallel job: N fresh processes on this machine, never forked from a server
+            return self._run_ranks(job, logs, cmd, env, world)
         server = self._server(job, spec_path, cache_dir, env)  # before the job's tree is taken: not the job's
         stdout_log, stderr_log = logs / f"{job.framework}.stdout.log", logs / f"{job.framework}.stderr.log"
         stdout_sink, stderr_sink = (
@@ -378,6 +382,67 @@ class LocalBackend:
             wall_s=time.perf_counter() - started,
             annotations={"python": self.python_for(job.stack)},
             stderr_tail=tail.text(),
+        )
+
+    def _run_ranks(self, job: Job, logs: Path, cmd: list[str], env: dict[str, str], world: int) -> JobOutcome:
+        """The job's ranks (suites/contract/ranks.py), each in a session of its own, rank 0 meeting the
+        others on a loopback port; the first to fail ends them all (harness/backends/ranks.py)."""
+        coordinator = f"127.0.0.1:{ranks.free_port()}"
+        started = time.perf_counter()
+        pumps: list[threading.Thread] = []
+        procs: list[subprocess.Popen[bytes]] = []
+        tails = [Tail() for _ in range(world)]
+        names = [ranks.rank_log_names(job.framework, r) for r in range(world)]
+        supervised = None
+        try:
+            with contained():
+                for r in range(world):
+                    stdout_sink = job_folder.open_log(logs, names[r][0])
+                    stderr_sink = job_folder.open_log(logs, names[r][1])
+                    try:
+                        proc = self._start(cmd, {**env, **rank_environment(r, world, coordinator)})
+                    except OSError as error:
+                        message = f"cannot start {cmd[0]} for rank {r}: {error}\n"
+                        with stderr_sink:
+                            stderr_sink.write(message.encode())
+                        stdout_sink.close()
+                        for started_proc in procs:
+                            with contextlib.suppress(ProcessLookupError):
+                                os.killpg(started_proc.pid, signal.SIGKILL)
+                        return JobOutcome(None, False, logs / names[0][0], logs / names[0][1],
+                                          time.perf_counter() - started, stderr_tail=message.strip())  # fmt: skip
+                    procs.append(proc)
+                    assert proc.stdout is not None and proc.stderr is not None
+                    echo = sys.stdout if self.echo and r == 0 else None
+                    pumps += [
+                        pump(read_chunks(proc.stdout), stdout_sink, echo),
+                        pump(read_chunks(proc.stderr), stderr_sink, None, tails[r]),
+                    ]
+
+                def kill(r: int) -> None:
+                    with contextlib.suppress(ProcessLookupError, PermissionError):
+                        os.killpg(procs[r].pid, signal.SIGKILL)
+                    procs[r].wait()
+
+                supervised = ranks.supervise([p.poll for p in procs], kill, job.timeout_s)
+                for r in range(world):
+                    kill(r)  # what each rank left running in its group
+        finally:
+            for thread in pumps:
+                thread.join(timeout=5)
+        assert supervised is not None  # the block above either supervised the ranks or returned
+        failed = supervised.first_failed
+        tail = tails[failed if failed is not None else 0].text()
+        return JobOutcome(
+            exit_code=procs[0].returncode if failed is None else supervised.exit_codes[failed],
+            timed_out=supervised.timed_out,
+            stdout_log=logs / names[0][0],
+            stderr_log=logs / names[0][1],
+            wall_s=time.perf_counter() - started,
+            annotations={"python": self.python_for(job.stack), "ranks": world, "coordinator": coordinator},
+            stderr_tail=tail,
+            status="failed" if failed is not None else None,
+            reason=supervised.reason(job.timeout_s) if failed is not None else None,
         )
 
 

@@ -28,6 +28,8 @@ RECORDED_VARIABLES = THREAD_VARIABLES + (
     "NVIDIA_TF32_OVERRIDE",
     "TORCH_ALLOW_TF32_CUBLAS_OVERRIDE",
     "PYTORCH_CUDA_ALLOC_CONF",
+    # a data-parallel job's planted fault (contract/ranks.py): a planted straggler is never a record
+    "HARNESS_RANK_FAULT",
     "OPENBLAS_CORETYPE",
     "OPENBLAS_L2_SIZE",
 )

@@ -7,6 +7,7 @@ Part of the contract: the host reads these through each suite's spec.py, the job
 
 from __future__ import annotations
 
+from suites.contract import ranks
 from suites.contract.datasets import AUTO
 from suites.contract.spec import CheckSpec, Param, ParamValue, SuiteSpec
 
@@ -133,13 +134,18 @@ def training_suite(
     param_count: str,
     timeout_s: float,
     smoke: dict[str, ParamValue],
+    parallel: bool = False,
 ) -> SuiteSpec:
     """The spec of a suite that trains one model in flax and pytorch from the same NumPy-drawn weights
     (mnist, cifar10, mlp): what they share is written once here. The checks: the first step
     (FIRST_STEP_CHECKS), the parameter count (`param_count` says what it must be), the logits before
     any step (equal only if the two models are one function) and the final test accuracy (within a
     band: the dropout streams differ). Epochs are timed, so repeat and warmup are not used.
-    `model` names it in numpy's skip reason ("a CNN")."""
+    `model` names it in numpy's skip reason ("a CNN"). `parallel`: the suite has a data-parallel loop
+    (contract/ranks.py: its parameters and checks join the suite's)."""
+    if parallel:
+        params = (*params, *ranks.parallel_params())
+        smoke = {**smoke, **ranks.PARALLEL_SMOKE}
     return SuiteSpec(
         name=name,
         precision_axis=True,
@@ -156,7 +162,9 @@ def training_suite(
                 atol=1e-5,
             ),
             CheckSpec("test_accuracy", "test accuracy after the last epoch, %", rtol=0.0, atol=5.0),
+            *(ranks.parallel_checks() if parallel else ()),
         ),
+        constraint=ranks.batch_problem if parallel else None,
         unsupported={"numpy": f"NumPy has no automatic differentiation to train {model} with"},
         repeat=1,  # not used: training suites time epochs (see the epochs parameter)
         warmup=0,

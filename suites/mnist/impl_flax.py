@@ -1,6 +1,7 @@
 from __future__ import annotations
 
-from suites.mnist.common import MOMENTUM, load, recipe
+from suites.contract.ranks import data_parallel
+from suites.mnist.common import LAYERS, MOMENTUM, flops_per_sample, load, recipe
 from suites.runtime.context import Context
 
 
@@ -12,6 +13,28 @@ def run(ctx: Context) -> None:
     from suites.runtime import training_jax
 
     p = ctx.params
+    if data_parallel(p):
+        from suites.runtime import data_parallel as dp
+        from suites.runtime import dp_jax
+
+        images, _ = load(ctx)
+        model = lambda: CNN(nnx.Rngs(params=p["seed"], dropout=p["seed"] + 1))  # noqa: E731
+        tx = optax.sgd(p["lr"], momentum=MOMENTUM)
+        dp.run(
+            ctx,
+            dp_jax.image_recipe(
+                model=model,
+                prepare=prepare,
+                layers=LAYERS,
+                images=images,
+                tx=tx,
+                lr=p["lr"],
+                seed=p["seed"],
+                flops_per_row=flops_per_sample(),
+            ),  # fmt: skip
+            dp_jax.JaxLoop,
+        )
+        return
     training_jax.jax_variant(p["variant"])
     images, orders = load(ctx)
     data = training_jax.to_device(ctx, images.train_x, images.train_y, images.test_x, images.test_y, orders, None)

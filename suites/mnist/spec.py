@@ -29,4 +29,5 @@ SPEC = training_suite(
         "batch_size": 32,
         "drop_last": True,
     },
+    parallel=True,
 )

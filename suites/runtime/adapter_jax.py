@@ -51,13 +51,15 @@ def compute_dtype(settings: Settings) -> str:
 def device(settings: Settings) -> Any:
     import jax
 
+    # This process's own device: in a data-parallel job (jax.distributed) jax.devices() lists every
+    # rank's, and only the local ones can hold this process's arrays.
     if settings.device == "gpu":
         try:
-            return jax.devices("gpu")[0]
+            return jax.local_devices(backend="gpu")[0]
         except RuntimeError:
             seen = ", ".join(str(d) for d in jax.devices())
             raise JobError(f"--device gpu: JAX sees no GPU (devices: {seen}); install jax[cuda12]") from None
-    return jax.devices("cpu")[0]
+    return jax.local_devices(backend="cpu")[0]
 
 
 def initialise(settings: Settings) -> None:

@@ -141,6 +141,8 @@ class Context:
         # time-to-target outcome; written to the result's `dataset` and `training` fields.
         self.dataset: dict[str, Any] | None = None
         self.training: dict[str, Any] = {}
+        # A data-parallel job's figures (runtime/data_parallel.py), written by rank 0 only.
+        self.parallel: dict[str, Any] | None = None
         # Every contention reading of this job, from its start: short metrics' windows reach back into it.
         self._timeline: list[contention.Reading] = [contention.STARTED, contention.read(before=False)]
 
