@@ -26,6 +26,7 @@ Standard library only: this runs inside the stack images.
 from __future__ import annotations
 
 import os
+import statistics
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -79,6 +80,25 @@ BLOCK_KEYS = (
     "single",
 )
 STRAGGLER_RATIO = 1.3  # a rank whose step computes this much longer than the other ranks' median is named
+
+
+def straggler(compute: list[list[float]]) -> dict[str, float | int] | None:
+    """The rank named a straggler from every rank's compute-only samples (seconds per step), or None.
+
+    One rule for the job and the host. The slowest rank by median is named when its median is at
+    least STRAGGLER_RATIO x the median of the other ranks' medians AND every one of its samples is
+    slower than every sample of every other rank: on a noisy machine two ranks running the same
+    code drift apart by tens of % for a sample or two, never consistently (the A/A this must pass)."""
+    if len(compute) < 2 or any(not row for row in compute):
+        return None
+    medians = [statistics.median(row) for row in compute]
+    worst = max(range(len(compute)), key=lambda r: medians[r])
+    middle = statistics.median(m for r, m in enumerate(medians) if r != worst)
+    if middle <= 0:
+        return None
+    ratio = medians[worst] / middle
+    apart = min(compute[worst]) > max(v for r, row in enumerate(compute) if r != worst for v in row)
+    return {"rank": worst, "ratio": ratio} if ratio >= STRAGGLER_RATIO and apart else None
 
 
 def parallel_params(*, steps: int = 10, intervals: int = 6) -> tuple[Param, ...]:

@@ -229,6 +229,22 @@ def offsets(cfg: Config, n_train: int) -> Any:
     return rng.integers(0, high + 1, size=(cfg.intervals, cfg.steps, cfg.batch), dtype=np.int64).astype(np.int32)
 
 
+def parallel_rows(cfg: Config, train: Any, step: int, n: int) -> tuple[Any, Any]:
+    """The data-parallel loop's batch of `step` (suites/runtime/data_parallel.py): its first n windows,
+    inputs and next-byte targets, drawn from (seed, step) so every N and the 1-way step see one batch."""
+    import numpy as np
+
+    rng = np.random.default_rng(np.random.SeedSequence([cfg.seed, 0xD9, step]))
+    starts = rng.integers(0, len(train) - cfg.block_size - 1 + 1, size=n)
+    rows = train[starts[:, None] + np.arange(cfg.block_size + 1)].astype(np.int64)
+    return np.ascontiguousarray(rows[:, :-1]), np.ascontiguousarray(rows[:, 1:])
+
+
+def parallel_lrs(cfg: Config, steps: int) -> list[float]:
+    """Every step's learning rate in the data-parallel loop, one list both optimisers read."""
+    return [lr_at(s, cfg) for s in range(steps)]
+
+
 def val_offsets(cfg: Config, n_val: int) -> Any:
     """Start offsets of the validation windows: consecutive, non-overlapping, from the split's start."""
     import numpy as np

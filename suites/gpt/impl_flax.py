@@ -3,6 +3,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from suites.contract.ranks import data_parallel
 from suites.runtime.context import Context
 
 
@@ -18,6 +19,9 @@ def run(ctx: Context) -> None:
     from suites.runtime import profiling, training, training_jax
 
     cfg = common.config(ctx)
+    if data_parallel(ctx.params):
+        _parallel(ctx, cfg)
+        return
     ctx.note("flax variant jit: jax.jit of one train step (split/merge; state donated on GPUs), batches gathered "
              "on the device")  # fmt: skip
     text = common.load(ctx, cfg)
@@ -36,9 +40,7 @@ def run(ctx: Context) -> None:
         return lrs[jnp.minimum(count, len(lrs) - 1)]
 
     def transform() -> Any:
-        decay = optax.adamw(learning_rate, b1=common.BETAS[0], b2=common.BETAS[1], eps=common.EPS,
-                            weight_decay=cfg.weight_decay, mask=lambda p: jax.tree.map(lambda x: x.ndim >= 2, p))  # fmt: skip
-        return optax.chain(optax.clip_by_global_norm(cfg.grad_clip), decay) if cfg.grad_clip > 0 else decay
+        return adamw(cfg, learning_rate)
 
     def batch(tokens: Any, starts: Any) -> tuple[Any, Any]:
         rows = tokens[starts[:, None] + window]  # (batch, block_size + 1): inputs and next-byte targets
@@ -158,6 +160,57 @@ def run(ctx: Context) -> None:
 
     calls = [at(j) for j in range(cfg.steps)]
     ctx.profile("train step", profiling.cycle(calls), steps_per_sample=1.0, programs=programs)
+
+
+def adamw(cfg: Any, learning_rate: Any) -> Any:
+    """AdamW with decay on the matrices only (the same set as PyTorch's groups), clipping first."""
+    import jax
+    import optax
+
+    from suites.gpt import common
+
+    decay = optax.adamw(learning_rate, b1=common.BETAS[0], b2=common.BETAS[1], eps=common.EPS,
+                        weight_decay=cfg.weight_decay, mask=lambda p: jax.tree.map(lambda x: x.ndim >= 2, p))  # fmt: skip
+    return optax.chain(optax.clip_by_global_norm(cfg.grad_clip), decay) if cfg.grad_clip > 0 else decay
+
+
+def _parallel(ctx: Context, cfg: Any) -> None:
+    """One program over the device mesh, processes joined by jax.distributed (suites/runtime/data_parallel.py)."""
+    import jax.numpy as jnp
+    import optax
+    from flax import nnx
+
+    from suites.gpt import common
+    from suites.gpt.models_flax import GPT, load
+    from suites.runtime import data_parallel as dp
+    from suites.runtime import dp_jax
+
+    text = common.load(ctx, cfg)
+    weights = common.initial_weights(cfg)
+    shape = dp.shape_of(ctx)
+    lrs = common.parallel_lrs(cfg, shape.total_steps)
+    table = jnp.asarray(lrs, jnp.float32)
+
+    def build() -> Any:
+        model = GPT(cfg, nnx.Rngs(params=cfg.seed, dropout=cfg.seed + 1), dtype=jnp.float32)
+        load(model, weights)
+        model.eval()  # dropout off
+        return model
+
+    def loss(m: Any, xb: Any, yb: Any) -> Any:
+        return optax.softmax_cross_entropy_with_integer_labels(m(xb).astype(jnp.float32), yb).mean()
+
+    recipe = dp.Recipe(
+        build=build,
+        loss=loss,
+        optimizer=lambda _: adamw(cfg, lambda count: table[jnp.minimum(count, len(lrs) - 1)]),
+        lr=lambda s: lrs[min(s, len(lrs) - 1)],
+        rows=lambda s, n: common.parallel_rows(cfg, text.train, s, n),
+        unit="tokens",
+        items_per_row=cfg.block_size,
+        flops_per_row=common.flops_per_token(cfg) * cfg.block_size,
+    )
+    dp.run(ctx, recipe, dp_jax.JaxLoop)
 
 
 def _attention_kernel(ctx: Context, cfg: Any, step: Any, args: tuple[Any, ...]) -> str:

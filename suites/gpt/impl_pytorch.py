@@ -4,6 +4,7 @@ import time
 from contextlib import nullcontext
 from typing import Any
 
+from suites.contract.ranks import data_parallel
 from suites.runtime.context import Context
 
 
@@ -13,10 +14,13 @@ def run(ctx: Context) -> None:
     import torch.nn.functional as F
 
     from suites.gpt import common
-    from suites.gpt.models_torch import GPT, export, load, tensors
+    from suites.gpt.models_torch import GPT, export, load
     from suites.runtime import profiling, training, training_torch
 
     cfg = common.config(ctx)
+    if data_parallel(ctx.params):
+        _parallel(ctx, cfg)
+        return
     mode = "compiled" if cfg.variant == "compiled" else "eager"
     ctx.note(f"pytorch variant {mode}: " + ("torch.compile of the model (inductor), loss and AdamW eager"
              if mode == "compiled" else "eager autograd; batches gathered on the device"))  # fmt: skip
@@ -42,14 +46,7 @@ def run(ctx: Context) -> None:
     counter = training_torch.CompileCounter(compiles=mode == "compiled")  # its canary compiles before any clock
 
     def optimizer_of(m: GPT) -> Any:
-        named = tensors(m)
-        groups = [
-            {"params": [t for n, t in named.items() if common.decayed(n)], "weight_decay": cfg.weight_decay},
-            {"params": [t for n, t in named.items() if not common.decayed(n)], "weight_decay": 0.0},
-        ]
-        # The fused CUDA kernel where there is one (nanoGPT's choice); the default elsewhere.
-        return torch.optim.AdamW(groups, lr=lrs[0], betas=common.BETAS, eps=common.EPS,
-                                 fused=True if ctx.device_kind == "gpu" else None)  # fmt: skip
+        return adamw(ctx, cfg, m, lrs[0])
 
     def batch(tokens: Any, starts: Any) -> tuple[Any, Any]:
         rows = tokens[starts[:, None] + window]  # (batch, block_size + 1): inputs and next-byte targets
@@ -138,6 +135,58 @@ def run(ctx: Context) -> None:
         return lambda: step(model, forward, optimizer, j, *batch(train_tokens, offsets[0, j]), True)
 
     ctx.profile("train step", profiling.cycle([at(j) for j in range(cfg.steps)]), steps_per_sample=1.0)
+
+
+def adamw(ctx: Context, cfg: Any, model: Any, lr: float) -> Any:
+    """nanoGPT's AdamW: decay on the matrices only; the fused CUDA kernel where there is one."""
+    import torch
+
+    from suites.gpt import common
+    from suites.gpt.models_torch import tensors
+
+    named = tensors(model)
+    groups = [
+        {"params": [t for n, t in named.items() if common.decayed(n)], "weight_decay": cfg.weight_decay},
+        {"params": [t for n, t in named.items() if not common.decayed(n)], "weight_decay": 0.0},
+    ]
+    return torch.optim.AdamW(groups, lr=lr, betas=common.BETAS, eps=common.EPS,
+                             fused=True if ctx.device_kind == "gpu" else None)  # fmt: skip
+
+
+def _parallel(ctx: Context, cfg: Any) -> None:
+    """DistributedDataParallel over `devices` processes (suites/runtime/data_parallel.py)."""
+    import torch.nn.functional as F
+
+    from suites.gpt import common
+    from suites.gpt.models_torch import GPT, load
+    from suites.runtime import data_parallel as dp
+    from suites.runtime import dp_torch
+
+    text = common.load(ctx, cfg)
+    weights = common.initial_weights(cfg)
+    shape = dp.shape_of(ctx)
+    lrs = common.parallel_lrs(cfg, shape.total_steps)
+
+    def build() -> Any:
+        model = GPT(cfg).to(ctx.device)
+        load(model, weights)
+        return model.eval()  # dropout off
+
+    def loss(forward: Any, xb: Any, yb: Any) -> Any:
+        return F.cross_entropy(forward(xb).float().view(-1, common.VOCAB), yb.reshape(-1))
+
+    recipe = dp.Recipe(
+        build=build,
+        loss=loss,
+        optimizer=lambda m: adamw(ctx, cfg, m, lrs[0]),
+        lr=lambda s: lrs[min(s, len(lrs) - 1)],
+        rows=lambda s, n: common.parallel_rows(cfg, text.train, s, n),
+        unit="tokens",
+        items_per_row=cfg.block_size,
+        clip=cfg.grad_clip,
+        flops_per_row=common.flops_per_token(cfg) * cfg.block_size,
+    )
+    dp.run(ctx, recipe, lambda ranks, r, s: dp_torch.TorchLoop(ranks, r, s, ctx.device))
 
 
 def _attention_kernel(ctx: Context, cfg: Any) -> str:

@@ -5,6 +5,7 @@ the same NumPy-drawn initial weights and draw the same batches. The timed unit i
 `steps` optimiser steps (one clock each; interval 1 holds the compilation), see README.md.
 """
 
+from suites.contract import ranks
 from suites.contract.spec import CheckSpec, Param, ParamValue, SuiteSpec
 from suites.contract.training_spec import first_step_specs
 
@@ -86,6 +87,7 @@ PARAMS = (
         choices=VARIANTS,
     ),
     Param("seed", "int", 42, "seed of the initial weights, the batches and synthetic data", min=0, max=2**31 - 1),
+    *ranks.parallel_params(),
 )
 
 # Measured flax vs pytorch (CPU, float32, the smoke and default models): the first step's loss
@@ -104,11 +106,11 @@ def shape_problem(values: dict[str, ParamValue]) -> str | None:
         changed = [p.name for p in PARAMS if p.name in SHAPE and values[p.name] not in (p.default, preset[p.name])]
         if changed:
             return f"preset={values['preset']} sets {', '.join(changed)}: leave them out, or use --param preset=none"
-        return None
+        return ranks.batch_problem(values)
     width, heads = values["n_embd"], values["n_head"]
     if isinstance(width, int) and isinstance(heads, int) and width % heads:
         return f"n_embd={width} is not a multiple of n_head={heads}: pick a head count that divides the width"
-    return None
+    return ranks.batch_problem(values)
 
 
 def preset_shape(values: dict[str, ParamValue]) -> dict[str, ParamValue]:
@@ -146,6 +148,7 @@ SPEC = SuiteSpec(
             "validation loss after the last interval (nats per byte); the runs drift apart over hundreds of steps",
             rtol=0.03,
         ),
+        *ranks.parallel_checks(),
     ),
     # The train step's FLOPs are the model's (6N + attention), so its share of peak is the MFU.
     peak_shares={"train step": "MFU"},
@@ -165,5 +168,6 @@ SPEC = SuiteSpec(
         "steps": 3,
         "warmup_steps": 2,
         "eval_windows": 4,
+        **ranks.PARALLEL_SMOKE,
     },
 )

@@ -248,16 +248,6 @@ def _median(values: Sequence[float]) -> float:
     return float(statistics.median(values))
 
 
-def straggler(compute: Sequence[float]) -> dict[str, Any] | None:
-    """The rank whose step computes STRAGGLER_RATIO x the median of the others' or longer (the worst)."""
-    if len(compute) < 2:
-        return None
-    worst = max(range(len(compute)), key=lambda r: compute[r])
-    others = _median([c for r, c in enumerate(compute) if r != worst])
-    ratio = compute[worst] / others if others > 0 else float("inf")
-    return {"rank": worst, "ratio": ratio} if ratio >= contract.STRAGGLER_RATIO else None
-
-
 def link_peak(device_kind: str, device_name: str) -> float | None:
     """The all-reduce bus bandwidth's ceiling where the link is known: NVLink 4 on H100/H200 SXM
     (450 GB/s a direction, NCCL-tests' busbw ceiling); None elsewhere (gloo over loopback has none)."""
@@ -341,7 +331,8 @@ def run(ctx: Context, recipe: Recipe, make_loop: Callable[[Ranks, Recipe, Shape]
             out = compute_step(start + j)
         lane.sync(out)
         compute.append((time.perf_counter() - clock) / shape.steps)
-    mine = [_median(wide.samples), _median(compute), allreduce_s if allreduce_s is not None else -1.0]
+    # Fixed length on every rank (a collective): the medians, then every compute sample.
+    mine = [_median(wide.samples), _median(compute), allreduce_s if allreduce_s is not None else -1.0, *compute]
     gathered = loop.gather(mine)
     hosts = loop.hosts()
     if not leader:
@@ -389,7 +380,7 @@ def _record(ctx: Context, recipe: Recipe, shape: Shape, loop: Loop, firsts: tupl
         efficiency = throughput / (n * single_thr)
     ranks = [
         {"rank": r, "host": hosts[r][:200], "step_s": row[0], "compute_s": row[1],
-         "allreduce_s": row[2] if row[2] >= 0 else None}
+         "allreduce_s": row[2] if row[2] >= 0 else None, "compute_samples": row[3:]}
         for r, row in enumerate(gathered)
     ]  # fmt: skip
     compute_s = max(row[1] for row in gathered)
@@ -422,7 +413,7 @@ def _record(ctx: Context, recipe: Recipe, shape: Shape, loop: Loop, firsts: tupl
         "exposed_comm_s": exposed,
         "overlap": overlap,
         "ranks": ranks,
-        "straggler": straggler([row[1] for row in gathered]),
+        "straggler": contract.straggler([row[3:] for row in gathered]),
         "single": None
         if single_checks is None
         else {
