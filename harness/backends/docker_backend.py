@@ -8,7 +8,8 @@ the engine's memory), no capabilities, no-new-privileges and a pids limit. It ru
 user's uid:gid (as the image's `bench` user when the harness runs as root; nothing on the host is
 ever handed to that user). Its output reaches the harness through the Docker API only, so logs
 and stderr tails are written and kept host-side. Containers carry labels (run id, suite,
-framework) so leftovers can be found and removed.
+framework) so leftovers can be found and removed. A data-parallel job (`devices` >= 2) runs as one
+such container per rank on an internal network of its own (backends/docker_ranks.py).
 """
 
 from __future__ import annotations
@@ -62,6 +63,7 @@ from harness.store.run_folder import round_of
 from harness.text.escape import plain
 from suites.contract import job_spec
 from suites.contract.job_spec import JobSpec
+from suites.contract.ranks import processes
 from suites.contract.registry import SUITES_DIR
 
 WORKDIR = "/opt/harness"
@@ -368,6 +370,12 @@ class DockerBackend:
                 message = f"its /results volume could not be made: {why or error}"
                 return job_folder.not_started(logs, job, started, message, annotations)
             try:
+                if processes(job.params) > 1:
+                    from harness.backends import docker_ranks  # built on this module's containers: imported late
+
+                    return docker_ranks.run_ranks(
+                        self, job, run_id, logs, work, image, volumes, holder, annotations, started, tag
+                    )
                 return self._run_container(job, run_id, logs, work, image, volumes, holder, annotations, started, tag)
             except engine_errors() as error:
                 # The engine refused the container (e.g. a mount it cannot make) or went away during
@@ -417,18 +425,7 @@ class DockerBackend:
 
         stdout_log, stderr_log = logs / f"{job.framework}.stdout.log", logs / f"{job.framework}.stderr.log"
         kwargs = self.create_kwargs(job, run_id, work, image, volumes, tag)
-        annotations["container"] = {
-            "name": kwargs["name"],
-            "user": kwargs["user"],
-            "network_mode": kwargs["network_mode"],
-            "read_only_rootfs": kwargs["read_only"],
-            "nano_cpus": kwargs.get("nano_cpus"),
-            "mem_limit": kwargs.get("mem_limit"),
-            "gpus": bool(kwargs.get("device_requests")),
-            "transfer": self.transfer,
-            "mounts": [{"target": m["Target"], "read_only": bool(m.get("ReadOnly"))} for m in kwargs["mounts"]],
-            "results_cap_bytes": RESULTS_CAP_BYTES,
-        }
+        annotations["container"] = self.container_record(kwargs)
         timed_out, exit_code, oom = False, None, False
         tail = Tail()
         problem: str | None = None
@@ -462,16 +459,7 @@ class DockerBackend:
                     container.kill()
             for thread in pumps:
                 thread.join(timeout=10)
-            out_dir = f"{RESULTS_MOUNT}/{OUT_SUBDIR}" if volumes is not None else RESULTS_MOUNT
-            fetched = fetch_results(holder, out_dir, work, job.result_file(), job_folder.artifacts_name(job))
-            problem = fetched.problem
-            if fetched.skipped:
-                annotations["artifacts_skipped"] = fetched.skipped
-            full = results_full(holder)
-            if full is not None:
-                annotations["results_full"] = full
-                if problem is None and not whole_json(work / job.result_file()):
-                    problem = f"wrote no whole result file: {full}"
+            problem = self.fetch(job, work, volumes, holder, annotations)
             container.reload()
             state = container.attrs.get("State", {})
             oom = bool(state.get("OOMKilled"))
@@ -488,6 +476,38 @@ class DockerBackend:
             stderr_tail=tail.text(),
             result_problem=problem,
         )
+
+    def container_record(self, kwargs: dict[str, Any]) -> dict[str, Any]:
+        """What the result records of a job container's creation: its isolation, as asked for."""
+        return {
+            "name": kwargs["name"],
+            "user": kwargs["user"],
+            "network_mode": kwargs.get("network_mode") or kwargs.get("network"),
+            "read_only_rootfs": kwargs["read_only"],
+            "nano_cpus": kwargs.get("nano_cpus"),
+            "mem_limit": kwargs.get("mem_limit"),
+            "gpus": bool(kwargs.get("device_requests")),
+            "transfer": self.transfer,
+            "mounts": [{"target": m["Target"], "read_only": bool(m.get("ReadOnly"))} for m in kwargs["mounts"]],
+            "results_cap_bytes": RESULTS_CAP_BYTES,
+        }
+
+    def fetch(
+        self, job: Job, work: Path, volumes: dict[str, str] | None, holder: Any, annotations: dict[str, Any]
+    ) -> str | None:
+        """The job's result and artefacts, from its /results (held by `holder`) into `work`; the
+        problem that refuses its result, if any."""
+        out_dir = f"{RESULTS_MOUNT}/{OUT_SUBDIR}" if volumes is not None else RESULTS_MOUNT
+        fetched = fetch_results(holder, out_dir, work, job.result_file(), job_folder.artifacts_name(job))
+        problem = fetched.problem
+        if fetched.skipped:
+            annotations["artifacts_skipped"] = fetched.skipped
+        full = results_full(holder)
+        if full is not None:
+            annotations["results_full"] = full
+            if problem is None and not whole_json(work / job.result_file()):
+                problem = f"wrote no whole result file: {full}"
+        return problem
 
 
 def check_options(options: BackendOptions) -> tuple[GpuRequest | None, str]:

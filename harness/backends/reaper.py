@@ -1,4 +1,4 @@
-"""Removes the job containers (and volumes) of a harness that died without removing them itself.
+"""Removes the job containers (volumes, and a data-parallel job's network) of a harness that died without removing them itself.
 
 Ctrl-C, SIGTERM and SIGHUP let the harness remove its container on the way out; SIGKILL (or an
 out-of-memory kill of the harness) does not. So the docker backend starts this small watcher in a
@@ -55,7 +55,7 @@ class Reaper:
 
 
 def main() -> int:
-    live: dict[str, set[str]] = {"container": set(), "volume": set()}
+    live: dict[str, set[str]] = {"container": set(), "volume": set(), "network": set()}
     for line in sys.stdin:
         sign, (kind, _, name) = line[:1], line.strip()[1:].partition(" ")
         if kind in live and name:
@@ -69,6 +69,9 @@ def main() -> int:
         for name in names:
             with contextlib.suppress(Exception):
                 collection.get(name).remove(force=True)
+    for name in live["network"]:  # last: a network with containers on it cannot be removed
+        with contextlib.suppress(Exception):
+            client.networks.get(name).remove()
     return 0
 
 

@@ -48,7 +48,7 @@ def clean(
         Optional[str], typer.Option("--run", help="only this run id [default: every harness run]")
     ] = None,
 ) -> None:
-    """Remove job containers and volumes a killed harness left behind (found by their labels)."""
+    """Remove job containers, volumes and networks a killed harness left behind (found by their labels)."""
     from harness.execute.clean import clean as remove_leftovers
 
     cleaned = remove_leftovers(run_id)
@@ -56,7 +56,9 @@ def clean(
         typer.echo(f"removed container {name}")
     for name in cleaned.volumes:
         typer.echo(f"removed volume {name}")
+    for name in cleaned.networks:
+        typer.echo(f"removed network {name}")
     for name in cleaned.kept:
         typer.echo(f"kept {name}: the harness that started it is still running (stop that run first)")
-    if not cleaned.containers and not cleaned.volumes and not cleaned.kept:
+    if not cleaned.containers and not cleaned.volumes and not cleaned.networks and not cleaned.kept:
         typer.echo("nothing to clean")

@@ -1,4 +1,4 @@
-"""`harness clean`: remove containers and volumes that a killed harness left behind (by label).
+"""`harness clean`: remove containers, volumes and networks that a killed harness left behind (by label).
 
 What a live harness owns (harness/core/owner.py) is kept: removing a running run's container would end
 its job as "exited with code 137".
@@ -23,6 +23,7 @@ class Cleaned:
     containers: list[str]
     volumes: list[str]
     kept: list[str] = field(default_factory=list)  # names a live harness still owns
+    networks: list[str] = field(default_factory=list)  # a data-parallel job's own (harness/backends/docker_ranks.py)
 
 
 def clean(run_id: str | None = None) -> Cleaned:
@@ -47,6 +48,13 @@ def clean(run_id: str | None = None) -> Cleaned:
                 continue
             volume.remove(force=True)
             cleaned.volumes.append(plain(volume.name))
+        for network in engine.client.networks.list(filters={"label": selector}):  # after its containers
+            attrs = network.attrs if isinstance(network.attrs, dict) else {}
+            if owner.is_live(_owner(attrs.get("Labels"))):
+                cleaned.kept.append(plain(network.name))
+                continue
+            network.remove()
+            cleaned.networks.append(plain(network.name))
     return cleaned
 
 
