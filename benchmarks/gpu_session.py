@@ -92,7 +92,15 @@ STEPS: list[tuple[str, tuple[str, ...], dict[str, list[list[str]]]]] = [
         "tiny": [["run", "--suite", "jit", "-p", "max_length=100000", "-p", "total=1000000"],
                  ["run", "--suite", "pc", "-p", "epochs=2", "-p", "train_samples=512"]],
     }),
+    # Data-parallel on 2 GPUs (issue 59): NCCL, one process per GPU; skipped where the machine has one.
+    ("multi-gpu", ("flax", "pytorch"), {
+        "full": [["run", "--suite", "gpt", "-p", "devices=2", "-p", "preset=gpt2-small", "-p", "batch_size=16",
+                  "-p", "dp_intervals=6", "-p", "dp_steps=10"],
+                 ["run", "--suite", "mnist", "-p", "dataset=synthetic", "-p", "devices=2", "-p", "batch_size=256"]],
+        "tiny": [["run", "--suite", "gpt", "--smoke", "-p", "devices=2"]],
+    }),
 ]  # fmt: skip
+MIN_GPUS = {"multi-gpu": 2}  # a step that needs more GPUs than the machine has is not applicable there
 IMPORTS = {"numpy": "numpy", "jax": "jax", "flax": "flax", "pytorch": "torch"}
 
 
@@ -199,6 +207,24 @@ def command(args: list[str], device: str, frameworks: list[str], results: Path) 
     return cmd
 
 
+def not_applicable(step: str, device: str, gpus: int) -> str | None:
+    """Why a step cannot run on this machine (it needs more GPUs than it has), or None. On the CPU
+    rehearsal every step runs: two ranks share the cores."""
+    need = MIN_GPUS.get(step, 0)
+    if device != "gpu" or gpus >= need:
+        return None
+    return f"{gpus} GPU{'s' if gpus != 1 else ''} here; this step needs {need}"
+
+
+def gpu_count(env: dict[str, str]) -> int:
+    """GPUs the machine shows (`nvidia-smi --list-gpus`: one line each); 0 where it cannot tell."""
+    try:
+        listed = subprocess.run(["nvidia-smi", "--list-gpus"], capture_output=True, text=True, env=env, timeout=60)
+    except (OSError, subprocess.TimeoutExpired):
+        return 0
+    return sum(line.startswith("GPU ") for line in listed.stdout.splitlines()) if listed.returncode == 0 else 0
+
+
 def run_timed(cmd: list[str], env: dict[str, str], log_path: Path, seconds: float) -> tuple[int, bool]:
     """(exit code, interrupted by the budget). A step past its time gets SIGINT, as Ctrl-C: the harness
     stops, marks the rest interrupted and keeps what finished; then GRACE seconds, then SIGKILL."""
@@ -278,9 +304,16 @@ def session(out: Path, wheels: Path, device: str, size: str, budget: float, only
         numbered = list(enumerate(STEPS, start=1))
         if only is not None:  # the steps named, in the order named (a second call after a cut-short first)
             numbered = [next(n for n in numbered if n[1][0] == name) for name in only]
+        gpus = gpu_count(env) if device == "gpu" else 0
         for number, (name, wants, sizes) in numbered:
             entry: dict[str, Any] = {"step": name, "commands": [], "exit_codes": [], "interrupted": False}
             summary["steps"].append(entry)
+            why = not_applicable(name, device, gpus)
+            if why is not None:
+                entry["not_applicable"] = why
+                log.write(f"\n## step {number} {name}: not applicable: {entry['not_applicable']}\n")
+                save(out, summary)
+                continue
             frameworks = [fw for fw in wants if fw in have and not (device == "gpu" and fw == "numpy")]
             step_dir = work / "steps" / f"{number:02d}-{name}"
             step_dir.mkdir(parents=True)

@@ -89,6 +89,8 @@ class TorchLoop:
     def __init__(self, ranks: Ranks, recipe: Recipe, shape: Shape, device: Any) -> None:
         import torch
 
+        if device.type == "cuda":  # DDP wants the index: the GPU this rank took (initialise)
+            device = torch.device("cuda", torch.cuda.current_device())
         self.ranks, self.recipe, self.shape, self.device = ranks, recipe, shape, device
         self.world = ranks.world
         self.collectives = "none" if self.world == 1 else ("nccl" if device.type == "cuda" else "gloo")
