@@ -359,7 +359,7 @@ def test_a_rank_left_running_after_a_failure_is_killed_at_the_grace_periods_end(
     outcome, client, events, _ = ranks_run(tmp_path, plans)
     assert ("kill", client.made[0].name) in client.events and ("kill", client.made[1].name) not in client.events
     assert outcome.status == "failed" and outcome.reason is not None
-    assert outcome.reason.startswith("rank 1 of 2 exited with code 3; ranks 0 were stopped"), outcome.reason
+    assert outcome.reason.startswith("rank 1 of 2 exited with code 3; rank 0 was stopped"), outcome.reason
     assert outcome.exit_code is None
     assert_all_removed(client, events)
 

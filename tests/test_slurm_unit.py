@@ -133,7 +133,12 @@ def test_apptainer_runs_the_stack_image_contained_with_only_three_folders_bound(
     assert command.startswith('"$cli" exec --containall --no-home --cleanenv --pwd /opt/harness ')
     assert '--bind "$code/suites:/opt/harness/suites:ro" --bind "$out:/results"' in command
     assert "--env PYTHONPATH=/opt/harness --env PYTHONUNBUFFERED=1 --nv" in command
-    assert '${CUDA_VISIBLE_DEVICES+--env "CUDA_VISIBLE_DEVICES=$CUDA_VISIBLE_DEVICES"}' in command
+    # Slurm's GPU list reaches the --cleanenv container through APPTAINERENV_ (--env would split "0,1" at the comma).
+    assert text.splitlines()[-2] == (
+        '[ -z "${CUDA_VISIBLE_DEVICES+x}" ] || export APPTAINERENV_CUDA_VISIBLE_DEVICES="$CUDA_VISIBLE_DEVICES" '
+        'SINGULARITYENV_CUDA_VISIBLE_DEVICES="$CUDA_VISIBLE_DEVICES"'
+    )
+    assert "--env CUDA_VISIBLE_DEVICES" not in command and '--env "CUDA_VISIBLE_DEVICES' not in command
     assert command.endswith('"$image" python -m suites run --job /results/job.json')
     spec = job_spec_for(gpu, RUN_ID, "apptainer", layout())
     assert (spec.result_path, spec.data_dir, spec.cache_dir) == ("/results/numpy.json", None, None)  # no data folder

@@ -5,6 +5,13 @@ lock-hash tag, the suites delivered in a ConfigMap (a tarball unpacked by an ini
 container into a read-only volume) with each job's job.json beside them (mounted into its own
 pod only), and each pod printing its result between two
 marker lines so `harness collect` can rebuild a normal run folder from the pod logs.
+
+A data-parallel job (--param devices=N, suites/contract/ranks.py) is an Indexed Job of N pods, one per
+rank (its completion index), and a headless Service that gives rank 0's pod a name the others reach:
+`<job>-0.<service>` (an Indexed Job's pods are named `<job>-<index>`, and `subdomain` puts them under
+the Service). Any rank's failure fails the Job at once (backoffLimit 0, and a podFailurePolicy whose
+condition names the pod and its exit code); the Job is complete when every rank is. Only rank 0
+prints the result.
 """
 
 from __future__ import annotations
@@ -12,6 +19,7 @@ from __future__ import annotations
 import base64
 import io
 import json
+import os
 import re
 import shlex
 import shutil
@@ -40,6 +48,17 @@ from harness.store.run_folder import (
 from harness.text.escape import plain
 from suites.contract import job_spec
 from suites.contract.job_spec import JOB_FILE, JobSpec
+from suites.contract.ranks import (
+    COORDINATOR_PORT,
+    COORDINATOR_VAR,
+    FAULT_VAR,
+    LOCAL_RANK_VAR,
+    RANK_VAR,
+    WORLD_VAR,
+    RankError,
+    fault_from,
+    processes,
+)
 from suites.contract.registry import SUITES_DIR
 
 BACKEND = "kubernetes"
@@ -58,6 +77,10 @@ DEFAULT_CPUS = 2.0
 # C++ builds). A job filling its disk is evicted instead of filling the node's.
 SIZE_LIMITS = {"suites": "64Mi", "results": "512Mi", "tmp": "2Gi"}
 MAX_POD_LOG_BYTES = MAX_RESULT_BYTES * 2
+# What Kubernetes writes on each pod of an Indexed Job: its index (the annotation), and, from 1.28, the
+# same as a label (collect finds rank 0's pod by it).
+COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"
+JOB_LABEL = f"{LABEL}/job"  # a data-parallel job's pods, as its Service selects them
 
 
 def _k8s_name(text: str) -> str:
@@ -78,7 +101,17 @@ def dump(document: dict[str, Any]) -> str:
 
 
 def job_name(plan: Plan, job: Job) -> str:
-    return _k8s_name(f"h-{plan.run_id}-{job.framework}")
+    """The Job's name (and a data-parallel job's Service's): short enough that its pods' host names,
+    `<job>-<index>`, stay a DNS label (63 characters)."""
+    name = _k8s_name(f"h-{plan.run_id}-{job.framework}")
+    world = processes(job.params)
+    return name if world == 1 else name[: 63 - len(f"-{world - 1}")].rstrip("-")
+
+
+def coordinator(plan: Plan, job: Job) -> str:
+    """Rank 0's host:port: its pod's name under the job's Service (pod `<job>-0`, `subdomain` the Service)."""
+    name = job_name(plan, job)
+    return f"{name}-0.{name}:{COORDINATOR_PORT}"
 
 
 def suites_tarball() -> bytes:
@@ -115,7 +148,10 @@ def pod_script(plan: Plan, job: Job) -> str:
     out = f"{RESULTS_MOUNT}/{job.result_file()}"
     cmd = shlex.join(job_command(f"{SPEC_MOUNT}/{JOB_FILE}", python="python3"))
     # The result goes to the pod log between markers: no shared volume or object store needed.
-    return f"{cmd}; code=$?; echo '{BEGIN}'; cat {out} 2>/dev/null; echo; echo '{END}'; exit $code"
+    show = f"echo '{BEGIN}'; cat {out} 2>/dev/null; echo; echo '{END}'"
+    if processes(job.params) > 1:  # only rank 0 writes the result
+        return f'{cmd}; code=$?; if [ "${RANK_VAR}" = 0 ]; then {show}; fi; exit $code'
+    return f"{cmd}; code=$?; {show}; exit $code"
 
 
 def _labels(plan: Plan, job: Job | None = None) -> dict[str, str]:
@@ -131,6 +167,73 @@ def check_name(value: str | None, option: str) -> None:
         raise HarnessError(
             f"{option} {plain(value)!r} is not a Kubernetes name (lower-case letters, digits and '-', at most 63)"
         )
+
+
+def planted_fault() -> str | None:
+    """FAULT_VAR from the harness's environment (a testing aid handed on to every rank), checked."""
+    text = os.environ.get(FAULT_VAR) or None
+    if text is not None:
+        try:
+            fault_from(text)
+        except RankError as error:
+            raise HarnessError(str(error)) from None
+    return text
+
+
+def rank_env(plan: Plan, job: Job, fault: str | None = None) -> list[dict[str, Any]]:
+    """What each pod of a data-parallel job is told: its rank (its completion index, by the downward
+    API), the world, rank 0's address; local rank 0, as each pod holds one rank (and one GPU)."""
+    index = {"fieldRef": {"fieldPath": f"metadata.annotations['{COMPLETION_INDEX}']"}}
+    env: list[dict[str, Any]] = [
+        {"name": RANK_VAR, "valueFrom": index},
+        {"name": LOCAL_RANK_VAR, "value": "0"},
+        {"name": WORLD_VAR, "value": str(processes(job.params))},
+        {"name": COORDINATOR_VAR, "value": coordinator(plan, job)},
+    ]
+    if fault is not None:
+        env.append({"name": FAULT_VAR, "value": fault})
+    return env
+
+
+def service_manifest(plan: Plan, job: Job, namespace: str) -> dict[str, Any]:
+    """The headless Service under which rank 0's pod has the name in HARNESS_COORDINATOR."""
+    name = job_name(plan, job)
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": name, "namespace": namespace, "labels": _labels(plan, job)},
+        "spec": {
+            "clusterIP": "None",  # headless: a DNS name per pod, no load-balanced address
+            "selector": {JOB_LABEL: name},
+            # The ranks look rank 0 up while it starts, before any readiness: its name must exist by then.
+            "publishNotReadyAddresses": True,
+            "ports": [{"name": "coordinator", "port": COORDINATOR_PORT, "targetPort": COORDINATOR_PORT}],
+        },
+    }
+
+
+def _ranked(plan: Plan, job: Job, manifest: dict[str, Any], fault: str | None) -> dict[str, Any]:
+    """The single job's manifest made an Indexed Job of one pod per rank."""
+    world, name = processes(job.params), job_name(plan, job)
+    ranks = {
+        "completionMode": "Indexed",  # pod i gets completion index i: its rank
+        "completions": world,  # complete when every rank has (the default success policy)
+        "parallelism": world,  # every rank at once: they meet before the first step
+        # A rank that fails leaves the others waiting in a collective: the Job fails at once, and its
+        # condition names the pod and its exit code. A rank restarted alone could not rejoin them.
+        "podFailurePolicy": {
+            "rules": [
+                {"action": "FailJob", "onExitCodes": {"containerName": "job", "operator": "NotIn", "values": [0]}},
+                {"action": "FailJob", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]},
+            ]
+        },
+    }
+    manifest["spec"] = {**ranks, **manifest["spec"]}
+    manifest["spec"]["template"]["metadata"]["labels"][JOB_LABEL] = name
+    pod = manifest["spec"]["template"]["spec"]
+    pod["subdomain"] = name  # pod <job>-<index> is <job>-<index>.<service>
+    pod["containers"][0]["env"] += rank_env(plan, job, fault)
+    return manifest
 
 
 def resources_for(job: Job, limits: Limits) -> dict[str, Any]:
@@ -150,6 +253,22 @@ def job_manifest(
     configmap: str,
     data_claim: str | None,
     limits: Limits | None = None,
+    fault: str | None = None,
+) -> dict[str, Any]:
+    """The job's Job; a data-parallel job's is an Indexed Job of one pod per rank (`fault`: FAULT_VAR
+    handed on to its ranks)."""
+    manifest = _single_manifest(plan, job, image, namespace, configmap, data_claim, limits)
+    return _ranked(plan, job, manifest, fault) if processes(job.params) > 1 else manifest
+
+
+def _single_manifest(
+    plan: Plan,
+    job: Job,
+    image: str,
+    namespace: str,
+    configmap: str,
+    data_claim: str | None,
+    limits: Limits | None,
 ) -> dict[str, Any]:
     uid, gid = IMAGE_USER
     security = {
@@ -261,13 +380,17 @@ def export(
         "binaryData": {ARCHIVE: base64.b64encode(suites_tarball()).decode()},
     }
     documents = {"00-suites-configmap.yaml": dump(cm)}
+    fault = planted_fault()
     for job in plan.jobs:
         if job.skip_reason is not None:
             continue
         tag = stack_image(job.stack, variant).tag
         image = f"{registry.rstrip('/')}/{tag}" if registry else tag
-        manifest = job_manifest(plan, job, image, namespace, configmap, data_claim, limits)
-        documents[f"job-{job.framework}.yaml"] = dump(manifest)
+        manifest = job_manifest(plan, job, image, namespace, configmap, data_claim, limits, fault)
+        text = dump(manifest)
+        if processes(job.params) > 1:  # its Service first: rank 0's name exists before the pods look for it
+            text = dump(service_manifest(plan, job, namespace)) + "---\n" + text
+        documents[f"job-{job.framework}.yaml"] = text
     plan_text = json.dumps(dict(plan.as_record(), namespace=namespace), indent=2, allow_nan=False) + "\n"
     try:
         written = []
@@ -295,12 +418,12 @@ def extract_result(log: str) -> dict[str, Any] | None:
     return doc if isinstance(doc, dict) else {"_unparseable": body[:200]}
 
 
-def _kubectl_log(name: str, namespace: str) -> str:
+def _kubectl_log(name: str, namespace: str, ranked: bool = False) -> str:
+    """The job's pod log (a data-parallel job: rank 0's pod, by the completion-index label of Kubernetes 1.28+)."""
     if shutil.which("kubectl") is None:
         raise HarnessError("kubectl is not on PATH; save the pod logs and pass --logs DIR (see README)")
-    proc = subprocess.run(
-        ["kubectl", "logs", f"job/{name}", "-n", namespace, "-c", "job"], capture_output=True, text=True
-    )
+    which = ["-l", f"{JOB_LABEL}={name},{COMPLETION_INDEX}=0", "--tail=-1"] if ranked else [f"job/{name}"]
+    proc = subprocess.run(["kubectl", "logs", *which, "-n", namespace, "-c", "job"], capture_output=True, text=True)
     return proc.stdout if proc.returncode == 0 else ""
 
 
@@ -323,7 +446,9 @@ def collect(manifests: Path, results_dir: Path, logs: Path | None) -> Path:
     check_name(namespace if isinstance(namespace, str) else plain(namespace), "namespace in plan.json")
     # Every pod's log first: an export never applied (or not yet started) leaves none, and is no run.
     texts = {
-        job.framework: _saved_log(logs, job_name(plan, job)) if logs else _kubectl_log(job_name(plan, job), namespace)
+        job.framework: _saved_log(logs, job_name(plan, job))
+        if logs
+        else _kubectl_log(job_name(plan, job), namespace, processes(job.params) > 1)
         for job in plan.jobs
         if job.skip_reason is None
     }
@@ -346,6 +471,14 @@ def _collect(plan: Plan, job: Job, run_dir: Path, texts: dict[str, str]) -> Resu
     text = texts[job.framework]
     write_bytes_atomic(run_dir / "logs" / f"{job.framework}.pod.log", text.encode("utf-8"), within(run_dir))
     doc = extract_result(text)
+    if doc is None and processes(job.params) > 1:  # rank 0 was stopped (a rank failed), or never printed
+        why = (
+            f"no result in the log of rank 0 of job/{name}: a rank failed, or rank 0 did not finish "
+            f"(`kubectl describe job/{name}` names a failed pod and its exit code)"
+        )
+        result = placeholder_result(plan.run_id, job, BACKEND, "failed", why)
+        result["stderr_tail"] = "\n".join(text.splitlines()[-30:])[-4000:] or None
+        return result
     if doc is None:
         result = placeholder_result(plan.run_id, job, BACKEND, "invalid-output", f"no result in the log of job/{name}")
         result["stderr_tail"] = "\n".join(text.splitlines()[-30:])[-4000:] or None

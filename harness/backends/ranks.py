@@ -35,7 +35,9 @@ class Supervised:
     def reason(self, timeout_s: float | None = None) -> str | None:
         """One line for the result's reason; None when every rank exited 0."""
         world = len(self.exit_codes)
-        stopped = f"; ranks {', '.join(map(str, self.killed))} were stopped" if self.killed else ""
+        several = len(self.killed) > 1
+        stopped = (f"; rank{'s' if several else ''} {', '.join(map(str, self.killed))} "
+                   f"{'were' if several else 'was'} stopped") if self.killed else ""  # fmt: skip
         if self.first_failed is not None:
             code = self.exit_codes[self.first_failed]
             how = (

@@ -115,8 +115,17 @@ def export_slurm(
     ] = None,
     memory: Annotated[Optional[str], typer.Option("--memory", help="sbatch --mem [default: the whole node]")] = None,
     cpus: Annotated[Optional[float], typer.Option("--cpus", help="sbatch --cpus-per-task")] = None,
+    nodes: Annotated[
+        int,
+        typer.Option(
+            "--nodes",
+            min=1,
+            help="data-parallel jobs (--param devices=N): nodes to spread the N ranks over, N/nodes on each",
+        ),
+    ] = 1,
 ) -> None:
-    """One sbatch script per framework job, each on a node of its own; submit with submit.sh."""
+    """One sbatch script per framework job, each on a node of its own (a data-parallel job: its ranks
+    on --nodes nodes); submit with submit.sh."""
     from harness.backends.slurm.export import export as export_scripts
     from harness.backends.slurm.settings import (
         SlurmSettings,
@@ -155,7 +164,7 @@ def export_slurm(
         ),
         backend="slurm",
     )
-    for path in export_scripts(plan, out, settings, make_limits(memory, cpus)):
+    for path in export_scripts(plan, out, settings, make_limits(memory, cpus), nodes=nodes):
         typer.echo(f"wrote {path}")
     typer.echo(f"run id: {plan.run_id}")
     if runtime == "venv":

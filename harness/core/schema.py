@@ -26,6 +26,7 @@ from annotated_types import Ge, MaxLen, MinLen
 from typing_extensions import NotRequired, Required, is_typeddict
 
 from harness.core.errors import HarnessError
+from harness.core.parallel_types import Parallel
 from harness.core.result_types import (
     MAX_CURVE_EPOCHS,
     MAX_CURVES,
@@ -39,6 +40,7 @@ from harness.core.safe_files import MissingFile, UnsafeFile, read_bytes
 from harness.core.statistics import ALPHA
 from harness.text.escape import plain
 from suites.contract.marks import MARKS
+from suites.contract.ranks import PARALLEL_CHECKS, devices_of
 from suites.contract.registry import all_suites
 from suites.contract.result import SCHEMA_VERSION, STATUSES
 
@@ -212,9 +214,10 @@ def _step(tp: Any, node: Any, key: Any) -> tuple[Any, Any] | None:
     return child, value
 
 
-def _shape_message(error: Any, doc: Any) -> str:
-    tp: Any = Result
-    node, where, field = doc, "", ""
+def _shape_message(error: Any, doc: Any, root: Any = Result, where: str = "") -> str:
+    """`root`, `where`: the type `doc` is checked against and where it sits (a block checked on its own)."""
+    tp: Any = root
+    node, field = doc, ""
     for key in error["loc"]:
         step = _step(tp, node, key)
         if step is None:
@@ -417,7 +420,8 @@ def _problem(doc: Any, nesting_checked: bool = False) -> str | None:
             return f"checks: more than the {MAX_CHECK_NUMBERS} numbers all check values of a result may hold"
     training = doc["training"] or {}
     curves, target = training.get("curves") or [], training.get("target")
-    return _curves_problem(curves) or _target_problem(target) or _measures_problem(curves, target)
+    problem = _curves_problem(curves) or _target_problem(target) or _measures_problem(curves, target)
+    return problem or parallel_problem(doc)
 
 
 # What a learning curve evaluates, and the target of the same measure: an accuracy suite's test
@@ -495,6 +499,96 @@ def _measures_problem(curves: list[dict[str, Any]], target: dict[str, Any] | Non
     if measures and target is not None and TARGET_MEASURES[measures[0]] not in target:
         wanted = TARGET_MEASURES[measures[0]]
         return f"training.target: expected a target of {wanted}, what the curves ({measures[0]}) measure"
+    return None
+
+
+# -- the `parallel` block of a data-parallel job (suites/contract/ranks.py; judged in judge/parallel.py) ----
+
+
+@functools.cache
+def _parallel_adapter() -> pydantic.TypeAdapter[Parallel]:
+    return pydantic.TypeAdapter(Parallel)
+
+
+def _path(where: str, loc: Sequence[Any]) -> str:
+    for key in loc:
+        where += f"[{key}]" if isinstance(key, int) else f".{key if _KEY.fullmatch(str(key)) else _name(key)}"
+    return where
+
+
+def parallel_problem(doc: Mapping[str, Any]) -> str | None:
+    """What is wrong with a result's `parallel` block, or None (also when it has none: only a
+    data-parallel job's rank 0 writes one). Its shape is parallel_types.py's; the rules here tie its
+    figures to each other and to the job's params, so every medium can divide by them unguarded."""
+    block = doc.get("parallel")
+    if block is None:
+        return None
+    try:
+        _parallel_adapter().validate_python(block)
+    except pydantic.ValidationError as invalid:
+        error = invalid.errors(include_url=False, include_context=False)[0]
+        if error["type"] == "extra_forbidden":
+            where = _path("parallel", error["loc"])
+            return f"{where}: not a field of the data-parallel block (suites/contract/ranks.py)"
+        return _shape_message(error, block, Parallel, "parallel")
+    return _parallel_rules(cast(Parallel, block), devices_of(doc["params"]))
+
+
+def _parallel_rules(block: Parallel, asked: int) -> str | None:
+    devices = block["devices"]
+    if devices != asked:
+        return f"parallel.devices: {devices}, but the job's params ask for devices={asked}"
+    if block["global_batch"] != devices * block["per_device_batch"]:
+        return (
+            f"parallel.global_batch: {block['global_batch']} is not devices x per_device_batch "
+            f"({devices} x {block['per_device_batch']})"
+        )
+    if block["unit"] == "samples" and block["items_per_row"] != 1:
+        return "parallel.items_per_row: a batch counted in samples has 1 item per row"
+    one_way = ("single_step_s", "single_batch", "single_throughput", "efficiency")
+    fields = cast(Mapping[str, Any], block)
+    for key in one_way:  # the 1-way step exists only beside an N-way one with N >= 2
+        if (fields[key] is None) != (devices == 1):
+            return f"parallel.{key}: expected null when devices is 1, a number when it is more"
+    wanted = block["global_batch"] if block["scaling"] == "strong" else block["per_device_batch"]
+    if block["single_batch"] is not None and block["single_batch"] != wanted:
+        return (
+            f"parallel.single_batch: {block['single_batch']}, but {block['scaling']} scaling runs the 1-way step "
+            f"on {wanted} rows"
+        )
+    for i, rank in enumerate(block["ranks"]):
+        if rank["rank"] != i:
+            return f"parallel.ranks[{i}].rank: expected {i} (one entry per rank, in rank order)"
+    if len(block["ranks"]) != devices:
+        return f"parallel.ranks: {len(block['ranks'])} entries, but devices is {devices} (one per rank)"
+    straggler = block["straggler"]
+    if straggler is not None and straggler["rank"] >= devices:
+        return f"parallel.straggler.rank: {straggler['rank']} is not a rank of {devices}"
+    return _single_problem(block["single"], block["global_batch"])
+
+
+def _single_problem(single: Any, global_batch: int) -> str | None:
+    if single is None:
+        return None
+    if single["global_batch"] != global_batch:
+        return (
+            f"parallel.single.global_batch: {single['global_batch']}, but the 1-way checks are taken at the "
+            f"N-way global batch ({global_batch})"
+        )
+    seen: set[str] = set()
+    numbers = 0
+    for i, check in enumerate(single["checks"]):
+        where = f"parallel.single.checks[{i}] ({_name(check['name'])})"
+        if check["name"] not in PARALLEL_CHECKS:
+            return f"{where}.name: not a data-parallel check (one of {', '.join(PARALLEL_CHECKS)})"
+        if check["name"] in seen:
+            return f"{where}.name: duplicate check name"
+        seen.add(check["name"])
+        if not _numbers(check["value"]):
+            return f"{where}.value: expected a finite number or list of them"
+        numbers += _count(check["value"])
+        if numbers > MAX_CHECK_NUMBERS:
+            return f"parallel.single.checks: more than the {MAX_CHECK_NUMBERS} numbers a result's checks may hold"
     return None
 
 

@@ -24,7 +24,7 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from harness.core.result_types import Check, Metric, Result
 from harness.core.schema import derived_sources, missing_rounds
@@ -44,8 +44,12 @@ from harness.judge.plausibility import Finding, lint, sync_state
 from harness.store.calibration import Ceilings, ceilings_for_run
 from harness.store.run_folder import Run
 from harness.text.numbers import fmt_rel_diff
+from suites.contract.ranks import PARALLEL_CHECKS, data_parallel, parallel_checks
 from suites.contract.registry import all_suites
 from suites.contract.spec import CheckSpec
+
+if TYPE_CHECKING:
+    from harness.judge.parallel import Parallel
 
 # The guards' words, re-exported: every medium and test names them from here.
 __all__ = ["CONTENDED", "GATE", "MIN_WALL_S", "OVER_THREADS", "RECOMPILED", "SYNC_ESCAPED", "THREADS_SLACK_CORES",
@@ -90,6 +94,8 @@ class Assessment:
     flagged_by: Mapping[Key, str] = field(default_factory=dict)
     # guard name -> framework -> why (framework guards: agreement, precision, fairness)
     raised_frameworks: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+    # data-parallel jobs' figures and their 1-way gate (judge/parallel.py); None for a run without any
+    parallel: Parallel | None = None
 
     def hits(self, name: str) -> tuple[Hit, ...]:
         """What one guard raised on this run (nothing for a guard not registered)."""
@@ -295,8 +301,13 @@ def assess(run: Run) -> Assessment:
     Every registered guard (judge/guards/) judges the same evidence; a number is excluded with the
     reason of the first guard raised on it, and a framework is not comparable for every reason a
     framework guard gives."""
+    # Imported here: judge/parallel.py builds on this module's check rows. Its 1-way gate fails a
+    # framework as a failed cross-framework check does.
+    from harness.judge import parallel as data_parallel
+
     checks = tuple(evaluate(run))
-    failed_checks = failing_frameworks(list(checks))
+    gate = data_parallel.gate_rows(run)
+    failed_checks = failing_frameworks([*checks, *gate])
     ceilings = ceilings_for_run(run)
     findings = tuple(lint(run, ceilings))
     measured = {fw: measured_precision(result) for fw, result in run.results.items()}
@@ -332,6 +343,7 @@ def assess(run: Run) -> Assessment:
         raised=raised,
         flagged_by=flagged_by,
         raised_frameworks=framework_reasons,
+        parallel=data_parallel.judge(run, gate, flagged_by),
     )
 
 
@@ -494,9 +506,23 @@ def agrees(value: Any, base: Any, rtol: float, atol: float) -> bool:
 
 
 def declared_checks(run: Run) -> dict[str, CheckSpec]:
-    """The checks the run's suite declares in this harness (empty for a suite it does not know)."""
+    """The checks the run's suite declares in this harness (empty for a suite it does not know).
+
+    A data-parallel job (`devices` >= 1) runs another loop than the suite's own, with checks of its
+    own (suites/contract/ranks.py): it is held to those alone (the suite's declaration of them, else
+    the contract's), and a job of the suite's own loop never to them."""
     spec = all_suites().get(str(run.summary.get("suite")))
-    return {c.name: c for c in spec.checks} if spec is not None else {}
+    if spec is None:
+        return {}
+    if not data_parallel(run_params(run)):
+        return {c.name: c for c in spec.checks if c.name not in PARALLEL_CHECKS}
+    declared = {c.name: c for c in spec.checks}
+    return {c.name: declared.get(c.name, c) for c in parallel_checks()}
+
+
+def run_params(run: Run) -> Mapping[str, Any]:
+    """The parameters the run's jobs ran with (one set per run: the plan's), read off its first result."""
+    return next((r["params"] for r in run.results.values()), {})
 
 
 def _tolerance(declared: CheckSpec | None, reported: Mapping[str, Any]) -> dict[str, Any]:

@@ -5,11 +5,13 @@ from __future__ import annotations
 import csv
 import io
 import json
+from dataclasses import asdict
 from enum import Enum
 from typing import Any
 
 from harness.judge.assessment import Assessment
 from harness.judge.breakdown import LABELS, Breakdown
+from harness.judge.parallel import Parallel
 from harness.report.records import RECORD_FIELDS, metric_records
 from harness.report.table import check_rows, render, timing_rows
 from harness.text import escape, html
@@ -85,7 +87,34 @@ def run_document(judged: Assessment) -> dict[str, Any]:
     if judged.breakdowns or judged.profile_problems:  # `--profile` runs only: other documents stay as they were
         document["profiles"] = [profile_record(b) for b in judged.breakdowns]
         document["profile_problems"] = list(judged.profile_problems)
+    if judged.parallel is not None:  # data-parallel runs only, like the profiles
+        document["parallel"] = parallel_record(judged.parallel)
     return document
+
+
+def parallel_record(parallel: Parallel) -> dict[str, Any]:
+    """The judged data-parallel figures (host-recomputed efficiency, exposed communication and straggler;
+    every rank) and the 1-way gate's rows, as the JSON export writes them."""
+    return {
+        "figures": [
+            {**asdict(f), "items": f.items, "peak_share": f.peak_share, "over_peak": f.over_peak}
+            for f in parallel.figures
+        ],
+        "gate": [
+            {
+                "name": row.name,
+                "tolerance": row.tolerance,
+                "one_way": row.values,
+                "n_way": row.nway,
+                "rel_diff": row.rel_diff,
+                "passed": row.passed,
+                "why": row.why,
+            }
+            for row in parallel.gate
+        ],
+        "gate_passed": parallel.gate_passed,
+        "missing_block": list(parallel.missing),
+    }
 
 
 def profile_record(b: Breakdown) -> dict[str, Any]:

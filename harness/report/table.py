@@ -9,7 +9,7 @@ from harness.core.result_types import Metric, Result
 from harness.core.statistics import BOOTSTRAP_MIN_N, UNSTABLE_RELATIVE_IQR
 from harness.judge.assessment import Assessment, Ratio
 from harness.judge.plausibility import Finding
-from harness.report import training_text
+from harness.report import parallel_text, training_text
 from harness.store.run_folder import Run, code_label, session_label
 from harness.text import escape
 from harness.text.numbers import (
@@ -296,6 +296,7 @@ def render(judged: Assessment, tablefmt: str = "simple") -> str:
     if judged.checks:
         headers, rows = check_rows(judged)
         parts += title("checks") + [escape.table(rows, headers, tablefmt)]
+    parts += parallel_text.parallel_section(judged, tablefmt)  # data-parallel runs only
     versions = []
     for fw, result in run.results.items():
         v = result["environment"].get("versions", {})

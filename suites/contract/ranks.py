@@ -88,8 +88,8 @@ STRAGGLER_RATIO = 1.3  # a rank whose step computes this much longer than the ot
 def straggler(compute: list[list[float]]) -> dict[str, float | int] | None:
     """The rank named a straggler from every rank's compute-only samples (seconds per step), or None.
 
-    One rule for the job and the host. The slowest rank by median is named when its median is at
-    least STRAGGLER_RATIO x the median of the other ranks' medians AND every one of its samples is
+    One rule for the job and the host. The slowest rank by median is named when its median is more
+    than STRAGGLER_RATIO x the median of the other ranks' medians AND every one of its samples is
     slower than every sample of every other rank: on a noisy machine two ranks running the same
     code drift apart by tens of % for a sample or two, never consistently (the A/A this must pass)."""
     if len(compute) < 2 or any(not row for row in compute):
@@ -101,7 +101,7 @@ def straggler(compute: list[list[float]]) -> dict[str, float | int] | None:
         return None
     ratio = medians[worst] / middle
     apart = min(compute[worst]) > max(v for r, row in enumerate(compute) if r != worst for v in row)
-    return {"rank": worst, "ratio": ratio} if ratio >= STRAGGLER_RATIO and apart else None
+    return {"rank": worst, "ratio": ratio} if ratio > STRAGGLER_RATIO and apart else None
 
 
 def parallel_params(*, steps: int = 10, intervals: int = 6) -> tuple[Param, ...]:
@@ -137,18 +137,21 @@ def parallel_params(*, steps: int = 10, intervals: int = 6) -> tuple[Param, ...]
     )
 
 
-def parallel_checks() -> tuple[CheckSpec, ...]:
+def parallel_checks(
+    *, loss_rtol: float = 1e-5, loss_atol: float = 1e-6, curve_rtol: float = 1e-4, curve_atol: float = 1e-5
+) -> tuple[CheckSpec, ...]:
     """The data-parallel loop's checks; a devices >= 1 job reports these and only these.
 
     Tolerances: the N-way and the 1-way step differ only in the order of the gradient's sum (float32:
-    a few ulps); across frameworks they are the suites' first-step tolerances."""
+    a few ulps); across frameworks they are the suites' first-step tolerances. A suite whose forward
+    pass amplifies rounding (BatchNorm over few values) loosens the losses', never the weights'."""
     return (
         CheckSpec(
             "dp_first_step_loss",
             "data-parallel loop: global-batch loss of the first step from the shared initial weights, "
             "before and after the update (dropout off)",
-            rtol=1e-5,
-            atol=1e-6,
+            rtol=loss_rtol,
+            atol=loss_atol,
             required=False,
         ),
         CheckSpec(
@@ -161,8 +164,8 @@ def parallel_checks() -> tuple[CheckSpec, ...]:
         CheckSpec(
             "dp_loss_curve",
             "data-parallel loop: global-batch training loss of the first 8 steps",
-            rtol=1e-4,
-            atol=1e-5,
+            rtol=curve_rtol,
+            atol=curve_atol,
             required=False,
         ),
     )

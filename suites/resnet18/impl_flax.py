@@ -12,6 +12,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from suites.contract.ranks import data_parallel
 from suites.resnet18 import common
 from suites.runtime.context import Context, Readings
 
@@ -100,6 +101,9 @@ def run(ctx: Context) -> None:
     )
 
     p = ctx.params
+    if data_parallel(p):
+        _parallel(ctx)
+        return
     clock = CompileClock()
     images, orders = common.load(ctx)
     batch, epochs = int(p["batch_size"]), int(p["epochs"])
@@ -296,3 +300,37 @@ def run(ctx: Context) -> None:
 
     calls = [at(start) for start in starts]
     ctx.profile("epoch", profiling.cycle(calls), steps_per_sample=len(starts) + (1 if tail else 0), programs=programs)
+
+
+def _parallel(ctx: Context) -> None:
+    """One program over the device mesh: BatchNorm's statistics are the global batch's by construction."""
+    import jax.numpy as jnp
+    import optax
+
+    from suites.resnet18.models_flax import build, prepare
+    from suites.runtime import data_parallel as dp
+    from suites.runtime import dp_jax
+
+    p = ctx.params
+    images, _ = common.load(ctx)
+    weights = common.init_weights(int(p["seed"]))
+
+    def make() -> Any:
+        model = build(int(p["seed"]), jnp.float32, weights)
+        model.train()  # BatchNorm on batch statistics, as the suite trains
+        return model
+
+    def loss(m: Any, x: Any, y: Any) -> Any:
+        return binary_loss(m(prepare(x)), y.astype(jnp.float32))
+
+    tx = optax.adam(p["lr"]) if p["optimizer"] == "adam" else optax.sgd(p["lr"], momentum=common.SGD_MOMENTUM)
+    recipe = dp.Recipe(
+        build=make,
+        loss=loss,
+        optimizer=lambda _: tx,
+        lr=lambda s: float(p["lr"]),
+        rows=dp.image_rows(images.train_x, images.train_y, int(p["seed"])),
+        flops_per_row=common.flops_per_sample(int(p["image_size"])),
+    )
+    dp.run(ctx, recipe, dp_jax.JaxLoop)
+    ctx.note("data-parallel BatchNorm: statistics over the global batch (one program over the sharded batch)")

@@ -15,6 +15,7 @@ import functools
 import time
 from typing import Any
 
+from suites.contract.ranks import data_parallel
 from suites.resnet18 import common
 from suites.runtime.context import Context, Readings
 
@@ -29,6 +30,9 @@ def run(ctx: Context) -> None:
     from suites.runtime.training_torch import CompileCounter, first_step_probe
 
     p = ctx.params
+    if data_parallel(p):
+        _parallel(ctx)
+        return
     images, orders = common.load(ctx)
     batch, epochs = int(p["batch_size"]), int(p["epochs"])
     dev = ctx.device
@@ -192,3 +196,47 @@ def run(ctx: Context) -> None:
     totals = torch.zeros(2, device=dev)
     steps = [functools.partial(train_batch, orders_dev[0], start, batch, totals) for start in starts]
     ctx.profile("epoch", profiling.cycle(steps), steps_per_sample=len(spans))
+
+
+def _parallel(ctx: Context) -> None:
+    """DistributedDataParallel with BatchNorm over the global batch (suites/runtime/data_parallel.py)."""
+    import torch
+    import torch.nn.functional as F
+
+    from suites.resnet18.models_torch import ResNet18, load_weights, make_prepare
+    from suites.runtime import data_parallel as dp
+    from suites.runtime import dp_torch
+
+    p = ctx.params
+    images, _ = common.load(ctx)
+    weights = common.init_weights(int(p["seed"]))
+    prepare = make_prepare(ctx.device)
+    loops: list[Any] = []
+
+    def build() -> Any:
+        model = ResNet18()
+        load_weights(model, weights)
+        return model.to(ctx.device).train()  # BatchNorm on batch statistics, as the suite trains
+
+    def loss(forward: Any, x: Any, y: Any) -> Any:
+        return F.binary_cross_entropy_with_logits(forward(prepare(x.permute(0, 3, 1, 2))).float(), y.float())
+
+    def optimizer(m: Any) -> Any:
+        if p["optimizer"] == "adam":
+            return torch.optim.Adam(m.parameters(), lr=p["lr"])
+        return torch.optim.SGD(m.parameters(), lr=p["lr"], momentum=common.SGD_MOMENTUM)
+
+    recipe = dp.Recipe(
+        build=build,
+        loss=loss,
+        optimizer=optimizer,
+        lr=lambda s: float(p["lr"]),
+        rows=dp.image_rows(images.train_x, images.train_y, int(p["seed"])),
+        flops_per_row=common.flops_per_sample(int(p["image_size"])),
+    )
+    def make_loop(ranks: Any, r: Any, s: Any) -> Any:
+        loops.append(dp_torch.TorchLoop(ranks, r, s, ctx.device))
+        return loops[-1]
+
+    dp.run(ctx, recipe, make_loop)
+    ctx.note(f"data-parallel BatchNorm: {loops[0].batchnorm or 'one device (nothing to synchronise)'}")

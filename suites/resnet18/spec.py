@@ -1,5 +1,6 @@
 """Seed 004 "Jax&Flax ResNet18": cats vs dogs, cold vs warm epochs, and where GPU memory goes."""
 
+from suites.contract import ranks
 from suites.contract.spec import CheckSpec, Param, SuiteSpec
 from suites.contract.training_spec import common_params, first_step_specs
 
@@ -52,6 +53,7 @@ SPEC = SuiteSpec(
             "adam, or sgd with momentum 0.9 (both without weight decay)",
             choices=("adam", "sgd"),
         ),
+        *ranks.parallel_params(),
     ),
     checks=(
         # BatchNorm normalises the last stage over few values at small image sizes, so the loss after
@@ -70,7 +72,12 @@ SPEC = SuiteSpec(
         # Same initial weights, data and order, but float32 drift over thousands of steps
         # (and BatchNorm) lets the trained networks differ: accuracies agree within a band.
         CheckSpec("test_accuracy", "test accuracy after the last epoch, %", rtol=0.0, atol=10.0),
+        # The data-parallel loop: BatchNorm over the global batch in both (JAX: one program over the
+        # sharded batch; PyTorch: SyncBatchNorm, or its arithmetic over gloo on a CPU), with the
+        # first-step checks' loosened losses for the same reason as above.
+        *ranks.parallel_checks(loss_rtol=1e-3, loss_atol=1e-4, curve_rtol=1e-3, curve_atol=1e-4),
     ),
+    constraint=ranks.batch_problem,
     unsupported={
         "numpy": "NumPy has no automatic differentiation to train a CNN with",
         "jax": "the ResNet18 is written with Flax NNX modules: use --frameworks flax",
@@ -88,5 +95,6 @@ SPEC = SuiteSpec(
         "epochs": 3,
         "image_size": 16,
         "batch_size": 16,
+        **ranks.PARALLEL_SMOKE,
     },
 )

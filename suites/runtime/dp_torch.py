@@ -95,6 +95,7 @@ class TorchLoop:
         self.world = ranks.world
         self.collectives = "none" if self.world == 1 else ("nccl" if device.type == "cuda" else "gloo")
         self.device_name = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
+        self.batchnorm: str | None = None  # how the N-way model's BatchNorm sees the global batch, if it has one
         self._count = 0
 
     def _batches(self, steps: int, lo: int, hi: int, rows: int) -> list[tuple[Any, ...]]:
@@ -110,6 +111,9 @@ class TorchLoop:
         b, r = self.shape.per_device, self.ranks.rank
         model = self.recipe.build()
         self._count = sum(p.numel() for p in model.parameters())
+        if self.world > 1 and any(isinstance(m, _batchnorm_types()) for m in model.modules()):
+            # The N-way model only: rank 0's 1-way model must run no collective of its own.
+            model, self.batchnorm = global_batchnorm(model, self.device)
         forward = model
         if self.world > 1:
             from torch.nn.parallel import DistributedDataParallel
@@ -195,3 +199,80 @@ def image_recipe(ctx: Any, *, model: Callable[[], Any], prepare: Callable[[Any, 
 
     rows = data_parallel.image_rows(images.train_x, images.train_y, seed)
     return Recipe(build, loss, optimizer, lambda s: lr, rows, flops_per_row=flops_per_row)
+
+
+def _batchnorm_types() -> tuple[type, ...]:
+    from torch import nn
+
+    return (nn.BatchNorm1d, nn.BatchNorm2d, nn.BatchNorm3d)
+
+
+def global_batchnorm(model: Any, device: Any) -> tuple[Any, str]:
+    """BatchNorm over the global batch, so the N-way step is the 1-way step: on GPUs torch's own
+    SyncBatchNorm (the idiomatic way); on a CPU SyncBatchNorm refuses to run, so each BatchNorm2d
+    becomes `CrossRankBatchNorm`, the same arithmetic over gloo. Returns the model and what was used."""
+    import torch.distributed as dist
+    from torch import nn
+
+    if not dist.is_initialized() or dist.get_world_size() == 1:
+        return model, "BatchNorm (one device)"
+    if device.type == "cuda":
+        return nn.SyncBatchNorm.convert_sync_batchnorm(model), "torch.nn.SyncBatchNorm"
+    for parent in list(model.modules()):
+        for name, child in list(parent.named_children()):
+            if type(child) is nn.BatchNorm2d:
+                setattr(parent, name, CrossRankBatchNorm.of(child))
+    return model, "cross-rank BatchNorm over gloo (SyncBatchNorm's arithmetic; torch's runs on CUDA only)"
+
+
+def _cross_rank_batchnorm() -> Any:
+    import torch
+    import torch.distributed.nn.functional as dist_functional
+    from torch import nn
+
+    class CrossRankBatchNorm(nn.BatchNorm2d):  # type: ignore[misc]
+        """BatchNorm2d whose training statistics are the global batch's: every rank's sum and sum of
+        squares (and count) all-reduced with autograd (the backward sums the statistics' gradients over
+        the ranks, as SyncBatchNorm's does), in float64 so the one-pass variance loses nothing."""
+
+        @classmethod
+        def of(cls, bn: Any) -> Any:
+            made = cls(bn.num_features, eps=bn.eps, momentum=bn.momentum, affine=bn.affine,
+                       track_running_stats=bn.track_running_stats).to(bn.weight.device)  # fmt: skip
+            made.load_state_dict(bn.state_dict())
+            return made
+
+        def forward(self, x: Any) -> Any:
+            if not self.training:
+                return super().forward(x)
+            c = x.shape[1]
+            wide = x.double()
+            count = torch.tensor([x.numel() / c], dtype=torch.float64, device=x.device)
+            stats = dist_functional.all_reduce(torch.cat([wide.sum((0, 2, 3)), (wide * wide).sum((0, 2, 3)), count]))
+            n = stats[-1]
+            mean = stats[:c] / n
+            var = stats[c : 2 * c] / n - mean * mean
+            if self.track_running_stats:
+                with torch.no_grad():
+                    self.num_batches_tracked.add_(1)
+                    m = self.momentum if self.momentum is not None else 1.0 / float(self.num_batches_tracked)
+                    self.running_mean.mul_(1 - m).add_(m * mean.float())
+                    self.running_var.mul_(1 - m).add_(m * (var * n / (n - 1)).float())
+            scale = (self.weight.double() / torch.sqrt(var + self.eps)).float()[None, :, None, None]
+            return (x - mean.float()[None, :, None, None]) * scale + self.bias[None, :, None, None]
+
+    return CrossRankBatchNorm
+
+
+class _Lazy:
+    """The class is made on first use: this module is imported where torch is not (the job's start)."""
+
+    made: Any = None
+
+    def of(self, bn: Any) -> Any:
+        if _Lazy.made is None:
+            _Lazy.made = _cross_rank_batchnorm()
+        return _Lazy.made.of(bn)
+
+
+CrossRankBatchNorm = _Lazy()

@@ -195,7 +195,7 @@ def test_a_planted_crash_of_rank_1_fails_the_job_naming_it_and_leaves_nothing(
 ) -> None:
     outcome, run_dir, watch, run_id = stand_in_run(tmp_path, monkeypatch, engine, "crash:1")
     assert outcome.status == "failed" and outcome.reason is not None
-    assert outcome.reason.startswith("rank 1 of 2 exited with code 3; ranks 0 were stopped"), outcome.reason
+    assert outcome.reason.startswith("rank 1 of 2 exited with code 3; rank 0 was stopped"), outcome.reason
     assert "stand-in: crashing on purpose" in outcome.stderr_tail
     assert "crashing on purpose" in (run_dir / "logs" / "pytorch.rank1.stderr.log").read_text()
     assert not (run_dir / "pytorch.json").exists()

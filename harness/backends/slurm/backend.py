@@ -23,7 +23,8 @@ from typing import Any
 from harness.backends import job_folder
 from harness.backends.base import BackendOptions, JobOutcome, Limits
 from harness.backends.job_folder import tail_text
-from harness.backends.slurm import control
+from harness.backends.ranks import rank_log_names
+from harness.backends.slurm import control, tasks
 from harness.backends.slurm.script import (
     Layout,
     Stack,
@@ -40,6 +41,7 @@ from harness.core.safe_files import UnsafeFile, make_folder, read_tail
 from harness.store.images import variant_for
 from harness.store.plan import Job
 from harness.text.escape import plain
+from suites.contract.ranks import FAULT_VAR, processes
 from suites.contract.registry import SUITES_DIR
 
 POLL_FIRST_S, POLL_MAX_S = 0.5, 5.0  # quick for short jobs, gentle on slurmctld for long ones
@@ -137,8 +139,13 @@ class SlurmBackend:
             data=job.data_dir,
             cache=cache,
         )
+        world = processes(job.params)
+        if world > 1:
+            annotations["slurm"]["ranks"] = world
         try:
-            text = batch_script(job, run_id, stack, layout, self.settings, self.limits)
+            text = batch_script(
+                job, run_id, stack, layout, self.settings, self.limits, fault=os.environ.get(FAULT_VAR) or None
+            )
             spec = job_spec_for(job, run_id, runtime, layout)
         except HarnessError as error:
             return job_folder.not_started(logs, job, started, str(error), annotations)
@@ -164,12 +171,18 @@ class SlurmBackend:
             control.cancel(job_id)
             raise
         finally:
-            stderr_tail = self._keep_logs(slurm_out, slurm_err, logs, stdout_log, stderr_log)
+            if world > 1:
+                stderr_tail, failed = self._keep_rank_logs(job, world, work, slurm_out, slurm_err, logs, state)
+            else:
+                stderr_tail, failed = self._keep_logs(slurm_out, slurm_err, logs, stdout_log, stderr_log), None
         if state is None:
             ending = control.Ending(None, status="failed", reason=f"Slurm no longer knows job {job_id}")
         else:
             ending = control.ending(job_id, state, stopped_for_timeout=stopped)
             annotations["slurm"].update(state=state.state, node=state.node or None)
+        if failed is not None and ending.status is None and not ending.timed_out and not ending.oom:
+            # A rank failed: the job failed, whatever rank 0 managed to write (ranks.py's contract).
+            ending = control.Ending(ending.exit_code, status="failed", reason=failed)
         return JobOutcome(
             exit_code=ending.exit_code,
             timed_out=ending.timed_out,
@@ -247,6 +260,56 @@ class SlurmBackend:
                     pause = min(delay, left + 0.05)
             time.sleep(pause)
             delay = min(delay * 1.5, POLL_MAX_S)
+
+    def _keep_rank_logs(
+        self,
+        job: Job,
+        world: int,
+        work: Path,
+        slurm_out: Path,
+        slurm_err: Path,
+        logs: Path,
+        state: control.JobState | None,
+    ) -> tuple[str, str | None]:
+        """A data-parallel job's logs into logs/: rank 0's with the batch script's own (env builds, srun's
+        report, slurmstepd) as the job's usual logs, each other rank's under `rank_log_names`. Returns the
+        stderr tail and, when a rank failed, the failed result's reason (tasks.failure)."""
+
+        def task(rank: int, stream: str) -> bytes:
+            try:
+                return read_tail(work / tasks.job_folder_log(rank, stream), MAX_LOG_BYTES)
+            except UnsafeFile as error:
+                return f"harness: rank {rank}'s {stream} was not read: {error}\n".encode()
+
+        batch: dict[str, bytes] = {}
+        for stream, source in (("stdout", slurm_out), ("stderr", slurm_err)):
+            try:
+                batch[stream] = read_tail(source, MAX_LOG_BYTES)
+            except UnsafeFile as error:
+                batch[stream] = f"harness: Slurm's output file was not read: {error}\n".encode()
+        started = any(os.path.lexists(work / tasks.job_folder_log(0, s)) for s in ("stdout", "stderr"))
+        failed = None
+        named: int | None = None
+        if started and state is not None and state.finished:
+            code = -state.signal if state.signal else state.exit_code
+            found = tasks.failure(batch["stderr"].decode("utf-8", "replace"), world, code, lambda r: task(r, "stderr"))
+            if found is not None:
+                failed, named = found
+        for rank in range(world):
+            out_name, err_name = rank_log_names(job.framework, rank)
+            out, err = task(rank, "stdout"), task(rank, "stderr")
+            if rank == 0:  # the script's own output around rank 0's: env building first, srun's report last
+                out = tasks.joined(batch["stdout"], out, "rank 0")
+                err = tasks.joined(err, batch["stderr"], tasks.BATCH_HEADING)
+            for name, data in ((out_name, out), (err_name, err)):
+                with job_folder.open_log(logs, name) as sink:
+                    sink.write(data)
+            if rank == 0 and self.echo:
+                for line in tail_text(out, lines=40, max_chars=8000).splitlines():
+                    self.say("  " + plain(line))
+        # The failed rank's own last words, then what Slurm said about the ranks.
+        last = task(named, "stderr") if named is not None and named > 0 else task(0, "stderr")
+        return tail_text(tasks.joined(last, batch["stderr"], tasks.BATCH_HEADING)), failed
 
     def _keep_logs(self, slurm_out: Path, slurm_err: Path, logs: Path, stdout_log: Path, stderr_log: Path) -> str:
         """Copy the tails of Slurm's output files into logs/ (never through a link the job planted)."""

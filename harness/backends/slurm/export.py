@@ -7,6 +7,11 @@ wheelhouse) and `submit.sh`, which submits the jobs one after another from that 
 reads its spec from `jobs/<framework>/job.json` and writes only into that folder; Slurm's output goes to `logs/`. Copy the folder back and
 `harness collect DIR` turns it into a normal run folder, taking each job's result the way the
 slurm backend does (backends/job_folder.py).
+
+A data-parallel job (--param devices=N) is one script for N ranks on `nodes` nodes (tasks.py): each
+rank's logs are `logs/<framework>.rank<R>.{stdout,stderr}.log` beside the script's own, and collect
+keeps them as the slurm backend does (rank 0's with the script's, the others under `rank_log_names`)
+and fails the job, naming the rank, when srun says one failed.
 """
 
 from __future__ import annotations
@@ -21,6 +26,8 @@ from typing import Any
 from harness.backends import job_folder
 from harness.backends.base import Limits
 from harness.backends.job_folder import tail_text
+from harness.backends.ranks import rank_log_names
+from harness.backends.slurm import tasks
 from harness.backends.slurm.script import Layout, Stack, batch_script, job_spec_for, literal, prepare_script
 from harness.backends.slurm.settings import RUNTIMES, SlurmSettings
 from harness.core.errors import HarnessError
@@ -32,6 +39,7 @@ from harness.store.plan import Job, Plan, plan_from_record
 from harness.store.run_folder import PLAN_FILE, mismatch, placeholder_result, read_plan_record, within, write_collected
 from suites.contract import job_spec
 from suites.contract.files import write_json_atomic, write_text_atomic
+from suites.contract.ranks import FAULT_VAR, MAX_DEVICES, processes
 from suites.contract.registry import SUITES_DIR
 
 MAX_LOG_BYTES = 16 * 2**20
@@ -75,8 +83,19 @@ def submit_script(plan: Plan, names: list[str]) -> str:
     )
 
 
-def export(plan: Plan, out: Path, settings: SlurmSettings, limits: Limits) -> list[Path]:
-    """Write the folder; every script is generated (and so validated) before the first file is written."""
+def rank_logs(framework: str) -> tuple[str, str]:
+    """srun --output/--error of an exported data-parallel job: each rank's logs in the export's logs/."""
+    return (
+        tasks.task_log("root", f"logs/{framework}.rank%t.stdout.log"),
+        tasks.task_log("root", f"logs/{framework}.rank%t.stderr.log"),
+    )
+
+
+def export(plan: Plan, out: Path, settings: SlurmSettings, limits: Limits, nodes: int = 1) -> list[Path]:
+    """Write the folder; every script is generated (and so validated) before the first file is written.
+
+    `nodes`: the nodes a data-parallel job's ranks are spread over, devices/nodes on each (the CLI's
+    --nodes); FAULT_VAR, when set here, is written into every data-parallel job's script (a testing aid)."""
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise HarnessError(f"--out {out} exists and is not an empty folder; give a new folder for the export")
     stacks: dict[str, Stack] = {}
@@ -98,6 +117,9 @@ def export(plan: Plan, out: Path, settings: SlurmSettings, limits: Limits) -> li
             output=f"logs/{job.framework}.stdout.log",
             error=f"logs/{job.framework}.stderr.log",
             origin="harness export slurm",
+            nodes=nodes,
+            fault=os.environ.get(FAULT_VAR) or None,
+            task_logs=rank_logs(job.framework),
         )
         spec = job_spec_for(job, plan.run_id, settings.runtime, layout)
         specs[f"jobs/{job.framework}/{job_spec.JOB_FILE}"] = job_spec.dumps(spec)
@@ -122,6 +144,7 @@ def export(plan: Plan, out: Path, settings: SlurmSettings, limits: Limits) -> li
             "python": settings.python,
             "envs": settings.envs,
             "locks": {name: stack.lock_hash for name, stack in stacks.items()},
+            "nodes": nodes,
         },
     )
     try:
@@ -207,28 +230,73 @@ def _ran(folder: Path, job: Job) -> bool:
     return any(os.path.lexists(path) for path in (*logs, folder / "jobs" / job.framework / job.result_file()))
 
 
+def _read_log(folder: Path, name: str) -> bytes:
+    try:
+        return read_tail(folder / "logs" / name, MAX_LOG_BYTES)
+    except UnsafeFile as error:
+        return f"harness: the log was not read: {error}\n".encode()
+
+
+def _collect_rank_logs(folder: Path, job: Job, run_dir: Path, batch: dict[str, bytes]) -> tuple[bytes, str | None]:
+    """A data-parallel job's logs, kept as the slurm backend keeps them: (the stderr for a failed result's
+    tail, the failed result's reason when srun said that a rank failed)."""
+    world = min(processes(job.params), MAX_DEVICES)
+    exported = {
+        (rank, stream): f"{job.framework}.rank{rank}.{stream}.log"
+        for rank in range(world)
+        for stream in ("stdout", "stderr")
+    }
+    started = any(os.path.lexists(folder / "logs" / exported[0, stream]) for stream in ("stdout", "stderr"))
+    kept = b""
+    for rank in range(world):
+        names = rank_log_names(job.framework, rank)
+        if rank > 0 and not any(os.path.lexists(folder / "logs" / exported[rank, s]) for s in ("stdout", "stderr")):
+            continue  # this rank never started: no empty logs for it
+        for stream, name in zip(("stdout", "stderr"), names, strict=True):
+            data = _read_log(folder, exported[rank, stream])
+            if rank == 0 and stream == "stdout":
+                data = tasks.joined(batch["stdout"], data, "rank 0")
+            elif rank == 0:
+                data = kept = tasks.joined(data, batch["stderr"], tasks.BATCH_HEADING)
+            with create(run_dir / "logs", name, anchor=within(run_dir)) as sink:
+                sink.write(data)
+    if not started:
+        return kept, None
+    # An exported script's exit code is Slurm's to keep; srun's report in its stderr names the rank.
+    found = tasks.failure(
+        batch["stderr"].decode("utf-8", "replace"), world, None, lambda r: _read_log(folder, exported[r, "stderr"])
+    )
+    if found is None:
+        return kept, None
+    reason, named = found
+    if named is not None and named > 0:  # the failed rank's own last words, then what Slurm said
+        kept = tasks.joined(_read_log(folder, exported[named, "stderr"]), batch["stderr"], tasks.BATCH_HEADING)
+    return kept, reason
+
+
 def _collect_job(plan: Plan, record: Any, job: Job, folder: Path, run_dir: Path) -> Result:
     if job.skip_reason is not None:
         return placeholder_result(plan.run_id, job, "slurm", "skipped", job.skip_reason)
     logs = run_dir / "logs"
-    stderr = b""
-    for stream in ("stdout", "stderr"):
-        name = f"{job.framework}.{stream}.log"
-        try:
-            data = read_tail(folder / "logs" / name, MAX_LOG_BYTES)
-        except UnsafeFile as error:
-            data = f"harness: the log was not read: {error}\n".encode()
-        with create(logs, name, anchor=within(run_dir)) as sink:
-            sink.write(data)
-        stderr = data if stream == "stderr" else stderr
+    batch = {stream: _read_log(folder, f"{job.framework}.{stream}.log") for stream in ("stdout", "stderr")}
+    rank_failed = None
+    if processes(job.params) > 1:
+        stderr, rank_failed = _collect_rank_logs(folder, job, run_dir, batch)
+    else:
+        for stream, data in batch.items():
+            with create(logs, f"{job.framework}.{stream}.log", anchor=within(run_dir)) as sink:
+                sink.write(data)
+        stderr = batch["stderr"]
     out = run_dir / job.result_file()
     found = job_folder.harvest(folder / "jobs" / job.framework, run_dir, job)
     result: Result | None = None
-    ended = ended_by(stderr.decode("utf-8", "replace"))
+    ended = ended_by(batch["stderr"].decode("utf-8", "replace"))
     if found.problem is not None:
         result = placeholder_result(plan.run_id, job, "slurm", "invalid-output", found.problem)
     elif ended is not None and (ended[0] != "failed" or not out.exists()):
         result = placeholder_result(plan.run_id, job, "slurm", *ended)
+    elif rank_failed is not None:  # a rank failed: the job failed, whatever rank 0 wrote (contract/ranks.py)
+        result = placeholder_result(plan.run_id, job, "slurm", "failed", rank_failed)
     else:
         try:
             result = load_result(out)

@@ -23,11 +23,13 @@ from pathlib import Path
 from typing import Any
 
 from harness.backends.base import Limits, job_command
+from harness.backends.slurm import tasks
 from harness.backends.slurm.settings import SlurmSettings
 from harness.core.errors import HarnessError
 from harness.store.images import DEFAULT_BASE_IMAGE, stack_image
 from harness.store.plan import Job
 from suites.contract.job_spec import JOB_FILE, JobSpec
+from suites.contract.ranks import FAULT_VAR, data_parallel
 
 # Slurm's own limit is a backstop behind the harness's timeout: room for the environment check,
 # interpreter start and Slurm's KillWait before it cuts the job off.
@@ -143,14 +145,16 @@ def directives(
     limits: Limits,
     output: str | None = None,
     error: str | None = None,
+    place: tasks.Placement | None = None,
 ) -> list[str]:
-    """The #SBATCH lines: one task on one node of its own, for the job's time limit."""
+    """The #SBATCH lines: one task on one node of its own (a data-parallel job: one task per rank,
+    on nodes of their own), for the job's time limit."""
     memory = f"{math.ceil(limits.memory_bytes / 2**20)}M" if limits.memory_bytes is not None else "0"
+    ranked = place is not None and place.world > 1
     options = [
         f"--job-name={job_name(job.framework)}",
         f"--comment={run_comment(run_id)}",
-        "--nodes=1",
-        "--ntasks=1",
+        *(tasks.allocation_options(place) if place is not None and ranked else ["--nodes=1", "--ntasks=1"]),
         "--exclusive",  # a benchmark owns its node: no other job competes for cores, caches or GPUs
         f"--mem={memory}",  # 0: all of the node's memory (sbatch(1): --exclusive alone gives only what is asked)
         f"--time={time_minutes(job.timeout_s)}",
@@ -161,6 +165,8 @@ def directives(
     if error is not None:
         options.append(f"--error={error}")
     gpus = gpu_option(job, settings)
+    if ranked and job.device == "gpu":
+        gpus = "--gpus-per-task=1"  # one device per rank
     if gpus is not None:
         options.append(gpus)
     if limits.cpus is not None:
@@ -251,18 +257,39 @@ def _cuda_env(flag: str) -> str:
     return f'${{CUDA_VISIBLE_DEVICES+{flag}"CUDA_VISIBLE_DEVICES=$CUDA_VISIBLE_DEVICES"}}'
 
 
-def _venv_lines(job: Job, stack: Stack, layout: Layout, settings: SlurmSettings) -> list[str]:
-    return [
+@dataclass(frozen=True)
+class Lines:
+    """A runtime's part of the script: `prepare` runs once, in the batch script; `task` starts the job
+    (once in the batch script, or in each rank's task); `exported`: the script's variables `task` reads."""
+
+    prepare: list[str]
+    task: list[str]
+    exported: list[str]
+
+
+def _passed(flag: str, names: list[str]) -> list[str]:
+    """The variables a task hands on into the job's clean environment, each as it has it."""
+    return [f'{flag}"{name}=${name}"' for name in names]
+
+
+def _venv_lines(
+    job: Job, stack: Stack, layout: Layout, settings: SlurmSettings, passed: list[str], ranked: bool
+) -> Lines:
+    prepare = [
         *env_function(stack, settings),
         f'ensure_env || {{ echo "harness: the {stack.stack} environment could not be prepared" >&2; '
         f"exit {PREPARE_FAILED}; }}",
+    ]
+    variables = "".join(f" {word}" for word in _passed("", passed))
+    task = [
         'scratch=$(mktemp -d "${TMPDIR:-/tmp}/fw-harness.XXXXXX") || exit 1',
         "trap 'rm -rf \"$scratch\"' EXIT",
         'cd "$out" || exit 1',
         "# Nothing of the submitter's environment reaches the job: only what it needs, as in a container.",
-        f'env -i PATH="$PATH" HOME="$scratch" TMPDIR="$scratch" PYTHONPATH="$code" PYTHONUNBUFFERED=1 '
+        f'env -i PATH="$PATH" HOME="$scratch" TMPDIR="$scratch" PYTHONPATH="$code" PYTHONUNBUFFERED=1{variables} '
         f'{_cuda_env("")} "$env_dir/bin/python" {_job_args("venv")}',
     ]
+    return Lines(prepare, task, ["code", "out", "env_dir"])
 
 
 def _container_mounts(flag: str, layout: Layout) -> list[str]:
@@ -272,22 +299,25 @@ def _container_mounts(flag: str, layout: Layout) -> list[str]:
     return [f'{flag} "{source}:{target}{mode}"' for source, target, mode in mounts]
 
 
-def _apptainer_lines(job: Job, stack: Stack, layout: Layout, settings: SlurmSettings) -> list[str]:
+def _apptainer_lines(
+    job: Job, stack: Stack, layout: Layout, settings: SlurmSettings, passed: list[str], ranked: bool
+) -> Lines:
     image = stack.image_ref("apptainer", settings.images)
-    lines = [
+    prepare = [
         "cli=$(command -v apptainer || command -v singularity) || "
         f'{{ echo "harness: neither apptainer nor singularity is on PATH on $(hostname)" >&2; exit {PREPARE_FAILED}; }}',
         f"image={shlex.quote(image)}",
     ]
     if "://" not in image:
-        lines.append(
+        prepare.append(
             f'[ -f "$image" ] || {{ echo "harness: $image is missing; build it from the stack image '
             f'(apptainer build $image docker-daemon://{stack.tag})" >&2; exit {PREPARE_FAILED}; }}'
         )
     if layout.data is not None:
-        lines.append(f"data={literal(layout.data)}")
+        prepare.append(f"data={literal(layout.data)}")
     # --containall: own PID/IPC namespaces, an empty /tmp and $HOME, a clean environment;
     # only suites/ (read-only), the job's own folder and the data (read-only) are bound in.
+    # (It keeps the host's network, where the ranks of a data-parallel job meet.)
     options = [
         "exec",
         "--containall",
@@ -297,30 +327,42 @@ def _apptainer_lines(job: Job, stack: Stack, layout: Layout, settings: SlurmSett
         *_container_mounts("--bind", layout),
         f"--env PYTHONPATH={WORKDIR}",
         "--env PYTHONUNBUFFERED=1",
+        *_passed("--env ", passed),  # none holds a comma, which --env would split at
     ]
+    task = []
     if job.device == "gpu":
-        options += ["--nv", _cuda_env("--env ")]
-    lines.append('"$cli" ' + " ".join(options) + f' "$image" python {_job_args("apptainer")}')
-    return lines
+        options.append("--nv")
+        # Not --env: it splits its value at commas, and a node's GPUs are a list ("0,1"). A variable
+        # named APPTAINERENV_X (SINGULARITYENV_X before Apptainer) reaches a --cleanenv container as X.
+        task.append(
+            '[ -z "${CUDA_VISIBLE_DEVICES+x}" ] || export APPTAINERENV_CUDA_VISIBLE_DEVICES="$CUDA_VISIBLE_DEVICES" '
+            'SINGULARITYENV_CUDA_VISIBLE_DEVICES="$CUDA_VISIBLE_DEVICES"'
+        )
+    task.append('"$cli" ' + " ".join(options) + f' "$image" python {_job_args("apptainer")}')
+    return Lines(prepare, task, ["code", "out", "cli", "image", *(["data"] if layout.data is not None else [])])
 
 
-def _podman_lines(job: Job, stack: Stack, layout: Layout, settings: SlurmSettings) -> list[str]:
+def _podman_lines(
+    job: Job, stack: Stack, layout: Layout, settings: SlurmSettings, passed: list[str], ranked: bool
+) -> Lines:
     image = stack.image_ref("podman", settings.images)
-    lines = [
+    prepare = [
         f'command -v podman >/dev/null || {{ echo "harness: podman is not on PATH on $(hostname)" >&2; '
         f"exit {PREPARE_FAILED}; }}",
     ]
     if layout.data is not None:
-        lines.append(f"data={literal(layout.data)}")
+        prepare.append(f"data={literal(layout.data)}")
     # Rootless podman maps the user onto itself (keep-id), so the result file is theirs; root may not use it.
-    lines.append('userns=--userns=keep-id; [ "$(id -u)" = 0 ] && userns=--userns=host')
+    task = ['userns=--userns=keep-id; [ "$(id -u)" = 0 ] && userns=--userns=host']
+    if ranked:
+        task.append("# The host's network: the ranks meet over TCP at rank 0's port, from this node and the others.")
     # The docker backend's isolation (docs/isolation.md), in podman-run(1)'s words.
     options = [
         "run",
         "--rm",
-        f"--name fw-harness-{job.framework}-$SLURM_JOB_ID",
+        f"--name fw-harness-{job.framework}-$SLURM_JOB_ID" + ("-$SLURM_PROCID" if ranked else ""),
         "--pull=missing" if settings.images else "--pull=never",
-        "--network=none",
+        "--network=host" if ranked else "--network=none",
         "--read-only",
         f"--tmpfs /tmp:rw,exec,nosuid,nodev,mode=1777,size={TMPFS_SIZE}",
         "--cap-drop=all",
@@ -334,12 +376,13 @@ def _podman_lines(job: Job, stack: Stack, layout: Layout, settings: SlurmSetting
         f"-e PYTHONPATH={WORKDIR}",
         "-e PYTHONUNBUFFERED=1",
         "-e HOME=/tmp",
+        *_passed("-e ", passed),
     ]
     if job.device == "gpu":
         # CDI names the NVIDIA devices (NVIDIA Container Toolkit: nvidia-ctk cdi generate).
         options += ["--device nvidia.com/gpu=all", _cuda_env("-e ")]
-    lines.append("podman " + " ".join(options) + f" {shlex.quote(image)} python {_job_args('podman')}")
-    return lines
+    task.append("podman " + " ".join(options) + f" {shlex.quote(image)} python {_job_args('podman')}")
+    return Lines(prepare, task, ["code", "out", *(["data"] if layout.data is not None else [])])
 
 
 def batch_script(
@@ -353,17 +396,45 @@ def batch_script(
     output: str | None = None,
     error: str | None = None,
     origin: str = "harness run --backend slurm",
+    nodes: int = 1,
+    fault: str | None = None,
+    task_logs: tuple[str, str] | None = None,
 ) -> str:
+    """The job's batch script. A data-parallel job (processes > 1) is one allocation of one task per
+    rank on `nodes` nodes, started by one srun (harness/backends/slurm/tasks.py), each task's logs at
+    `task_logs` (srun --output/--error words with %t; default: the job's folder). `fault`: FAULT_VAR
+    from the harness's environment, handed on to every rank of a data-parallel job."""
     runtime = settings.runtime
     if runtime != "venv" and any(c in text for text in (layout.code, layout.out) for c in ":,"):
         raise HarnessError(f"a folder with ':' or ',' cannot be bound into a container: {layout.out}")
+    place = tasks.placement(job, nodes)
+    ranked = place.world > 1
+    planted = tasks.fault(fault) if data_parallel(job.params) else None
+    if ranked and job.device == "gpu":
+        tasks.check_gpus(settings.gpus, place.world)
+    passed = tasks.rank_variables(planted) if ranked else [FAULT_VAR] if planted is not None else []
     lines_for = {"venv": _venv_lines, "apptainer": _apptainer_lines}.get(runtime, _podman_lines)
-    body = lines_for(job, stack, layout, settings)
+    parts = lines_for(job, stack, layout, settings, passed, ranked)
+    if ranked:
+        body = [
+            *parts.prepare,
+            *tasks.coordinator_lines(place, planted),
+            *tasks.function_lines(parts.exported, parts.task),
+            tasks.srun_line(task_logs or tasks.job_folder_logs(), job.device == "gpu"),
+        ]
+        what = (
+            f" Data-parallel: {place.world} ranks, {place.per_node} on each of {place.nodes} node(s), one srun task "
+            "each; rank 0 writes the result."
+        )
+    else:
+        planted_line = [f"export {FAULT_VAR}={shlex.quote(planted)}"] if planted is not None else []
+        body = [*parts.prepare, *planted_line, *parts.task]
+        what = ""
     lines = [
         "#!/bin/bash",
-        *directives(job, run_id, settings, limits, output, error),
+        *directives(job, run_id, settings, limits, output, error, place),
         f"# fw-harness job {job.suite}/{job.framework} of run {run_id}: the {stack.stack} stack "
-        f"(lock sha256 {stack.lock_hash[:12]}...) through {runtime}. Written by `{origin}`.",
+        f"(lock sha256 {stack.lock_hash[:12]}...) through {runtime}. Written by `{origin}`.{what}",
         "# Its whole spec is job.json in its own folder, where its one result file goes; the harness takes it back from there.",
         "set -u",
         f'export PATH="${{PATH:-{SAFE_PATH}}}"',
