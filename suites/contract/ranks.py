@@ -138,7 +138,12 @@ def parallel_params(*, steps: int = 10, intervals: int = 6) -> tuple[Param, ...]
 
 
 def parallel_checks(
-    *, loss_rtol: float = 1e-5, loss_atol: float = 1e-6, curve_rtol: float = 1e-4, curve_atol: float = 1e-5
+    *,
+    loss_rtol: float = 1e-5,
+    loss_atol: float = 1e-6,
+    curve_rtol: float = 1e-4,
+    curve_atol: float = 1e-5,
+    curve_steps: int = 8,
 ) -> tuple[CheckSpec, ...]:
     """The data-parallel loop's checks; a devices >= 1 job reports these and only these.
 
@@ -163,7 +168,7 @@ def parallel_checks(
         ),
         CheckSpec(
             "dp_loss_curve",
-            "data-parallel loop: global-batch training loss of the first 8 steps",
+            f"data-parallel loop: global-batch training loss of the first {curve_steps} steps",
             rtol=curve_rtol,
             atol=curve_atol,
             required=False,

@@ -308,6 +308,7 @@ def _parallel(ctx: Context) -> None:
     import optax
 
     from suites.resnet18.models_flax import build, prepare
+    from suites.resnet18.spec import PARALLEL_CURVE_STEPS
     from suites.runtime import data_parallel as dp
     from suites.runtime import dp_jax
 
@@ -331,6 +332,7 @@ def _parallel(ctx: Context) -> None:
         lr=lambda s: float(p["lr"]),
         rows=dp.image_rows(images.train_x, images.train_y, int(p["seed"])),
         flops_per_row=common.flops_per_sample(int(p["image_size"])),
+        curve_steps=PARALLEL_CURVE_STEPS,
     )
     dp.run(ctx, recipe, dp_jax.JaxLoop)
     ctx.note("data-parallel BatchNorm: statistics over the global batch (one program over the sharded batch)")

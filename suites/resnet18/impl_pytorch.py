@@ -204,6 +204,7 @@ def _parallel(ctx: Context) -> None:
     import torch.nn.functional as F
 
     from suites.resnet18.models_torch import ResNet18, load_weights, make_prepare
+    from suites.resnet18.spec import PARALLEL_CURVE_STEPS
     from suites.runtime import data_parallel as dp
     from suites.runtime import dp_torch
 
@@ -233,7 +234,9 @@ def _parallel(ctx: Context) -> None:
         lr=lambda s: float(p["lr"]),
         rows=dp.image_rows(images.train_x, images.train_y, int(p["seed"])),
         flops_per_row=common.flops_per_sample(int(p["image_size"])),
+        curve_steps=PARALLEL_CURVE_STEPS,
     )
+
     def make_loop(ranks: Any, r: Any, s: Any) -> Any:
         loops.append(dp_torch.TorchLoop(ranks, r, s, ctx.device))
         return loops[-1]

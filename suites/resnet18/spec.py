@@ -27,6 +27,8 @@ _SHARED["test_samples"] = Param(
     "test_samples", "int", 0, "use the first N test images (0: all; synthetic: 500)", min=0, max=10_000_000
 )
 
+PARALLEL_CURVE_STEPS = 2  # the data-parallel loss curve's length (why: at the checks below)
+
 SPEC = SuiteSpec(
     name="resnet18",
     precision_axis=True,
@@ -74,8 +76,13 @@ SPEC = SuiteSpec(
         CheckSpec("test_accuracy", "test accuracy after the last epoch, %", rtol=0.0, atol=10.0),
         # The data-parallel loop: BatchNorm over the global batch in both (JAX: one program over the
         # sharded batch; PyTorch: SyncBatchNorm, or its arithmetic over gloo on a CPU), with the
-        # first-step checks' loosened losses for the same reason as above.
-        *ranks.parallel_checks(loss_rtol=1e-3, loss_atol=1e-4, curve_rtol=1e-3, curve_atol=1e-4),
+        # first-step checks' loosened losses for the same reason as above. The curve is 2 steps: Adam's
+        # first steps over BatchNorm of 16 small images are chaotic, and two correct runs whose sums
+        # differ in order part after that (smoke size, 1-way vs 2-way, steps 1-3: flax 7e-6, 5e-6,
+        # 2.2e-4; pytorch 4e-5, 5e-6, 5.7e-3; flax then 1.6 % at step 4 and 33 % by step 8).
+        *ranks.parallel_checks(
+            loss_rtol=1e-3, loss_atol=1e-4, curve_rtol=1e-3, curve_atol=1e-4, curve_steps=PARALLEL_CURVE_STEPS
+        ),
     ),
     constraint=ranks.batch_problem,
     unsupported={

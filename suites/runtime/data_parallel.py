@@ -122,7 +122,7 @@ class Recipe:
     items_per_row: int = 1
     clip: float = 0.0
     flops_per_row: float | None = None
-    name: str = "train step"
+    curve_steps: int = CHECK_STEPS  # the loss curve's length: shorter where training is chaotic from the start
 
 
 class Lane(Protocol):
@@ -207,7 +207,7 @@ def _checks(lane: Lane, recipe: Recipe) -> tuple[float, dict[str, list[float]]]:
     return first, {
         "dp_first_step_loss": [losses[0], loss_after],
         "dp_step_weights": [_norm(after), moved / lr if lr > 0 else moved],
-        "dp_loss_curve": losses,
+        "dp_loss_curve": losses[: recipe.curve_steps],
     }
 
 
