@@ -76,6 +76,9 @@ class NumpyLoop:
     def allreduce(self, elements: int) -> Any:
         return lambda: np.ones(elements).sum()
 
+    def gradient_allreduce(self) -> tuple[Any, int]:
+        return (lambda: np.ones(4).sum()), 2
+
     def barrier(self) -> None:
         pass
 
@@ -114,6 +117,7 @@ def test_the_loop_records_the_block_the_host_reads(monkeypatch: pytest.MonkeyPat
     assert block["efficiency"] == pytest.approx(block["throughput"] / (2 * block["single_throughput"]))
     reduce = block["allreduce"]
     assert reduce["bytes"] == 16 and reduce["busbw_Bps"] == pytest.approx(16 * 2 * (2 - 1) / 2 / reduce["seconds"])
+    assert reduce["gradient_collectives"] == 2 and reduce["gradient_seconds"] > 0
     assert [r["rank"] for r in block["ranks"]] == [0, 1] and block["ranks"][1]["host"] == "node-a"
     assert len(block["ranks"][0]["compute_samples"]) == 3 and block["straggler"] is None
     # the N-way steps average the shards' gradients: the same mathematics as the 1-way step at this batch

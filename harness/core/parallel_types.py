@@ -40,13 +40,17 @@ FORBID = ConfigDict(extra="forbid")
 
 @with_config(FORBID)
 class AllReduce(TypedDict):
-    """The gradient all-reduce timed alone, on this job's gradient size (nccl-tests' algbw and busbw)."""
+    """The gradient all-reduce timed alone, on this job's gradient size (nccl-tests' algbw and busbw):
+    one flat buffer (the link), and the gradients as the framework reduces them (XLA: one collective per
+    tensor; DDP: its 25 MB buckets)."""
 
     bytes: Bytes
     seconds: NonNegative
     algbw_Bps: NonNegative
     busbw_Bps: NonNegative
     peak_Bps: Positive | None  # the link's peak where known (NVLink, PCIe); null elsewhere
+    gradient_seconds: NonNegative
+    gradient_collectives: Whole
 
 
 @with_config(FORBID)

@@ -89,6 +89,8 @@ class Figures:
     overlap: float | None  # the job's: the share of the all-reduce hidden behind compute
     allreduce_bytes: int | None
     allreduce_s: float | None
+    gradient_allreduce_s: float | None  # the gradients as the framework reduces them (per tensor, buckets)
+    gradient_collectives: int | None
     algbw_Bps: float | None
     busbw_Bps: float | None
     peak_Bps: float | None
@@ -326,6 +328,8 @@ def figures_of(fw: str, result: Result, flagged_by: Mapping[Key, str]) -> Figure
         overlap=block["overlap"],
         allreduce_bytes=allreduce["bytes"] if allreduce else None,
         allreduce_s=allreduce["seconds"] if allreduce else None,
+        gradient_allreduce_s=allreduce["gradient_seconds"] if allreduce else None,
+        gradient_collectives=allreduce["gradient_collectives"] if allreduce else None,
         algbw_Bps=allreduce["algbw_Bps"] if allreduce else None,
         busbw_Bps=allreduce["busbw_Bps"] if allreduce else None,
         peak_Bps=allreduce["peak_Bps"] if allreduce else None,

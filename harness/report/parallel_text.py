@@ -22,7 +22,7 @@ MAX_RANK_ROWS = 32  # per framework; the straggler's row is always among them, e
 OVER_PEAK = "IMPLAUSIBLE"  # a bus bandwidth above the link's peak: the word the rate guard uses
 FIGURE_HEADERS = [
     "framework", "devices", "scaling", "global batch", "step (N-way)", "step (1-way)", "efficiency", "compute",
-    "exposed comm", "all-reduce", "bus GB/s", "overlap", "straggler",
+    "exposed comm", "all-reduce", "bus GB/s", "grad all-reduce", "overlap", "straggler",
 ]  # fmt: skip
 RANK_HEADERS = ["rank", "host", "step", "compute", "all-reduce", ""]
 
@@ -60,6 +60,15 @@ def bandwidth_cell(f: Figures) -> str:
     return f"{text} ({_share(f.peak_share)} of peak)"
 
 
+def gradient_cell(f: Figures) -> str:
+    """The gradients' all-reduce as the framework runs it: its time and how many collectives."""
+    if f.gradient_allreduce_s is None or f.gradient_collectives is None:
+        return "-"
+    return (
+        f"{fmt_time(f.gradient_allreduce_s)} ({f.gradient_collectives} op{'s' if f.gradient_collectives != 1 else ''})"
+    )
+
+
 def straggler_cell(f: Figures) -> str:
     if f.devices < 2:
         return "-"
@@ -80,6 +89,7 @@ def figure_rows(parallel: Parallel) -> list[list[str]]:
             _time(f.exposed_comm_s),
             _time(f.allreduce_s),
             bandwidth_cell(f),
+            gradient_cell(f),
             _share(f.overlap),
             straggler_cell(f),
         ]
@@ -140,8 +150,11 @@ def notes(parallel: Parallel) -> list[str]:
     lines = [
         "efficiency = N-way throughput / (N x 1-way throughput), both steps timed interleaved in the same job: "
         "a figure of this job, not a verdict between runs; flagged where a step it divides was flagged or disturbed",
-        f"straggler: a rank computing more than {STRAGGLER_RATIO:g}x the median of the other ranks "
-        "(read on the host from every rank's compute time)",
+        f"straggler: a rank computing more than {STRAGGLER_RATIO:g}x the median of the other ranks, in every "
+        "sample (read on the host from every rank's compute samples)",
+        "compute: the step with communication off on each rank (the slowest shown); exposed comm = step - compute; "
+        "all-reduce: one flat buffer of the gradients' bytes (bus GB/s, the nccl-tests definition); grad all-reduce: "
+        "the gradients as the framework reduces them; overlap: the share of that the step did not pay",
     ]
     for f in parallel.figures:
         if f.efficiency_flag:

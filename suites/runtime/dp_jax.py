@@ -130,6 +130,7 @@ class JaxLoop:
         self.collectives = "none" if self.world == 1 else ("nccl" if self.local.platform == "gpu" else "gloo")
         self.device_name = str(getattr(self.local, "device_kind", self.local.platform))
         self._count = 0
+        self._shapes: list[tuple[int, ...]] = []
         self._local_batches: list[tuple[Any, ...]] = []
 
     def _global(self, value: Any) -> Any:
@@ -155,7 +156,9 @@ class JaxLoop:
             local.append(tuple(jax.device_put(a, self.local) for a in shard))
         self._local_batches = local
         model = self.recipe.build()
-        self._count = int(sum(x.size for x in jax.tree.leaves(nnx.state(model, nnx.Param))))
+        params = jax.tree.leaves(nnx.state(model, nnx.Param))
+        self._shapes = [tuple(x.shape) for x in params]
+        self._count = int(sum(x.size for x in params))
         return JaxLane(self.recipe, model, staged, self._global, (self.replicated, self.data))
 
     def single(self, steps: int, rows: int) -> JaxLane:
@@ -189,6 +192,21 @@ class JaxLoop:
             return jax.block_until_ready(summed(buffer))
 
         return reduce
+
+    def gradient_allreduce(self) -> tuple[Callable[[], Any], int]:
+        """The gradients' all-reduce as the step runs it: one array per parameter, summed over the mesh in
+        one program (XLA combines them into one tuple all-reduce; on a CPU gloo then reduces each tensor)."""
+        import jax
+        import jax.numpy as jnp
+        import numpy as np
+
+        tree = [jax.make_array_from_process_local_data(self.data, np.ones((1, *s), np.float32)) for s in self._shapes]
+        summed = jax.jit(lambda t: [jnp.sum(x, axis=0) for x in t], out_shardings=self.replicated)
+
+        def reduce() -> Any:
+            return jax.block_until_ready(summed(tree))
+
+        return reduce, len(tree)
 
     def barrier(self) -> None:
         if self.world > 1:

@@ -17,6 +17,7 @@ from suites.contract.ranks import Ranks
 from suites.runtime.data_parallel import Recipe, Shape
 
 HOST_BYTES = 256
+FIRST_BUCKET_BYTES, BUCKET_BYTES = 1 << 20, 25 << 20  # DDP's defaults (bucket_cap_mb=25, a 1 MiB first bucket)
 
 
 def initialise(ranks: Ranks, device_kind: str, timeout_s: float) -> None:
@@ -97,6 +98,7 @@ class TorchLoop:
         self.device_name = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
         self.batchnorm: str | None = None  # how the N-way model's BatchNorm sees the global batch, if it has one
         self._count = 0
+        self._numels: list[int] = []
 
     def _batches(self, steps: int, lo: int, hi: int, rows: int) -> list[tuple[Any, ...]]:
         import torch
@@ -110,7 +112,8 @@ class TorchLoop:
     def n_way(self, steps: int) -> TorchLane:
         b, r = self.shape.per_device, self.ranks.rank
         model = self.recipe.build()
-        self._count = sum(p.numel() for p in model.parameters())
+        self._numels = [p.numel() for p in model.parameters() if p.requires_grad]
+        self._count = sum(self._numels)
         if self.world > 1 and any(isinstance(m, _batchnorm_types()) for m in model.modules()):
             # The N-way model only: rank 0's 1-way model must run no collective of its own.
             model, self.batchnorm = global_batchnorm(model, self.device)
@@ -151,6 +154,31 @@ class TorchLoop:
             return buffer
 
         return reduce
+
+    def gradient_allreduce(self) -> tuple[Callable[[], Any], int]:
+        """The gradients' all-reduce as DDP runs it: its buckets (the first 1 MiB, then 25 MiB, filled in
+        reverse parameter order), launched back to back and waited for together."""
+        import torch
+        import torch.distributed as dist
+
+        sizes, current, cap = [], 0, FIRST_BUCKET_BYTES
+        for numel in reversed(self._numels):
+            current += numel * 4
+            if current >= cap:
+                sizes.append(current // 4)
+                current, cap = 0, BUCKET_BYTES
+        if current:
+            sizes.append(current // 4)
+        buckets = [torch.ones(n, dtype=torch.float32, device=self.device) for n in sizes]
+
+        def reduce() -> Any:
+            for work in [dist.all_reduce(b, async_op=True) for b in buckets]:
+                work.wait()
+            if self.device.type == "cuda":
+                torch.cuda.synchronize()
+            return buckets
+
+        return reduce, len(buckets)
 
     def barrier(self) -> None:
         if self.world > 1:
