@@ -61,12 +61,12 @@ def bandwidth_cell(f: Figures) -> str:
 
 
 def gradient_cell(f: Figures) -> str:
-    """The gradients' all-reduce as the framework runs it: its time and how many collectives."""
+    """The gradients' all-reduce as the framework runs it: its time, and the buffers it reduces (XLA: one
+    per tensor; DDP: its buckets)."""
     if f.gradient_allreduce_s is None or f.gradient_collectives is None:
         return "-"
-    return (
-        f"{fmt_time(f.gradient_allreduce_s)} ({f.gradient_collectives} op{'s' if f.gradient_collectives != 1 else ''})"
-    )
+    n = f.gradient_collectives
+    return f"{fmt_time(f.gradient_allreduce_s)} ({n} buffer{'s' if n != 1 else ''})"
 
 
 def straggler_cell(f: Figures) -> str:
