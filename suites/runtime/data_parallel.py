@@ -269,7 +269,68 @@ def link_peak(device_kind: str, device_name: str) -> float | None:
     return 450e9 if sxm else None
 
 
+def _one_way(
+    loop: Loop, recipe: Recipe, shape: Shape, leader: bool
+) -> tuple[float, dict[str, list[float]] | None, Lane | None]:
+    """Rank 0's 1-way lanes while the others wait: the checks at the global batch (the gate's), and the
+    lane timed against the N-way one (the same, in strong scaling; one device's batch in weak)."""
+    first, checks, single = 0.0, None, None
+    loop.barrier()
+    if leader:
+        probe = loop.single(shape.total_steps, shape.global_batch)
+        first, checks = _checks(probe, recipe)
+        single = probe
+        if shape.single_batch != shape.global_batch:
+            single = loop.single(shape.total_steps, shape.single_batch)
+            single.sync(single.step(CHECK_STEPS))  # its own compilation, outside every clock
+    loop.barrier()
+    return first, checks, single
+
+
+def _interleaved(
+    ctx: Context, loop: Loop, shape: Shape, lane: Lane, single: Lane | None,
+    planted: tuple[Callable[[], None], Callable[[], None]],
+) -> tuple[_Timed, _Timed]:  # fmt: skip
+    """ABAB: an N-way interval on every rank, then rank 0's 1-way interval while the others wait."""
+    per_step, at_first = planted
+    wide, alone = _Timed(), _Timed()
+    for i in range(shape.intervals):
+        start = CHECK_STEPS + i * shape.steps
+        loop.barrier()
+        if i == 0:
+            at_first()
+        _interval(ctx, lane, start, shape.steps, wide, per_step)
+        if shape.devices > 1:
+            loop.barrier()
+            if single is not None:
+                _interval(ctx, single, start, shape.steps, alone, lambda: None)
+            loop.barrier()
+        ctx.progress(f"interval {i + 1}/{shape.intervals}: {wide.samples[-1] * 1e3:.2f} ms/step"
+                     + (f" ({shape.devices}-way), {alone.samples[-1] * 1e3:.2f} ms/step (1-way)"
+                        if alone.samples else ""))  # fmt: skip
+    return wide, alone
+
+
+def _compute_only(loop: Loop, shape: Shape, lane: Lane, per_step: Callable[[], None]) -> list[float]:
+    """Seconds per step of this rank's step with communication off, one sample an interval."""
+    step = loop.compute_only(lane)
+    step(CHECK_STEPS)  # a program of its own in JAX: compiled outside the clock
+    samples: list[float] = []
+    loop.barrier()
+    for i in range(shape.intervals):
+        start = CHECK_STEPS + i * shape.steps
+        clock = time.perf_counter()
+        out = None
+        for j in range(shape.steps):
+            per_step()
+            out = step(start + j)
+        lane.sync(out)
+        samples.append((time.perf_counter() - clock) / shape.steps)
+    return samples
+
+
 def run(ctx: Context, recipe: Recipe, make_loop: Callable[[Ranks, Recipe, Shape], Loop]) -> None:
+    """The data-parallel loop on this rank (every rank runs it; rank 0 records)."""
     ranks = current()
     shape = shape_of(ctx)
     if ranks.world != shape.devices:
@@ -278,7 +339,7 @@ def run(ctx: Context, recipe: Recipe, make_loop: Callable[[Ranks, Recipe, Shape]
         raise Skip(f"the data-parallel loop runs in float32 only (--precision {ctx.precision} asked); "
                    "drop --precision or --param devices")  # fmt: skip
     loop = make_loop(ranks, recipe, shape)
-    per_step, at_first = _planted(ranks)
+    planted = _planted(ranks)  # (every step, the first interval): HARNESS_RANK_FAULT on this rank
     leader, n = ranks.leader, shape.devices
     ctx.note(
         f"data-parallel: {n} rank{'s' if n > 1 else ''} ({loop.collectives}), {shape.scaling} scaling, global batch "
@@ -289,56 +350,16 @@ def run(ctx: Context, recipe: Recipe, make_loop: Callable[[Ranks, Recipe, Shape]
     lane = loop.n_way(shape.total_steps)
     first_call, checks = _checks(lane, recipe)
     ctx.progress(f"rank {ranks.rank}: first step {first_call:.3f} s (trace, compile, run); loss {checks['dp_loss_curve'][0]:.5f}")  # fmt: skip
-    single_checks: dict[str, list[float]] | None = None
-    single_first = 0.0
-    single: Lane | None = None
-    if n > 1:
-        loop.barrier()
-        if leader:
-            probe = loop.single(shape.total_steps, shape.global_batch)
-            single_first, single_checks = _checks(probe, recipe)
-            single = (
-                probe
-                if shape.single_batch == shape.global_batch
-                else loop.single(shape.total_steps, shape.single_batch)
-            )
-            if single is not probe:
-                single.sync(single.step(CHECK_STEPS))  # its own compilation, outside every clock
-        loop.barrier()
-    wide, alone = _Timed(), _Timed()
-    for i in range(shape.intervals):
-        start = CHECK_STEPS + i * shape.steps
-        loop.barrier()
-        if i == 0:
-            at_first()
-        _interval(ctx, lane, start, shape.steps, wide, per_step)
-        if n > 1:
-            loop.barrier()
-            if single is not None:
-                _interval(ctx, single, start, shape.steps, alone, lambda: None)
-            loop.barrier()
-        ctx.progress(f"interval {i + 1}/{shape.intervals}: {wide.samples[-1] * 1e3:.2f} ms/step"
-                     + (f" ({n}-way), {alone.samples[-1] * 1e3:.2f} ms/step (1-way)" if alone.samples else ""))  # fmt: skip
+    single_first, single_checks, single = _one_way(loop, recipe, shape, leader) if n > 1 else (0.0, None, None)
+    wide, alone = _interleaved(ctx, loop, shape, lane, single, planted)
     allreduce_s: float | None = None
     gradient: tuple[float, int] | None = None
     elements = loop.param_count()
     if n > 1:
         allreduce_s = _collective_time(loop, loop.allreduce(elements))
-        reduce, ops = loop.gradient_allreduce()
-        gradient = (_collective_time(loop, reduce), ops)
-    compute_step = loop.compute_only(lane)
-    compute_step(CHECK_STEPS)  # a program of its own in JAX: compiled outside the clock
-    compute: list[float] = []
-    loop.barrier()
-    for i in range(shape.intervals):
-        start = CHECK_STEPS + i * shape.steps
-        clock = time.perf_counter()
-        out = None
-        for j in range(shape.steps):
-            per_step()
-            out = compute_step(start + j)
-        lane.sync(out)
-        compute.append((time.perf_counter() - clock) / shape.steps)
+        reduce, buffers = loop.gradient_allreduce()
+        gradient = (_collective_time(loop, reduce), buffers)
+    compute = _compute_only(loop, shape, lane, planted[0])
     # Fixed length on every rank (a collective): the medians, then every compute sample.
     mine = [_median(wide.samples), _median(compute), allreduce_s if allreduce_s is not None else -1.0, *compute]
     gathered = loop.gather(mine)
