@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import random
+from pathlib import Path
 
 import pytest
 
@@ -132,3 +133,12 @@ def test_a_rank_killed_by_a_signal_is_said_so() -> None:
 def test_rank_logs_sit_beside_the_job_logs() -> None:
     assert supervision.rank_log_names("flax", 0) == ("flax.stdout.log", "flax.stderr.log")
     assert supervision.rank_log_names("flax", 3) == ("flax.rank3.stdout.log", "flax.rank3.stderr.log")
+
+
+def test_a_planted_fault_with_a_typo_stops_the_run_before_it_starts(tmp_path: Path) -> None:
+    from tests.conftest import harness
+
+    proc = harness("run", "--suite", "mnist", "--smoke", "--backend", "local", "--param", "devices=2", "--dry-run",
+                   "--results-dir", str(tmp_path), env={"HARNESS_RANK_FAULT": "crsh:1"})  # fmt: skip
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
+    assert "HARNESS_RANK_FAULT" in proc.stderr and "Traceback" not in proc.stderr

@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import importlib
 import math
+import os
 import re
 import sys
 from collections.abc import Callable, Iterator, Mapping
@@ -29,6 +30,7 @@ from harness.core.errors import HarnessError
 from harness.store.images import engine_problem
 from harness.store.plan import Job
 from harness.text.escape import plain
+from suites.contract.ranks import FAULT_VAR, RankError, fault_from
 from suites.contract.registry import SUITES_DIR
 
 # Resource limits from the command line (`--memory 2g`, `--cpus 1.5`), shared by all backends.
@@ -177,6 +179,10 @@ def check_options(name: str, options: BackendOptions) -> None:
     path = RUNS.get(name)
     if path is None:
         raise HarnessError(f"backend {name!r} is not one of {', '.join(FACTORIES)}")
+    try:  # a planted fault with a typo must stop the run here, not run clean or fail every rank
+        fault_from(os.environ.get(FAULT_VAR))
+    except RankError as error:
+        raise HarnessError(f"{plain(str(error))}; fix or unset it") from None
     check: Callable[[BackendOptions], object] | None = getattr(importlib.import_module(path), "check_options", None)
     if check is not None:
         check(options)
