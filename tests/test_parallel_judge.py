@@ -20,8 +20,8 @@ import pytest
 
 from harness.core.result_types import Result
 from harness.core.schema import InvalidResult, load_result, validate
-from harness.judge import assessment
 from harness.judge.assessment import DISTURBED, FAILED, GATE, assess, declared_checks, run_exit_code
+from harness.judge.guards import agreement
 from harness.judge.parallel import (
     BLOCK_ROW,
     SINGLE_METRIC,
@@ -102,7 +102,7 @@ def test_a_suite_declaring_both_gives_each_loop_its_own_checks(monkeypatch: pyte
     mnist = all_suites()["mnist"]
     own = [c for c in mnist.checks if c.name not in PARALLEL_CHECKS]
     both = dataclasses.replace(mnist, checks=(*own, *parallel_checks()))
-    monkeypatch.setattr(assessment, "all_suites", lambda: {"mnist": both})
+    monkeypatch.setattr(agreement, "all_suites", lambda: {"mnist": both})
     dp = loaded("good")
     assert list(declared_checks(dp)) == list(PARALLEL_CHECKS)
     own_loop = Run(dp.path, dp.summary, {fw: {**r, "params": {**r["params"], "devices": 0}}

@@ -21,11 +21,11 @@ import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from harness.backends import job_folder
 from harness.backends.base import JobOutcome
-from harness.backends.docker_backend import NVIDIA_HINT, GpuRequest, JobContainer, Owner
+from harness.backends.docker_objects import NVIDIA_HINT, GpuRequest, JobContainer, Owner
 from harness.backends.job_folder import Tail, pump
 from harness.backends.ranks import Supervised, rank_log_names, supervise
 from harness.backends.reaper import Reaper
@@ -34,8 +34,20 @@ from harness.store.images import LABEL, Ensured
 from harness.store.plan import Job
 from suites.contract.ranks import COORDINATOR_PORT, FAULT_VAR, processes, rank_environment
 
-if TYPE_CHECKING:
-    from harness.backends.docker_backend import DockerBackend
+
+class DockerBackend(Protocol):
+    """What the ranks take from the docker backend that hands them the job (docker_backend.py, which
+    imports this module late; a Protocol here keeps the import one way)."""
+
+    echo: bool
+    engine: Any
+    gpus: GpuRequest | None
+    reaper: Reaper
+
+    def create_kwargs(self, *args: Any, **kwargs: Any) -> dict[str, Any]: ...
+    def container_record(self, kwargs: dict[str, Any]) -> dict[str, Any]: ...
+    def fetch(self, *args: Any, **kwargs: Any) -> Any: ...
+
 
 RANK_LABEL = f"{LABEL}.rank"
 COORDINATOR = f"rank0:{COORDINATOR_PORT}"  # rank 0's alias on the job's network

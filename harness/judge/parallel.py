@@ -26,7 +26,7 @@ from typing import Any
 from harness.core.result_types import Check, Result
 from harness.core.schema import missing_rounds
 from harness.judge import guards
-from harness.judge.assessment import CheckRow, _shape, agrees, declared_checks, max_rel_diff, tolerance_text
+from harness.judge.guards.agreement import CheckRow, _shape, agrees, declared_checks, max_rel_diff, tolerance_text
 from harness.judge.guards.contention import GUARD as CONTENTION
 from harness.judge.guards.contention import disturbed_samples
 from harness.store.run_folder import Run

@@ -296,7 +296,8 @@ def render(judged: Assessment, tablefmt: str = "simple") -> str:
     if judged.checks:
         headers, rows = check_rows(judged)
         parts += title("checks") + [escape.table(rows, headers, tablefmt)]
-    parts += parallel_text.parallel_section(judged, tablefmt)  # data-parallel runs only
+    if judged.parallel is not None:  # data-parallel runs only
+        parts += parallel_text.parallel_section(judged, tablefmt)
     versions = []
     for fw, result in run.results.items():
         v = result["environment"].get("versions", {})

@@ -180,18 +180,18 @@ PARALLEL_CHECKS = tuple(c.name for c in parallel_checks())
 PARALLEL_SMOKE: dict[str, ParamValue] = {"dp_intervals": 2, "dp_steps": 2}  # a suite's smoke size adds these
 
 
-def devices_of(params: Mapping[str, ParamValue]) -> int:
+def devices_of(params: Mapping[str, object]) -> int:
     """The `devices` parameter (0 where the suite has none)."""
     value = params.get(DEVICES, 0)
     return value if isinstance(value, int) and not isinstance(value, bool) else 0
 
 
-def processes(params: Mapping[str, ParamValue]) -> int:
+def processes(params: Mapping[str, object]) -> int:
     """How many processes a backend starts for a job with these parameters."""
     return max(1, devices_of(params))
 
 
-def data_parallel(params: Mapping[str, ParamValue]) -> bool:
+def data_parallel(params: Mapping[str, object]) -> bool:
     return devices_of(params) >= 1
 
 

@@ -1,0 +1,130 @@
+"""The docker backend's objects a single job and a data-parallel job's ranks both use: the GPU request,
+the owner labels every container, volume and network carries, the engine's errors in one line, and
+the context-managed job container that is always removed (testcontainers' habit)."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from harness.backends.reaper import Reaper
+from harness.core import owner
+from harness.core.errors import HarnessError
+from harness.store.images import LABEL
+from harness.store.plan import Job
+from harness.store.run_folder import round_of
+from harness.text.escape import plain
+
+NVIDIA_HINT = "GPU jobs need the NVIDIA driver and the NVIDIA Container Toolkit on the Docker host"
+
+
+@dataclass(frozen=True)
+class GpuRequest:
+    """`--gpus all`, `--gpus 2` or `--gpus device=0,2`, as `docker run --gpus` reads them."""
+
+    count: int = -1  # -1: all GPUs
+    device_ids: tuple[str, ...] = ()
+
+    @staticmethod
+    def parse(text: str) -> GpuRequest:
+        value = text.strip()
+        if value == "all":
+            return GpuRequest()
+        if re.fullmatch(r"[1-9]\d*", value):
+            return GpuRequest(count=int(value))
+        match = re.fullmatch(r"device=([\w-]+(?:,[\w-]+)*)", value)
+        if match:
+            return GpuRequest(count=0, device_ids=tuple(match.group(1).split(",")))
+        raise HarnessError(f"--gpus {text!r} is not understood; use all, a count (e.g. 2) or device=0,1")
+
+    def device_request(self) -> Any:
+        from docker.types import DeviceRequest
+
+        if self.device_ids:
+            return DeviceRequest(driver="nvidia", device_ids=list(self.device_ids), capabilities=[["gpu"]])
+        return DeviceRequest(driver="nvidia", count=self.count, capabilities=[["gpu"]])
+
+
+@dataclass(frozen=True)
+class Owner:
+    """The run a job's containers and volumes are named and labelled after, so `harness clean --run ID`
+    finds them: a round of a rounds run (run id `round-K` in RUN/rounds/) is RUN's, its round a label
+    of its own."""
+
+    run_id: str
+    round: int | None = None
+
+    @staticmethod
+    def of(run_id: str, run_dir: Path) -> Owner:
+        found = round_of(run_dir, run_id)
+        return Owner(run_id) if found is None else Owner(*found)
+
+    @property
+    def name(self) -> str:
+        return self.run_id if self.round is None else f"{self.run_id}-round-{self.round}"
+
+    def labels(self, job: Job) -> dict[str, str]:
+        labels = {
+            f"{LABEL}.run-id": self.run_id,
+            f"{LABEL}.suite": job.suite,
+            f"{LABEL}.framework": job.framework,
+            f"{LABEL}.{owner.LABEL_KEY}": owner.label(),
+        }
+        if self.round is not None:
+            labels[f"{LABEL}.round"] = str(self.round)
+        return labels
+
+
+def engine_errors() -> tuple[type[BaseException], ...]:
+    """What the Docker SDK raises when the engine refuses a request or stops answering."""
+    import docker.errors
+    import requests.exceptions
+
+    return (docker.errors.DockerException, requests.exceptions.RequestException)
+
+
+def engine_message(error: BaseException) -> str:
+    """One line of an engine's error (its explanation, not the SDK's URL and status)."""
+    explanation = getattr(error, "explanation", None)
+    text = explanation if isinstance(explanation, (str, bytes)) and explanation else str(error)
+    if isinstance(text, bytes):
+        text = text.decode(errors="replace")
+    return plain(" ".join(text.split()))[:500]
+
+
+class JobContainer:
+    """A created container that is always removed on the way out, whatever happened inside.
+
+    The reaper hears of it before it exists, so it is removed even if this process is SIGKILLed.
+    """
+
+    def __init__(self, client: Any, create_kwargs: dict[str, Any], reaper: Reaper) -> None:
+        self.client = client
+        self.create_kwargs = create_kwargs
+        self.reaper = reaper
+        self.container: Any = None
+
+    def __enter__(self) -> JobContainer:
+        self.reaper.track("container", self.create_kwargs["name"])
+        try:
+            self.container = self.client.containers.create(**self.create_kwargs)
+        except BaseException:
+            self.reaper.untrack("container", self.create_kwargs["name"])  # nothing was made to remove
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        import docker.errors
+
+        if self.container is None:
+            return
+        try:
+            self.container.remove(force=True)  # kills it first if still running (timeout, Ctrl-C)
+        except docker.errors.NotFound:
+            pass
+        except docker.errors.APIError as error:
+            if "already in progress" not in str(error):
+                raise
+        self.reaper.untrack("container", self.create_kwargs["name"])
