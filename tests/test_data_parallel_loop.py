@@ -119,7 +119,8 @@ def test_the_loop_records_the_block_the_host_reads(monkeypatch: pytest.MonkeyPat
     assert reduce["bytes"] == 16 and reduce["busbw_Bps"] == pytest.approx(16 * 2 * (2 - 1) / 2 / reduce["seconds"])
     assert reduce["gradient_collectives"] == 2 and reduce["gradient_seconds"] > 0
     assert [r["rank"] for r in block["ranks"]] == [0, 1] and block["ranks"][1]["host"] == "node-a"
-    assert len(block["ranks"][0]["compute_samples"]) == 3 and block["straggler"] is None
+    # at least the straggler rule's samples, whatever the intervals (3 here)
+    assert len(block["ranks"][0]["compute_samples"]) == contract.STRAGGLER_SAMPLES and block["straggler"] is None
     # the N-way steps average the shards' gradients: the same mathematics as the 1-way step at this batch
     single = {c["name"]: c["value"] for c in block["single"]["checks"]}
     mine = {c["name"]: c["value"] for c in ctx.checks}
@@ -161,7 +162,7 @@ def test_a_straggler_rank_is_named_from_the_gathered_samples(monkeypatch: pytest
     class Slow(NumpyLoop):
         def gather(self, values: Any) -> list[list[float]]:
             slow = [v * 3 for v in values]
-            return [list(values), slow]
+            return [list(values), slow]  # every compute sample 3x: a straggler by the contract's rule
 
     monkeypatch.setattr(dp, "_current", contract.Ranks(0, 2, 0, 1, "h:1", "harness"))
     ctx = _context()

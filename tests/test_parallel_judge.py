@@ -33,7 +33,7 @@ from harness.judge.parallel import (
     straggler_of,
 )
 from harness.store.run_folder import Run, load_run
-from suites.contract.ranks import PARALLEL_CHECKS, STRAGGLER_RATIO, parallel_checks
+from suites.contract.ranks import PARALLEL_CHECKS, STRAGGLER_RATIO, STRAGGLER_SAMPLES, parallel_checks
 from suites.contract.registry import all_suites
 from tests.factories import write_run
 
@@ -182,7 +182,7 @@ def test_the_host_recomputes_efficiency_and_says_when_the_job_disagrees(tmp_path
     ],
 )
 def test_straggler_rule(compute: list[float], expected: int | None) -> None:
-    found = straggler_of(compute)
+    found = straggler_of([[c] * STRAGGLER_SAMPLES for c in compute])  # steady samples: the medians decide
     assert (found.rank if found else None) == expected
 
 
@@ -192,7 +192,7 @@ def test_straggler_matches_the_rule_written_out_on_many_ranks() -> None:
         compute = [rng.uniform(0.9, 1.1) * (1.5 if rng.random() < 0.05 else 1.0) for _ in range(n)]
         ratios = [c / statistics.median(compute[:i] + compute[i + 1 :]) for i, c in enumerate(compute)]
         best = max(range(n), key=lambda i: ratios[i])
-        found = straggler_of(compute)
+        found = straggler_of([[c] * STRAGGLER_SAMPLES for c in compute])
         if ratios[best] > STRAGGLER_RATIO:
             assert found is not None and found.rank == best and found.ratio == pytest.approx(ratios[best])
         else:

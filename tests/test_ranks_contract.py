@@ -65,11 +65,13 @@ def test_devices_decide_the_processes_and_strong_scaling_needs_an_even_split() -
 
 
 def test_the_straggler_rule_names_a_consistently_slow_rank_only() -> None:
-    assert ranks.straggler([[0.010, 0.011, 0.010], [0.016, 0.017, 0.016]]) == {"rank": 1, "ratio": pytest.approx(1.6)}
-    # One slow sample is noise, not a straggler; nor is a consistent 10 %.
-    assert ranks.straggler([[0.010, 0.011, 0.010], [0.010, 0.030, 0.011]]) is None
-    assert ranks.straggler([[0.010, 0.010, 0.010], [0.011, 0.011, 0.011]]) is None
-    assert ranks.straggler([[0.01]]) is None
+    fast, slow = [0.010, 0.011, 0.010] * 2, [0.016, 0.017, 0.016] * 2
+    assert ranks.straggler([fast, slow]) == {"rank": 1, "ratio": pytest.approx(1.6)}
+    # One slow sample is noise, not a straggler; nor is a consistent 10 %; nor are too few samples.
+    assert ranks.straggler([fast, [0.010, 0.030, 0.011] * 2]) is None
+    assert ranks.straggler([[0.010] * 6, [0.011] * 6]) is None
+    assert ranks.straggler([fast[:5], slow[:5]]) is None  # 5 samples: 0.8 % of A/A pairs would be "apart"
+    assert ranks.straggler([[0.01] * 6]) is None
 
 
 def test_the_straggler_rule_survives_an_a_a_on_noise() -> None:

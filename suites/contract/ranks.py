@@ -83,6 +83,9 @@ BLOCK_KEYS = (
     "single",
 )
 STRAGGLER_RATIO = 1.3  # a rank whose step computes this much longer than the other ranks' median is named
+# Fewer samples name no straggler: under the same code on every rank, one rank's s samples all lie
+# above another's with chance 2 / C(2s, s): 33 % at s=2, 0.8 % at s=5, 0.2 % at s=6 (then the ratio too).
+STRAGGLER_SAMPLES = 6
 
 
 def straggler(compute: list[list[float]]) -> dict[str, float | int] | None:
@@ -91,8 +94,9 @@ def straggler(compute: list[list[float]]) -> dict[str, float | int] | None:
     One rule for the job and the host. The slowest rank by median is named when its median is more
     than STRAGGLER_RATIO x the median of the other ranks' medians AND every one of its samples is
     slower than every sample of every other rank: on a noisy machine two ranks running the same
-    code drift apart by tens of % for a sample or two, never consistently (the A/A this must pass)."""
-    if len(compute) < 2 or any(not row for row in compute):
+    code drift apart by tens of % for a sample or two, never consistently (the A/A this must pass).
+    With fewer than STRAGGLER_SAMPLES samples a rank, no rank is named."""
+    if len(compute) < 2 or any(len(row) < STRAGGLER_SAMPLES for row in compute):
         return None
     medians = [statistics.median(row) for row in compute]
     worst = max(range(len(compute)), key=lambda r: medians[r])

@@ -312,18 +312,19 @@ def _interleaved(
 
 
 def _compute_only(loop: Loop, shape: Shape, lane: Lane, per_step: Callable[[], None]) -> list[float]:
-    """Seconds per step of this rank's step with communication off, one sample an interval."""
+    """Seconds per step of this rank's step with communication off: one sample an interval, and at
+    least the straggler rule's number of them (over the intervals' batches again)."""
     step = loop.compute_only(lane)
     step(CHECK_STEPS)  # a program of its own in JAX: compiled outside the clock
     samples: list[float] = []
+    timed = shape.intervals * shape.steps
     loop.barrier()
-    for i in range(shape.intervals):
-        start = CHECK_STEPS + i * shape.steps
+    for i in range(max(shape.intervals, contract.STRAGGLER_SAMPLES)):
         clock = time.perf_counter()
         out = None
         for j in range(shape.steps):
             per_step()
-            out = step(start + j)
+            out = step(CHECK_STEPS + (i * shape.steps + j) % timed)
         lane.sync(out)
         samples.append((time.perf_counter() - clock) / shape.steps)
     return samples
