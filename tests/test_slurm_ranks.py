@@ -69,7 +69,8 @@ def after(text: str, marker: str) -> list[str]:
 
 RANK_PASSING = (
     '"SLURM_PROCID=$SLURM_PROCID" "SLURM_NTASKS=$SLURM_NTASKS" "SLURM_LOCALID=$SLURM_LOCALID" '
-    '"HARNESS_WORLD_SIZE=$HARNESS_WORLD_SIZE" "HARNESS_COORDINATOR=$HARNESS_COORDINATOR"'
+    '"HARNESS_WORLD_SIZE=$HARNESS_WORLD_SIZE" "HARNESS_COORDINATOR=$HARNESS_COORDINATOR" '
+    '"HARNESS_LOCAL_WORLD_SIZE=$HARNESS_LOCAL_WORLD_SIZE"'
 )
 COORDINATOR_LINES = [
     "# The ranks meet at rank 0: task 0 runs on the first node of the allocation (srun's block distribution),",
@@ -103,6 +104,7 @@ def test_a_data_parallel_venv_job_is_one_allocation_of_one_task_per_rank_started
     assert lines[1:] == [
         *COORDINATOR_LINES,
         "export HARNESS_WORLD_SIZE=4",
+        "export HARNESS_LOCAL_WORLD_SIZE=4",
         "export code out env_dir",
         "rank_task() {",
         '  scratch=$(mktemp -d "${TMPDIR:-/tmp}/fw-harness.XXXXXX") || exit 1',
@@ -154,7 +156,7 @@ def write_stub(folder: Path, name: str, body: str) -> None:
 def test_the_coordinator_is_the_first_host_of_the_node_list_on_a_port_from_the_job_id(tmp_path: Path) -> None:
     # The script's own lines, run by bash against an scontrol that expands a node list as Slurm's does.
     write_stub(tmp_path, "scontrol", 'test "$1 $2 $3" = "show hostnames n[07-08]" && printf "n07\\nn08\\n"\n')
-    lines = [*after(script(ranked(4), fault="crash:3"), "# The ranks meet")][:7]
+    lines = [*after(script(ranked(4), fault="crash:3"), "# The ranks meet")][:9]
     probe = "\n".join([*lines, 'echo "$HARNESS_COORDINATOR $HARNESS_WORLD_SIZE $HARNESS_RANK_FAULT"'])
     for job_id, port in (("12345", 32345), ("45000", 25000), ("20000", 20000)):
         env = {"PATH": f"{tmp_path}:/usr/bin:/bin", "SLURM_JOB_ID": job_id, "SLURM_JOB_NODELIST": "n[07-08]"}
@@ -177,7 +179,7 @@ def test_each_task_hands_only_its_rank_and_the_jobs_variables_to_the_job(tmp_pat
     setup = [
         "set -u",
         f"code=/repo out={out} env_dir={env_dir}",
-        "export HARNESS_COORDINATOR=n07:21234 HARNESS_WORLD_SIZE=2 HARNESS_RANK_FAULT=crash:1",
+        "export HARNESS_COORDINATOR=n07:21234 HARNESS_WORLD_SIZE=2 HARNESS_LOCAL_WORLD_SIZE=2 HARNESS_RANK_FAULT=crash:1",
         *function,
         "SLURM_PROCID=1 SLURM_NTASKS=2 SLURM_LOCALID=0 SECRET=leak bash -c rank_task",
     ]
@@ -193,6 +195,7 @@ def test_each_task_hands_only_its_rank_and_the_jobs_variables_to_the_job(tmp_pat
         "SLURM_LOCALID": "0",
         "HARNESS_WORLD_SIZE": "2",
         "HARNESS_COORDINATOR": "n07:21234",
+        "HARNESS_LOCAL_WORLD_SIZE": "2",
         "HARNESS_RANK_FAULT": "crash:1",
     }
     assert (
@@ -252,7 +255,8 @@ def test_podman_ranks_share_the_hosts_network_under_names_of_their_own() -> None
     for part in ("--name fw-harness-numpy-$SLURM_JOB_ID-$SLURM_PROCID ", " --network=host ", " --read-only ",
                  " --cap-drop=all ", '-v "$data:/data:ro"', " --device nvidia.com/gpu=all ",
                  '-e "SLURM_PROCID=$SLURM_PROCID" -e "SLURM_NTASKS=$SLURM_NTASKS" -e "SLURM_LOCALID=$SLURM_LOCALID" '
-                 '-e "HARNESS_WORLD_SIZE=$HARNESS_WORLD_SIZE" -e "HARNESS_COORDINATOR=$HARNESS_COORDINATOR"'):  # fmt: skip
+                 '-e "HARNESS_WORLD_SIZE=$HARNESS_WORLD_SIZE" -e "HARNESS_COORDINATOR=$HARNESS_COORDINATOR" '
+                 '-e "HARNESS_LOCAL_WORLD_SIZE=$HARNESS_LOCAL_WORLD_SIZE"'):  # fmt: skip
         assert part in command, part
     assert "--network=none" not in text
     single = script(ranked(0), "podman")
@@ -271,7 +275,8 @@ def test_apptainer_ranks_get_their_variables_and_the_gpu_list_unsplit() -> None:
     assert command.startswith('  "$cli" exec --containall --no-home --cleanenv ')
     assert (
         '--env "SLURM_PROCID=$SLURM_PROCID" --env "SLURM_NTASKS=$SLURM_NTASKS" --env "SLURM_LOCALID=$SLURM_LOCALID" '
-        '--env "HARNESS_WORLD_SIZE=$HARNESS_WORLD_SIZE" --env "HARNESS_COORDINATOR=$HARNESS_COORDINATOR" --nv'
+        '--env "HARNESS_WORLD_SIZE=$HARNESS_WORLD_SIZE" --env "HARNESS_COORDINATOR=$HARNESS_COORDINATOR" '
+        '--env "HARNESS_LOCAL_WORLD_SIZE=$HARNESS_LOCAL_WORLD_SIZE" --nv'
     ) in command
     assert function[-1].endswith("--gpu-bind=none bash -c rank_task")
 

@@ -54,12 +54,13 @@ def current() -> Ranks:
 def cpu_slice(ranks: Ranks) -> list[int] | None:
     """Pin this rank to its share of the node's usable cores; returns them (None: left alone).
 
-    Only where the launcher says how many ranks share the node and each can have at least one core;
-    a launcher that bound the cores itself (srun --cpu-bind) leaves fewer than that, and is trusted."""
+    Only where the launcher says how many ranks share the node, and this process may still use every
+    CPU of the machine: a launcher that bound the cores itself (srun's task binding, a cpuset, the
+    local backend's --cpus) is trusted."""
     if ranks.local_world <= 1 or not hasattr(os, "sched_getaffinity"):
         return None
     usable = sorted(os.sched_getaffinity(0))
-    if len(usable) < ranks.local_world:
+    if len(usable) < ranks.local_world or len(usable) < (os.cpu_count() or 0):
         return None
     share = len(usable) // ranks.local_world
     mine = usable[ranks.local_rank * share : (ranks.local_rank + 1) * share]

@@ -34,6 +34,7 @@ from harness.text.escape import plain
 from suites.contract.ranks import (
     COORDINATOR_VAR,
     FAULT_VAR,
+    LOCAL_WORLD_VAR,
     MAX_DEVICES,
     WORLD_VAR,
     RankError,
@@ -46,7 +47,7 @@ TASK_FUNCTION = "rank_task"  # the shell function each task runs (exported to sr
 # What each task's clean environment gets from the task's own (Slurm's words for who it is) and from
 # the script (what the script computed once for all ranks).
 SLURM_RANK_VARS = ("SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID")
-SCRIPT_RANK_VARS = (WORLD_VAR, COORDINATOR_VAR)
+SCRIPT_RANK_VARS = (WORLD_VAR, COORDINATOR_VAR, LOCAL_WORLD_VAR)
 # Where rank 0's log (or a failed rank's stderr tail) goes on with the batch script's own output.
 BATCH_HEADING = "the batch script (srun, slurmstepd)"
 
@@ -114,6 +115,8 @@ def coordinator_lines(place: Placement, fault_text: str | None) -> list[str]:
         '[ -n "$coordinator_host" ] || { echo "harness: no host in SLURM_JOB_NODELIST=$SLURM_JOB_NODELIST" >&2; exit 1; }',
         f'export {COORDINATOR_VAR}="$coordinator_host:$(( {PORT_BASE} + SLURM_JOB_ID % {PORT_SPAN} ))"',
         f"export {WORLD_VAR}={place.world}",
+        # Ranks sharing a node's cores: each takes its slice, unless srun bound its cores already.
+        f"export {LOCAL_WORLD_VAR}={place.per_node}",
     ]
     if fault_text is not None:
         lines.append(f"export {FAULT_VAR}={shlex.quote(fault_text)}  # a planted fault (testing aid), from the harness")
