@@ -144,3 +144,13 @@ def test_a_planted_fault_with_a_typo_stops_the_run_before_it_starts(tmp_path: Pa
                    "--results-dir", str(tmp_path), env={"HARNESS_RANK_FAULT": "crsh:1"})  # fmt: skip
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
     assert "HARNESS_RANK_FAULT" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_of_failures_found_in_one_poll_the_first_to_end_is_named() -> None:
+    """A crash and its peer's broken connection a millisecond later: the poll finds both, the crash is named."""
+    fake = FakeRanks([(2.0, 1), (2.0, 3)])
+    polls = [lambda r=r: fake.poll(r) for r in range(2)]
+    ended = {0: 2.001, 1: 2.0}
+    done = supervision.supervise(polls, fake.kill, 60, clock=lambda: fake.now, sleep=fake.sleep, ended=ended.get)
+    assert done.first_failed == 1
+    assert supervision.supervise(polls, fake.kill, 60, clock=lambda: fake.now, sleep=fake.sleep).first_failed == 0

@@ -424,7 +424,17 @@ class LocalBackend:
                         os.killpg(procs[r].pid, signal.SIGKILL)
                     procs[r].wait()
 
-                supervised = ranks.supervise([p.poll for p in procs], kill, job.timeout_s)
+                # When each rank ended, taken by a thread blocked in its wait (a poll every 50 ms
+                # cannot order a crash and its peer's broken connection a millisecond later).
+                ended: dict[int, float] = {}
+
+                def waiter(r: int) -> None:
+                    procs[r].wait()
+                    ended.setdefault(r, time.monotonic())
+
+                for r in range(world):
+                    threading.Thread(target=waiter, args=(r,), daemon=True).start()
+                supervised = ranks.supervise([p.poll for p in procs], kill, job.timeout_s, ended=ended.get)
                 for r in range(world):
                     kill(r)  # what each rank left running in its group
         finally:

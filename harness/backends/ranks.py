@@ -57,9 +57,14 @@ def supervise(
     grace_s: float = GRACE_S,
     clock: Callable[[], float] = time.monotonic,
     sleep: Callable[[float], None] = time.sleep,
+    ended: Callable[[int], float | None] | None = None,
 ) -> Supervised:
     """Wait for every rank. `polls[r]()`: rank r's exit code, None while it runs; `kill(r)` ends it
-    (and must make its poll answer soon). A rank's failure gives the others `grace_s` to end."""
+    (and must make its poll answer soon). A rank's failure gives the others `grace_s` to end.
+
+    `ended(r)`: when rank r ended, where the backend knows it. A crashed rank's peers fail moments
+    after it (a broken connection), often before the next poll: of the failures one poll finds, the
+    first to end is named, not the lowest rank."""
     world = len(polls)
     codes: list[int | None] = [None] * world
     done = [False] * world
@@ -70,6 +75,7 @@ def supervise(
     grace_end: float | None = None
     timed_out = False
     while not all(done):
+        failures = []
         for r in range(world):
             if done[r]:
                 continue
@@ -77,9 +83,11 @@ def supervise(
             if code is None:
                 continue
             done[r], codes[r] = True, code
-            if code != 0 and first_failed is None:
-                first_failed = r
-                grace_end = clock() + grace_s
+            if code != 0:
+                failures.append(r)
+        if failures and first_failed is None:
+            first_failed = min(failures, key=lambda r: (_when(ended, r), r))
+            grace_end = clock() + grace_s
         if all(done):
             break
         now = clock()
@@ -97,6 +105,11 @@ def supervise(
             break
         sleep(POLL_S)
     return Supervised(codes, first_failed, timed_out, killed)
+
+
+def _when(ended: Callable[[int], float | None] | None, rank: int) -> float:
+    found = ended(rank) if ended is not None else None
+    return found if found is not None else float("inf")
 
 
 def free_port(host: str = "127.0.0.1") -> int:
