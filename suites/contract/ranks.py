@@ -133,7 +133,7 @@ def parallel_params(*, steps: int = 10, intervals: int = 6) -> tuple[Param, ...]
             "dp_intervals",
             "int",
             intervals,
-            "devices >= 1: timed intervals (the first, compiling, apart)",
+            "devices >= 1: timed intervals, each an N-way then a 1-way one (compilation is in the checks' first step)",
             min=2,
             max=1000,
         ),  # fmt: skip

@@ -183,11 +183,8 @@ def test_an_interrupted_harness_cancels_its_slurm_job(results: Path, hanging: tu
     assert "JobState=CANCELLED" in state and not jobs_of(run_id)
 
 
-def test_an_exported_run_submitted_by_hand_is_collected(tmp_path: Path, results: Path) -> None:
-    out = tmp_path / "export"
-    envs = os.environ["HARNESS_SLURM_ENVS"]
-    proc = harness("export", "slurm", *SMALL, "--out", str(out), "--envs", envs, "--timeout", "300")
-    assert proc.returncode == 0, proc.stderr
+def submit_and_wait(out: Path) -> str:
+    """An export's submit.sh run as a cluster user runs it, then the job waited for; its Slurm job id."""
     submitted = subprocess.run(["bash", str(out / "submit.sh")], capture_output=True, text=True, timeout=120)
     assert submitted.returncode == 0, submitted.stderr
     job_id = submitted.stdout.split("as Slurm job ")[1].split()[0]
@@ -195,6 +192,15 @@ def test_an_exported_run_submitted_by_hand_is_collected(tmp_path: Path, results:
     while subprocess.run(["squeue", "-h", "-j", job_id], capture_output=True, text=True).stdout.strip():
         assert time.monotonic() < deadline, "the exported job did not finish"
         time.sleep(1)
+    return job_id
+
+
+def test_an_exported_run_submitted_by_hand_is_collected(tmp_path: Path, results: Path) -> None:
+    out = tmp_path / "export"
+    envs = os.environ["HARNESS_SLURM_ENVS"]
+    proc = harness("export", "slurm", *SMALL, "--out", str(out), "--envs", envs, "--timeout", "300")
+    assert proc.returncode == 0, proc.stderr
+    submit_and_wait(out)
     proc = harness("collect", str(out), "--results-dir", str(results))
     assert proc.returncode == 0, proc.stderr
     run_dir = Path(proc.stdout.split("run folder: ")[1].strip())

@@ -16,7 +16,6 @@ import os
 import re
 import shutil
 import subprocess
-import time
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -32,7 +31,7 @@ from harness.core.schema import load_result
 from harness.execute.runner import execute
 from harness.store.plan import Plan, PlanRequest, make_plan
 from tests.conftest import REPO, finished, harness, read, run_folder
-from tests.integration.test_slurm import cluster, jobs_of, shared_envs  # noqa: F401  (fixtures)
+from tests.integration.test_slurm import cluster, jobs_of, shared_envs, submit_and_wait  # noqa: F401  (fixtures)
 
 pytestmark = pytest.mark.integration
 
@@ -136,13 +135,7 @@ def exported(tmp_path: Path, fault: str | None, monkeypatch: pytest.MonkeyPatch)
 
 
 def submit_and_collect(out: Path, results: Path) -> Path:
-    submitted = subprocess.run(["bash", str(out / "submit.sh")], capture_output=True, text=True, timeout=120)
-    assert submitted.returncode == 0, submitted.stderr
-    job_id = submitted.stdout.split("as Slurm job ")[1].split()[0]
-    deadline = time.monotonic() + 300
-    while subprocess.run(["squeue", "-h", "-j", job_id], capture_output=True, text=True).stdout.strip():
-        assert time.monotonic() < deadline, "the exported job did not finish"
-        time.sleep(1)
+    submit_and_wait(out)
     return slurm_export.collect(out, results)  # `harness collect`'s slurm path, in this process
 
 
