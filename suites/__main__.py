@@ -38,7 +38,7 @@ from suites.contract.settings import (
     recorded_variables,
 )
 from suites.contract.spec import ParamValue, SuiteSpec
-from suites.runtime import data_parallel, fork_server, nvml
+from suites.runtime import data_parallel, fork_server, nvml, rendezvous
 from suites.runtime.context import Context
 
 BAD_SPEC = 2  # exit code for a job.json this job cannot run
@@ -148,7 +148,7 @@ def run_job(
         adapter = load_adapter(framework)
         clock = time.perf_counter()
         if me.world > 1:  # the processes meet before any backend starts (jax.distributed must come first)
-            data_parallel.join(framework.stack, me, job.device, job.timeout_s)
+            rendezvous.join(framework.stack, me, job.device, job.timeout_s)
             cold["rendezvous_s"] = time.perf_counter() - clock
             clock = time.perf_counter()
         env["precision"] = adapter.configure(settings)

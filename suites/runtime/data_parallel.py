@@ -88,20 +88,6 @@ def take_device(ranks: Ranks, settings: Settings) -> Settings:
     return settings
 
 
-def join(stack: str, ranks: Ranks, device_kind: str, timeout_s: float) -> None:
-    """Meet the other ranks through the framework's own rendezvous (jax.distributed, torch's store)."""
-    if stack == "jax":
-        from suites.runtime import dp_jax
-
-        dp_jax.initialise(ranks, device_kind, timeout_s)
-    elif stack == "pytorch":
-        from suites.runtime import dp_torch
-
-        dp_torch.initialise(ranks, device_kind, timeout_s)
-    else:
-        raise JobError(f"the {stack} stack has no data-parallel loop")
-
-
 @dataclass(frozen=True)
 class Recipe:
     """One suite's model and data for the data-parallel loop, in one framework's terms.
