@@ -154,3 +154,17 @@ def test_of_failures_found_in_one_poll_the_first_to_end_is_named() -> None:
     done = supervision.supervise(polls, fake.kill, 60, clock=lambda: fake.now, sleep=fake.sleep, ended=ended.get)
     assert done.first_failed == 1
     assert supervision.supervise(polls, fake.kill, 60, clock=lambda: fake.now, sleep=fake.sleep).first_failed == 0
+
+
+def test_compose_refuses_a_data_parallel_job_in_one_line(tmp_path: Path) -> None:
+    """A compose job service is one process: a devices=2 job is refused at the plan step, nothing written."""
+    import subprocess
+    import sys
+
+    proc = subprocess.run(
+        [sys.executable, "-m", "harness.backends.compose_steps", "--results", str(tmp_path), "plan",
+         "--suite", "mnist", "--param", "devices=2", "--param", "dataset=synthetic"],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
+    assert "--backend docker" in proc.stderr and not list(tmp_path.iterdir())

@@ -44,6 +44,7 @@ from harness.store.plan import PlanRequest, make_plan
 from harness.store.run_folder import RunWriter, new_run_folder
 from harness.text.escape import plain
 from suites.contract import job_spec
+from suites.contract.ranks import processes
 from suites.contract.settings import PRECISIONS
 
 
@@ -72,6 +73,12 @@ def plan_step(args: argparse.Namespace) -> int:
         ),
         backend=BACKEND,
     )
+    ranked = [job.framework for job in plan.jobs if processes(job.params) > 1]
+    if ranked:  # one service per job, one process each: nothing here would start a job's other ranks
+        raise HarnessError(
+            f"devices={processes(plan.jobs[0].params)} runs each job on several processes, which a compose job "
+            "service cannot start: use `harness run --backend docker` (or local, slurm), or `harness export k8s`"
+        )
     pointer, jobs_root = results / args.pointer, results / args.jobs_dir
     _end_stopped_run(results, pointer, jobs_root)  # before its job folders are made again below
     # The pointer first: a plan step stopped half-way leaves a run the next one ends, not one nothing names.
