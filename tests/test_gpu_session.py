@@ -204,15 +204,18 @@ def test_every_run_step_is_a_plan_the_harness_accepts_on_a_gpu(size: str, tmp_pa
             assert proc.returncode == 0, (name, proc.stderr[-2000:])
 
 
-def test_the_multi_gpu_step_is_not_applicable_on_a_one_gpu_machine(tmp_path: Path) -> None:
-    """The machine the GPU sessions get is often one GPU: the data-parallel step says so instead of failing."""
+def test_the_data_parallel_runs_are_not_applicable_on_a_one_gpu_machine(tmp_path: Path) -> None:
+    """The machine the GPU sessions get is often one GPU: a 2-GPU run says so instead of failing; the
+    runs ride in an existing step, since at most 8 files come back from the device machine."""
     fake = tmp_path / "nvidia-smi"
     fake.write_text("#!/bin/sh\necho 'GPU 0: NVIDIA H200 (UUID: GPU-x)'\n")
     fake.chmod(0o755)
     gpus = gpu_session.gpu_count({**os.environ, "PATH": f"{tmp_path}:{os.environ['PATH']}"})
     assert gpus == 1
-    assert "needs 2" in (gpu_session.not_applicable("multi-gpu", "gpu", gpus) or "")
-    assert gpu_session.not_applicable("multi-gpu", "gpu", 8) is None
-    assert gpu_session.not_applicable("multi-gpu", "cpu", 0) is None  # the CPU rehearsal runs it on two processes
-    assert gpu_session.not_applicable("xla", "gpu", 1) is None
+    ranked = next(args for args in gpu_session.STEPS[3][2]["full"] if "devices=2" in args)
+    assert "needs 2" in (gpu_session.not_applicable(ranked, "gpu", gpus) or "")
+    assert gpu_session.not_applicable(ranked, "gpu", 8) is None
+    assert gpu_session.not_applicable(ranked, "cpu", 0) is None  # the CPU rehearsal runs it on two processes
+    assert gpu_session.not_applicable(["run", "--suite", "xla"], "gpu", 1) is None
     assert gpu_session.gpu_count({**os.environ, "PATH": str(tmp_path / "none")}) == 0
+    assert len(gpu_session.STEPS) + 2 <= 8  # one archive a step, session.json, session.log

@@ -51,7 +51,7 @@ def test_every_planted_mistake_is_caught_by_its_own_guard(tmp_path: Path) -> Non
 REMOVED = {
     "plausibility": ("harness/judge/plausibility.py",
                      ("return self.ceiling is None or self.achieved <= self.ceiling", "return True"), "memoised"),
-    "agreement": ("harness/judge/assessment.py",
+    "agreement": ("harness/judge/guards/agreement.py",
                   ("if not agrees(value, base, rtol, atol):", "if False:"), "own_data"),
     "sync barrier": ("harness/judge/plausibility.py",
                      ('return state if state in ("ok", "escaped", "unchecked") else "unchecked"', 'return "ok"'),
