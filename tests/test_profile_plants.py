@@ -57,11 +57,11 @@ def test_every_breakdown_closes_on_its_profiled_step(plants: dict[str, dict[str,
 
 @pytest.mark.parametrize("framework", ["jax", "pytorch"])
 def test_a_planted_matmul_lands_in_matrix_products(plants: dict[str, dict[str, Breakdown]], framework: str) -> None:
+    step = plants["matmul"][framework].step_s - plants["none"][framework].step_s
     matmul = grown(plants, "matmul", framework, "matmul")
-    # Its size is the machine's (0.091 ms for jax on a busy CI rehearsal): only where it lands is asserted.
-    assert matmul > 0, f"{framework}: the planted product added {matmul * 1e3:.3f} ms of matrix products"
-    # The product is what grew most; the step's own total is not compared: it comes from two processes
-    # on a busy CI machine, whose difference carries that machine's noise (a rehearsal failed on it).
+    assert matmul > 0.2e-3, f"{framework}: the planted product added {matmul * 1e3:.3f} ms of matrix products"
+    # Most of what the step grew by is the product; the rest of the step did not move by as much.
+    assert matmul > 0.5 * step, (matmul, step)
     for key in ("overhead", "copy", "reduction"):
         assert abs(grown(plants, "matmul", framework, key)) < matmul, key
 
