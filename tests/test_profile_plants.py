@@ -14,11 +14,12 @@ import pytest
 from harness.judge.assessment import assess
 from harness.judge.breakdown import Breakdown
 from harness.store.run_folder import load_run
+from suites.profplant.common import PLANTED_PRODUCTS
 from tests.conftest import finished, harness, run_folder
 
 pytestmark = pytest.mark.slow
 
-SIZE = 384  # an extra 384^3 product is a millisecond here: well above a profile's noise, a short job
+SIZE = 384  # one 384^3 product is about 0.5 ms here; the matmul plant chains four (2 ms), well above a profile's noise
 SLEEP_MS = 6.0
 
 
@@ -59,7 +60,11 @@ def test_every_breakdown_closes_on_its_profiled_step(plants: dict[str, dict[str,
 def test_a_planted_matmul_lands_in_matrix_products(plants: dict[str, dict[str, Breakdown]], framework: str) -> None:
     step = plants["matmul"][framework].step_s - plants["none"][framework].step_s
     matmul = grown(plants, "matmul", framework, "matmul")
-    assert matmul > 0.2e-3, f"{framework}: the planted product added {matmul * 1e3:.3f} ms of matrix products"
+    # Each chained product costs about what each of the step's own two does: the plant's expected size, from the
+    # same run. XLA runs the chain faster than the step's own (measured 0.56-0.73 of it, 1.4-1.7 ms); a quarter of
+    # it is still twice the noise of the category between two processes (0.15-0.3 ms).
+    expected = PLANTED_PRODUCTS * plants["none"][framework].seconds("matmul") / 2
+    assert matmul > 0.25 * expected, f"{framework}: the planted products added {matmul * 1e3:.3f} ms of matrix products"
     # Most of what the step grew by is the product; the rest of the step did not move by as much.
     assert matmul > 0.5 * step, (matmul, step)
     for key in ("overhead", "copy", "reduction"):

@@ -31,6 +31,7 @@ from harness.backends.docker_objects import JobContainer as JobContainer
 from harness.backends.docker_objects import Owner as Owner
 from harness.backends.docker_objects import engine_errors as engine_errors
 from harness.backends.docker_objects import engine_message as engine_message
+from harness.backends.docker_objects import oom_killed
 from harness.backends.docker_transfer import (
     OUT_SUBDIR,
     RESULTS_CAP_BYTES,
@@ -350,11 +351,9 @@ class DockerBackend:
             for thread in pumps:
                 thread.join(timeout=10)
             problem = self.fetch(job, work, volumes, holder, annotations)
-            container.reload()
-            state = container.attrs.get("State", {})
-            oom = bool(state.get("OOMKilled"))
+            oom = not timed_out and oom_killed(container)  # reloads it: the state below is the latest
             if exit_code is None and not timed_out:
-                exit_code = state.get("ExitCode")
+                exit_code = (container.attrs.get("State") or {}).get("ExitCode")
         return JobOutcome(
             exit_code=exit_code,
             timed_out=timed_out,

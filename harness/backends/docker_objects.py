@@ -5,6 +5,7 @@ the context-managed job container that is always removed (testcontainers' habit)
 from __future__ import annotations
 
 import re
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,12 @@ from harness.store.run_folder import round_of
 from harness.text.escape import plain
 
 NVIDIA_HINT = "GPU jobs need the NVIDIA driver and the NVIDIA Container Toolkit on the Docker host"
+
+# On cgroup v2 the engine learns of an OOM kill from an inotify watch on memory.events, which can land
+# after the exit it caused: a container that died of SIGKILL (137) is read again for this long before
+# its OOMKilled flag is believed false (moby and nomad both saw the flag lag the exit).
+OOM_SETTLE_S = 3.0
+SIGKILL_EXIT = 128 + 9
 
 
 @dataclass(frozen=True)
@@ -92,6 +99,20 @@ def engine_message(error: BaseException) -> str:
     if isinstance(text, bytes):
         text = text.decode(errors="replace")
     return plain(" ".join(text.split()))[:500]
+
+
+def oom_killed(container: Any, settle_s: float = OOM_SETTLE_S) -> bool:
+    """Whether the engine says this ended container was killed for memory, reloading it first; an exit by
+    SIGKILL gives the engine's OOM event up to `settle_s` to arrive."""
+    deadline = time.monotonic() + settle_s
+    while True:
+        container.reload()
+        state = container.attrs.get("State") or {}
+        if state.get("OOMKilled"):
+            return True
+        if state.get("ExitCode") != SIGKILL_EXIT or time.monotonic() >= deadline:
+            return False
+        time.sleep(0.1)
 
 
 class JobContainer:

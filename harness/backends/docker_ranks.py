@@ -25,7 +25,7 @@ from typing import Any, Protocol
 
 from harness.backends import job_folder
 from harness.backends.base import JobOutcome
-from harness.backends.docker_objects import NVIDIA_HINT, GpuRequest, JobContainer, Owner
+from harness.backends.docker_objects import NVIDIA_HINT, OOM_SETTLE_S, GpuRequest, JobContainer, Owner, oom_killed
 from harness.backends.job_folder import Tail, pump
 from harness.backends.ranks import Supervised, rank_log_names, supervise
 from harness.backends.reaper import Reaper
@@ -278,7 +278,12 @@ def run_ranks(
         for container in containers:
             container.reload()
         supervised.first_failed = first_to_fail(supervised, containers)
-        ooms = [r for r, c in enumerate(containers) if (c.attrs.get("State") or {}).get("OOMKilled")]
+        # Only the rank that failed first waits for a late OOM event: the others were killed by us (137 too).
+        ooms = [
+            r
+            for r, c in enumerate(containers)
+            if oom_killed(c, settle_s=OOM_SETTLE_S if r == supervised.first_failed and not supervised.timed_out else 0)
+        ]
     record["exit_codes"] = supervised.exit_codes
     status = reason = None
     if supervised.first_failed is not None:

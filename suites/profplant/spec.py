@@ -15,7 +15,7 @@ SPEC = SuiteSpec(
             "plant",
             "str",
             "none",
-            "none; matmul: one more size x size matrix product; sync: the step's output read back to the host "
+            "none; matmul: four more size x size matrix products, chained; sync: the step's output read back to the host "
             "in the middle of the step; sleep: time.sleep(sleep_ms) inside the step",
             choices=PLANTS,
         ),
