@@ -224,6 +224,8 @@ def run_job(
             result["profiles"] = ctx.profiles
         if ctx.parallel is not None:
             result["parallel"] = ctx.parallel
+        if ctx.inference is not None:
+            result["inference"] = ctx.inference
     result["finished_at"] = utc_now()
     result["duration_s"] = time.perf_counter() - started
     if not me.leader:  # rank 0 writes the job's one result; this rank's figures reached it by a collective

@@ -26,6 +26,7 @@ from annotated_types import Ge, MaxLen, MinLen
 from typing_extensions import NotRequired, Required, is_typeddict
 
 from harness.core.errors import HarnessError
+from harness.core.inference_types import Inference
 from harness.core.parallel_types import Parallel
 from harness.core.result_types import (
     MAX_CURVE_EPOCHS,
@@ -421,7 +422,7 @@ def _problem(doc: Any, nesting_checked: bool = False) -> str | None:
     training = doc["training"] or {}
     curves, target = training.get("curves") or [], training.get("target")
     problem = _curves_problem(curves) or _target_problem(target) or _measures_problem(curves, target)
-    return problem or parallel_problem(doc)
+    return problem or parallel_problem(doc) or inference_problem(doc)
 
 
 # What a learning curve evaluates, and the target of the same measure: an accuracy suite's test
@@ -590,6 +591,63 @@ def _single_problem(single: Any, global_batch: int) -> str | None:
         if numbers > MAX_CHECK_NUMBERS:
             return f"parallel.single.checks: more than the {MAX_CHECK_NUMBERS} numbers a result's checks may hold"
     return None
+
+
+# -- the `inference` block of an inference job (suites/contract/inference.py; judged in judge/inference.py) ----
+
+
+@functools.cache
+def _inference_adapter() -> pydantic.TypeAdapter[Inference]:
+    return pydantic.TypeAdapter(Inference)
+
+
+def inference_problem(doc: Mapping[str, Any]) -> str | None:
+    """What is wrong with a result's `inference` block, or None. Only an ok job of `mode=infer` has one,
+    and it must: the block is how every medium finds the latency, its percentiles and the sweep, so
+    each name it gives must be a metric of this result of the right kind, derived from the right one."""
+    block = doc.get("inference")
+    mode = (doc.get("params") or {}).get("mode", "train")
+    if block is None:
+        if mode == "infer" and doc.get("status") == "ok":
+            return "inference: missing, but the job ran mode=infer (the latency and the sweep are unnamed)"
+        return None
+    try:
+        _inference_adapter().validate_python(block)
+    except pydantic.ValidationError as invalid:
+        error = invalid.errors(include_url=False, include_context=False)[0]
+        if error["type"] == "extra_forbidden":
+            return (
+                f"{_path('inference', error['loc'])}: not a field of the inference block (suites/contract/inference.py)"
+            )
+        return _shape_message(error, block, Inference, "inference")
+    if block["mode"] != mode:
+        return f"inference.mode: {block['mode']}, but the job's params say mode={_name(str(mode))}"
+    metrics = {m["name"]: m for m in doc["metrics"]}
+    latency = block["latency"]
+
+    def kind_problem(where: str, name: str, kind: str, source: str | None) -> str | None:
+        metric = metrics.get(name)
+        if metric is None:
+            return f"{where}: {_name(name)} is not a metric of this result"
+        if metric["kind"] != kind:
+            return f"{where}: {_name(name)} is a {metric['kind']} metric, expected a {kind} metric"
+        if source is not None and derived_sources(metric) != [source]:
+            return f"{where}: {_name(name)} is not derived from {_name(source)} alone"
+        return None
+
+    problem = kind_problem("inference.latency.metric", latency["metric"], "time", None)
+    for label, name in latency["percentiles"].items():
+        problem = problem or kind_problem(f"inference.latency.percentiles.{label}", name, "value", latency["metric"])
+    batches = [point["batch"] for point in block["sweep"]]
+    if batches != sorted(set(batches)):
+        return "inference.sweep: expected batch sizes in increasing order, each once"
+    if batches[0] != 1 or block["sweep"][0]["time"] != latency["metric"]:
+        return "inference.sweep[0]: expected batch 1, timed by the latency metric"
+    for i, point in enumerate(block["sweep"]):
+        where = f"inference.sweep[{i}]"
+        problem = problem or kind_problem(f"{where}.time", point["time"], "time", None)
+        problem = problem or kind_problem(f"{where}.throughput", point["throughput"], "value", point["time"])
+    return problem
 
 
 def validate(doc: Any, source: str, *, nesting_checked: bool = False) -> Result:

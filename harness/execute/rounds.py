@@ -24,7 +24,7 @@ from harness.core.safe_files import NoSpace, is_regular, remove_tree
 from harness.core.schema import MISSING_ROUNDS, PER_SAMPLE, InvalidResult, derived_sources, load_result, load_summary
 from harness.execute.budget import Stop
 from harness.execute.runner import FIRST, execute, sigterm_as_interrupt, warn
-from harness.judge import time_to_target
+from harness.judge import inference, time_to_target
 from harness.store.plan import MAX_ROUNDS as MAX_ROUNDS  # the rounds a run may ask for, named beside the plan
 from harness.store.plan import Job, Plan
 from harness.store.run_folder import (
@@ -89,6 +89,9 @@ def pool(docs: list[Result], run_id: str) -> Result:
             if "escaped" in states:  # one escaped round taints the pooled samples
                 metric["sync"] = next(m["sync"] for m in same if (m.get("sync") or {}).get("state") == "escaped")
         merged["checks"] = _pooled_checks(docs)
+        if merged.get("inference") is not None:  # the sweep keeps the batches every round timed
+            blocks = [cast(dict[str, Any] | None, d.get("inference")) for d in docs]
+            merged["inference"] = inference.pooled_block(blocks, {m["name"] for m in merged["metrics"]})  # type: ignore[typeddict-unknown-key]
         merged["notes"] = list(merged.get("notes", [])) + [f"samples pooled from {len(docs)} interleaved rounds"]
         target = time_to_target.pool(docs)
         if target is not None:

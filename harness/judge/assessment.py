@@ -29,6 +29,7 @@ from harness.core.result_types import Metric, Result
 from harness.core.schema import derived_sources
 from harness.core.statistics import Interval, Summary, describe, ratio_interval
 from harness.judge import attribution, guards
+from harness.judge import inference as inference_judge
 from harness.judge import parallel as dp_judge
 from harness.judge.breakdown import Breakdown
 from harness.judge.guards import Evidence, Guard, Hit, ok_metrics
@@ -52,6 +53,7 @@ from harness.judge.guards.recompiled import REASON as RECOMPILED
 from harness.judge.guards.sync_escape import REASON as SYNC_ESCAPED
 from harness.judge.guards.threads import MIN_WALL_S, THREADS_SLACK_CORES
 from harness.judge.guards.threads import REASON as OVER_THREADS
+from harness.judge.inference import InferenceJudgement
 from harness.judge.parallel import Parallel
 from harness.judge.plausibility import Finding, lint, sync_state
 from harness.store.calibration import Ceilings, ceilings_for_run
@@ -103,6 +105,8 @@ class Assessment:
     raised_frameworks: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
     # data-parallel jobs' figures and their 1-way gate (judge/parallel.py); None for a run without any
     parallel: Parallel | None = None
+    # inference jobs' latency percentiles and throughput sweep (judge/inference.py); None for a run without any
+    inference: InferenceJudgement | None = None
 
     def hits(self, name: str) -> tuple[Hit, ...]:
         """What one guard raised on this run (nothing for a guard not registered)."""
@@ -350,6 +354,7 @@ def assess(run: Run) -> Assessment:
         flagged_by=flagged_by,
         raised_frameworks=framework_reasons,
         parallel=dp_judge.judge(run, gate, flagged_by) if dp_run else None,
+        inference=inference_judge.judge(run, lambda fw, m: exclusions.get((fw, m))),
     )
 
 

@@ -9,7 +9,7 @@ from harness.core.result_types import Metric, Result
 from harness.core.statistics import BOOTSTRAP_MIN_N, UNSTABLE_RELATIVE_IQR
 from harness.judge.assessment import Assessment, Ratio
 from harness.judge.plausibility import Finding
-from harness.report import parallel_text, training_text
+from harness.report import inference_text, parallel_text, training_text
 from harness.store.run_folder import Run, code_label, session_label
 from harness.text import escape
 from harness.text.numbers import (
@@ -298,6 +298,8 @@ def render(judged: Assessment, tablefmt: str = "simple") -> str:
         parts += title("checks") + [escape.table(rows, headers, tablefmt)]
     if judged.parallel is not None:  # data-parallel runs only
         parts += parallel_text.parallel_section(judged, tablefmt)
+    if judged.inference is not None:  # inference runs only
+        parts += inference_text.inference_section(judged, tablefmt)
     versions = []
     for fw, result in run.results.items():
         v = result["environment"].get("versions", {})

@@ -141,6 +141,20 @@ def load(ctx: Context) -> tuple[ImageData, Any]:
     return data, orders
 
 
+def inference_flops(size: int) -> float:
+    """Inference FLOPs per image: one forward pass, a third of a training step's."""
+    return flops_per_sample(size) / 3.0
+
+
+def inference_images(data: ImageData, batch: int) -> Any:
+    """`batch` uint8 NHWC test images (the test set repeated where it is shorter): every framework's
+    request at a batch size holds the same images."""
+    import numpy as np
+
+    rows = np.arange(batch) % len(data.test_x)
+    return np.ascontiguousarray(data.test_x[rows])
+
+
 def probe_batch(data: ImageData, n: int = 8) -> Any:
     """The first n test images: the initial-logits check runs both models on exactly these."""
     return data.test_x[:n]

@@ -12,8 +12,9 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from suites.contract.inference import inferring
 from suites.contract.ranks import data_parallel
-from suites.resnet18 import common
+from suites.resnet18 import common, infer_flax
 from suites.runtime.context import Context, Readings
 
 
@@ -101,6 +102,9 @@ def run(ctx: Context) -> None:
     )
 
     p = ctx.params
+    if inferring(p):
+        infer_flax.run(ctx)
+        return
     if data_parallel(p):
         _parallel(ctx)
         return

@@ -15,8 +15,9 @@ import functools
 import time
 from typing import Any
 
+from suites.contract.inference import inferring
 from suites.contract.ranks import data_parallel
-from suites.resnet18 import common
+from suites.resnet18 import common, infer_torch
 from suites.runtime.context import Context, Readings
 
 
@@ -30,6 +31,9 @@ def run(ctx: Context) -> None:
     from suites.runtime.training_torch import CompileCounter, first_step_probe
 
     p = ctx.params
+    if inferring(p):
+        infer_torch.run(ctx)
+        return
     if data_parallel(p):
         _parallel(ctx)
         return

@@ -1,7 +1,7 @@
 """Seed 004 "Jax&Flax ResNet18": cats vs dogs, cold vs warm epochs, and where GPU memory goes."""
 
-from suites.contract import ranks
-from suites.contract.spec import CheckSpec, Param, SuiteSpec
+from suites.contract import inference, ranks
+from suites.contract.spec import CheckSpec, Param, ParamValue, SuiteSpec
 from suites.contract.training_spec import common_params, first_step_specs
 
 # The seed recorded none of image size, batch size, optimiser or epochs. Chosen: 64x64 images
@@ -26,6 +26,13 @@ _SHARED["train_samples"] = Param(
 _SHARED["test_samples"] = Param(
     "test_samples", "int", 0, "use the first N test images (0: all; synthetic: 500)", min=0, max=10_000_000
 )
+
+
+def _constraint(values: dict[str, ParamValue]) -> str | None:
+    if values.get("variant") == "compiled" and not inference.inferring(values):
+        return "variant=compiled is for mode=infer: resnet18 trains eagerly in pytorch (leave the variant out)"
+    return inference.mode_problem(values) or ranks.batch_problem(values)
+
 
 PARALLEL_CURVE_STEPS = 2  # the data-parallel loss curve's length (why: at the checks below)
 
@@ -55,6 +62,15 @@ SPEC = SuiteSpec(
             "adam, or sgd with momentum 0.9 (both without weight decay)",
             choices=("adam", "sgd"),
         ),
+        Param(
+            "variant",
+            "str",
+            "default",
+            "mode=infer only: default runs pytorch eager, compiled runs torch.compile of the model (flax always "
+            "jits); training is eager (one idiomatic path per framework)",
+            choices=("default", "compiled"),
+        ),
+        *inference.mode_params(max_batch=512),
         *ranks.parallel_params(),
     ),
     checks=(
@@ -83,8 +99,11 @@ SPEC = SuiteSpec(
         *ranks.parallel_checks(
             loss_rtol=1e-3, loss_atol=1e-4, curve_rtol=1e-3, curve_atol=1e-4, curve_steps=PARALLEL_CURVE_STEPS
         ),
+        # Evaluation mode on the shared initial weights (BatchNorm on its initial running statistics, no batch
+        # statistics): what the initial logits agree to in float32, whose 1e-4 came from training-mode BatchNorm.
+        *inference.infer_checks(rtol=1e-3, atol=1e-4),
     ),
-    constraint=ranks.batch_problem,
+    constraint=_constraint,
     unsupported={
         "numpy": "NumPy has no automatic differentiation to train a CNN with",
         "jax": "the ResNet18 is written with Flax NNX modules: use --frameworks flax",
@@ -103,5 +122,6 @@ SPEC = SuiteSpec(
         "image_size": 16,
         "batch_size": 16,
         **ranks.PARALLEL_SMOKE,
+        **inference.INFERENCE_SMOKE,
     },
 )

@@ -143,6 +143,9 @@ class Context:
         self.training: dict[str, Any] = {}
         # A data-parallel job's figures (runtime/data_parallel.py), written by rank 0 only.
         self.parallel: dict[str, Any] | None = None
+        # `mode=infer`/`generate` (runtime/inference.py): which metrics are the latency, its percentiles
+        # and the throughput sweep, so the host never parses metric names.
+        self.inference: dict[str, Any] | None = None
         # Every contention reading of this job, from its start: short metrics' windows reach back into it.
         self._timeline: list[contention.Reading] = [contention.STARTED, contention.read(before=False)]
 

@@ -6,7 +6,7 @@ too (`evaluate`, the check rows): the assessment runs it once, and the data-para
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from harness.core.result_types import Check
@@ -14,6 +14,7 @@ from harness.core.schema import missing_rounds
 from harness.judge.guards.base import Evidence, Guard, Planted
 from harness.store.run_folder import Run
 from harness.text.numbers import fmt_rel_diff
+from suites.contract.inference import INFERENCE_CHECKS, checks_of, inferring
 from suites.contract.ranks import PARALLEL_CHECKS, data_parallel, parallel_checks
 from suites.contract.registry import all_suites
 from suites.contract.spec import CheckSpec
@@ -109,12 +110,17 @@ def declared_checks(run: Run) -> dict[str, CheckSpec]:
 
     A data-parallel job (`devices` >= 1) runs another loop than the suite's own, with checks of its
     own (suites/contract/ranks.py): it is held to those alone (the suite's declaration of them, else
-    the contract's), and a job of the suite's own loop never to them."""
+    the contract's), and a job of the suite's own loop never to them. So is an inference job (`mode`
+    other than train, suites/contract/inference.py), to its mode's checks, each then required."""
     spec = all_suites().get(str(run.summary.get("suite")))
     if spec is None:
         return {}
-    if not data_parallel(run_params(run)):
-        return {c.name: c for c in spec.checks if c.name not in PARALLEL_CHECKS}
+    params = run_params(run)
+    if inferring(params):  # an inference job is held to its mode's checks, each then required
+        wanted = checks_of(params)
+        return {c.name: replace(c, required=True) for c in spec.checks if c.name in wanted}
+    if not data_parallel(params):
+        return {c.name: c for c in spec.checks if c.name not in PARALLEL_CHECKS and c.name not in INFERENCE_CHECKS}
     declared = {c.name: c for c in spec.checks}
     return {c.name: declared.get(c.name, c) for c in parallel_checks()}
 
