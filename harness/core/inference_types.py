@@ -49,9 +49,21 @@ class SweepPoint(TypedDict):
 
 
 @with_config(FORBID)
+class Generate(TypedDict):
+    """`mode=generate`: the prefill's time metric, decode tokens/s, and the shape of the generation."""
+
+    prefill: MetricName  # time to first token: a time metric
+    decode_rate: MetricName  # tokens/s: a value metric derived from the latency metric (the decode step)
+    batch: Batch
+    prompt_len: Batch
+    new_tokens: Batch
+
+
+@with_config(FORBID)
 class Inference(TypedDict):
-    mode: Literal["infer"]
-    unit: Unit  # what a row is: images, sequences
-    latency: Latency
-    sweep: Annotated[list[SweepPoint], Strict(), MinLen(1), MaxLen(MAX_SWEEP)]
+    mode: Literal["infer", "generate"]
+    unit: Unit  # what a row is: images, sequences, tokens
+    latency: Latency  # infer: single requests at batch 1; generate: the decode steps (per token)
+    sweep: Annotated[list[SweepPoint], Strict(), MaxLen(MAX_SWEEP)]  # infer: from batch 1 up; generate: empty
     stopped: Reason | None  # where the sweep ended early, and why (memory, time); null: it reached max_batch
+    generate: Generate | None  # generate only

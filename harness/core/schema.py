@@ -608,8 +608,8 @@ def inference_problem(doc: Mapping[str, Any]) -> str | None:
     block = doc.get("inference")
     mode = (doc.get("params") or {}).get("mode", "train")
     if block is None:
-        if mode == "infer" and doc.get("status") == "ok":
-            return "inference: missing, but the job ran mode=infer (the latency and the sweep are unnamed)"
+        if mode in ("infer", "generate") and doc.get("status") == "ok":
+            return f"inference: missing, but the job ran mode={mode} (its latency metrics are unnamed)"
         return None
     try:
         _inference_adapter().validate_python(block)
@@ -638,8 +638,18 @@ def inference_problem(doc: Mapping[str, Any]) -> str | None:
     problem = kind_problem("inference.latency.metric", latency["metric"], "time", None)
     for label, name in latency["percentiles"].items():
         problem = problem or kind_problem(f"inference.latency.percentiles.{label}", name, "value", latency["metric"])
+    generate = block["generate"]
+    if (generate is None) != (block["mode"] == "infer"):
+        return f"inference.generate: expected {'null' if block['mode'] == 'infer' else 'an object'} for mode={block['mode']}"
+    if generate is not None:
+        if block["sweep"]:
+            return "inference.sweep: expected empty for mode=generate (it sweeps no batch sizes)"
+        problem = problem or kind_problem("inference.generate.prefill", generate["prefill"], "time", None)
+        return problem or kind_problem(
+            "inference.generate.decode_rate", generate["decode_rate"], "value", latency["metric"]
+        )
     batches = [point["batch"] for point in block["sweep"]]
-    if batches != sorted(set(batches)):
+    if not batches or batches != sorted(set(batches)):
         return "inference.sweep: expected batch sizes in increasing order, each once"
     if batches[0] != 1 or block["sweep"][0]["time"] != latency["metric"]:
         return "inference.sweep[0]: expected batch 1, timed by the latency metric"

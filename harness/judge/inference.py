@@ -38,8 +38,22 @@ class Point:
 
 
 @dataclass(frozen=True)
+class Generation:
+    """`mode=generate`: the prefill (time to first token) and the decode rate, at this shape."""
+
+    batch: int
+    prompt_len: int
+    new_tokens: int
+    ttft_s: float  # the prefill's median
+    ttft_cold_s: float | None  # its first call: compilation and the first run
+    tokens_per_s: float  # the decode rate's median
+    excluded: str | None  # why a guard keeps the prefill out of ratios
+
+
+@dataclass(frozen=True)
 class Figures:
     framework: str
+    mode: str  # infer or generate
     unit: str
     requests: int
     processes: int
@@ -49,6 +63,7 @@ class Figures:
     sweep: tuple[Point, ...]
     saturation: int | None
     stopped: str | None
+    generation: Generation | None = None
 
 
 @dataclass(frozen=True)
@@ -76,8 +91,22 @@ def figures_of(framework: str, result: Result, excluded: Callable[[str, str], st
         reason = excluded(framework, point["throughput"])
         points.append(Point(point["batch"], stats["median"], stats["q1"], stats["q3"], reason))
     kept = [(p.batch, p.rate) for p in points if p.excluded is None]
+    generation = None
+    shape = block.get("generate")
+    if shape:
+        prefill = metrics[shape["prefill"]]
+        generation = Generation(
+            batch=shape["batch"],
+            prompt_len=shape["prompt_len"],
+            new_tokens=shape["new_tokens"],
+            ttft_s=prefill["stats"]["median"],
+            ttft_cold_s=prefill.get("first_call"),
+            tokens_per_s=metrics[shape["decode_rate"]]["stats"]["median"],
+            excluded=excluded(framework, prefill["name"]),
+        )
     return Figures(
         framework=framework,
+        mode=str(block["mode"]),
         unit=str(block["unit"]),
         requests=len(samples),
         processes=len(latency.get("round_sizes") or [len(samples)]),
@@ -87,6 +116,7 @@ def figures_of(framework: str, result: Result, excluded: Callable[[str, str], st
         sweep=tuple(points),
         saturation=saturation(kept),
         stopped=block.get("stopped"),
+        generation=generation,
     )
 
 

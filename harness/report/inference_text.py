@@ -18,14 +18,43 @@ LATENCY_HEADERS = ["framework", "requests", "cold (first request)", "p50", "p90"
 
 
 def tail_cell(tail: Tail, level: float) -> str:
-    """`2.10 ms [2.08-2.12 ms]`, with the coverage inside the brackets where it is under `level`."""
+    """`2.10 ms [2.08-2.12 ms]` (`[332 us-2.96 ms]` across units), with the coverage inside the brackets
+    where it is under `level`."""
     text = fmt_time(tail.seconds)
     if tail.low is None or tail.high is None or tail.coverage is None:
         return text
-    scale_from = tail.seconds
-    low, high = fmt_time(tail.low, scale_from), fmt_time(tail.high, scale_from)
+    low, high = fmt_time(tail.low), fmt_time(tail.high)
+    if low.split()[1] == high.split()[1]:
+        low = low.split()[0]
     short = f" {fmt_share(tail.coverage)}" if tail.coverage < level - 1e-9 else ""
-    return f"{text} [{low.split()[0]}-{high}{short}]"
+    return f"{text} [{low}-{high}{short}]"
+
+
+GENERATION_HEADERS = [
+    "framework",
+    "prompts x tokens",
+    "new tokens",
+    "time to first token",
+    "cold prefill",
+    "decode tokens/s",
+]
+
+
+def generation_rows(inference: InferenceJudgement) -> list[list[str]]:
+    rows = []
+    for f in inference.figures:
+        g = f.generation
+        if g is None:
+            continue
+        ttft = fmt_time(g.ttft_s)
+        cold = "-" if g.ttft_cold_s is None else fmt_time(g.ttft_cold_s)
+        rate = f"{g.tokens_per_s:.4g}"
+        if g.excluded:
+            ttft = f"({ttft})"
+        if f.latency_excluded:
+            rate = f"({rate})"
+        rows.append([f.framework, f"{g.batch} x {g.prompt_len}", str(g.new_tokens), ttft, cold, rate])
+    return rows
 
 
 def latency_rows(inference: InferenceJudgement) -> list[list[str]]:
@@ -67,8 +96,11 @@ def notes(inference: InferenceJudgement) -> list[str]:
         f"percentile with {fmt_share(inference.level)} probability, whatever the latency's distribution (the % "
         "they really cover is printed inside where the requests are too few); max has none",
         "cold: the first request after load (trace, compile, first allocation), apart from the timed ones",
-        f"saturates at: the smallest batch reaching {fmt_share(SATURATION_SHARE)} of the best throughput measured",
     ]
+    if any(f.sweep for f in inference.figures):
+        lines.append(f"saturates at: the smallest batch reaching {fmt_share(SATURATION_SHARE)} of the best throughput")
+    if any(f.generation for f in inference.figures):
+        lines.append("a decode step's cold request is its compilation; time to first token is the prompt's prefill")
     for f in inference.figures:
         if f.latency_excluded:
             lines.append(f"{f.framework} latency in parentheses: {f.latency_excluded}")
@@ -91,11 +123,21 @@ def inference_section(judged: Assessment, tablefmt: str = "simple") -> list[str]
     def title(text: str) -> list[str]:
         return ["", f"### {esc(text)}" if markdown else esc(text)]
 
-    parts = title(f"{HEADING}: latency of single requests at batch 1")
-    parts.append(escape.table(latency_rows(inference), LATENCY_HEADERS, tablefmt))
-    headers, rows = sweep_rows(inference)
-    parts += title(f"{HEADING}: throughput against batch size")
-    parts.append(escape.table(rows, headers, tablefmt))
+    parts: list[str] = []
+    generated = generation_rows(inference)
+    if generated:
+        parts += title(f"{HEADING}: generation (greedy, KV cache)")
+        parts.append(escape.table(generated, GENERATION_HEADERS, tablefmt))
+    infer = [f for f in inference.figures if f.mode == "infer"]
+    decode = [f for f in inference.figures if f.mode != "infer"]
+    for heading, chosen in (("latency of single requests at batch 1", infer), ("latency per decode step", decode)):
+        if chosen:
+            parts += title(f"{HEADING}: {heading}")
+            parts.append(escape.table(latency_rows(InferenceJudgement(tuple(chosen))), LATENCY_HEADERS, tablefmt))
+    if any(f.sweep for f in inference.figures):
+        headers, rows = sweep_rows(InferenceJudgement(tuple(f for f in inference.figures if f.sweep)))
+        parts += title(f"{HEADING}: throughput against batch size")
+        parts.append(escape.table(rows, headers, tablefmt))
     parts.append("")
     parts += [f"- {esc(line)}" if markdown else esc(line) for line in notes(inference)]
     return parts

@@ -37,6 +37,8 @@ SWEEP_FACTOR = 8
 SATURATION_SHARE = 0.9
 # A smoke run's inference sizes (a suite's smoke dict adds them): a few requests and a short sweep.
 INFERENCE_SMOKE = {"requests": 30, "max_batch": 8}
+GENERATE_STEPS = 4  # decode steps whose logits the generate_logits check holds (of the first sequence)
+GENERATE_LOGITS = 32  # and how many of each step's logits
 LATENCY = "latency (batch 1)"
 MAX_REQUESTS = 10_000  # a metric holds at most this many samples (harness/core/result_types.py MAX_SAMPLES)
 MAX_SWEEP = 24  # batch sizes in a sweep: 8**24 is past any batch a device holds  # the time metric of single requests; its percentiles are derived from it
@@ -95,6 +97,34 @@ def infer_checks(*, rtol: float, atol: float) -> tuple[CheckSpec, ...]:
             "no gradients)",
             rtol=rtol,
             atol=atol,
+            required=False,
+        ),
+    )
+
+
+def generate_checks(*, logits_rtol: float, logits_atol: float, cache_limit: float) -> tuple[CheckSpec, ...]:
+    """A language model's generation checks: the greedy tokens equal across frameworks, the first steps'
+    cached logits within the suite's logits tolerance, and each framework's cached logits against its own
+    uncached forward pass over the same tokens (`cache_limit`: the largest difference, relative to the
+    largest logit, that float32 in another summation order explains)."""
+    return (
+        CheckSpec(
+            "generated_tokens",
+            "mode=generate: the greedy tokens from the shared prompts and weights (float32)",
+            rtol=0.0,
+            required=False,
+        ),
+        CheckSpec(
+            "generate_logits",
+            "mode=generate: the first decode steps' logits from the KV cache, first sequence (float32)",
+            rtol=logits_rtol,
+            atol=logits_atol,
+            required=False,
+        ),
+        CheckSpec(
+            "kv_cache_error",
+            "mode=generate: max |cached logits - the uncached forward pass's| / max |logits| over the generation",
+            limit=cache_limit,
             required=False,
         ),
     )

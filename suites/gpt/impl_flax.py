@@ -3,6 +3,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from suites.contract.inference import inferring
 from suites.contract.ranks import data_parallel
 from suites.runtime.context import Context
 
@@ -19,6 +20,11 @@ def run(ctx: Context) -> None:
     from suites.runtime import profiling, training, training_jax
 
     cfg = common.config(ctx)
+    if inferring(ctx.params):
+        from suites.gpt import serve_flax
+
+        serve_flax.run(ctx, cfg)
+        return
     if data_parallel(ctx.params):
         _parallel(ctx, cfg)
         return

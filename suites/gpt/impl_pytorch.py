@@ -4,6 +4,7 @@ import time
 from contextlib import nullcontext
 from typing import Any
 
+from suites.contract.inference import inferring
 from suites.contract.ranks import data_parallel
 from suites.runtime.context import Context
 
@@ -18,6 +19,11 @@ def run(ctx: Context) -> None:
     from suites.runtime import profiling, training, training_torch
 
     cfg = common.config(ctx)
+    if inferring(ctx.params):
+        from suites.gpt import serve_torch
+
+        serve_torch.run(ctx, cfg)
+        return
     if data_parallel(ctx.params):
         _parallel(ctx, cfg)
         return

@@ -5,7 +5,7 @@ the same NumPy-drawn initial weights and draw the same batches. The timed unit i
 `steps` optimiser steps (one clock each; interval 1 holds the compilation), see README.md.
 """
 
-from suites.contract import ranks
+from suites.contract import inference, ranks
 from suites.contract.spec import CheckSpec, Param, ParamValue, SuiteSpec
 from suites.contract.training_spec import first_step_specs
 
@@ -87,6 +87,10 @@ PARAMS = (
         choices=VARIANTS,
     ),
     Param("seed", "int", 42, "seed of the initial weights, the batches and synthetic data", min=0, max=2**31 - 1),
+    *inference.mode_params(modes=(*inference.MODES, inference.GENERATE), max_batch=64),
+    Param("prompt_len", "int", 64, "generate: prompt tokens (bytes of the validation text)", min=1, max=16384),
+    Param("new_tokens", "int", 64, "generate: tokens generated greedily after each prompt", min=1, max=16384),
+    Param("gen_batch", "int", 1, "generate: prompts decoded together (1: a single user's latency)", min=1, max=4096),
     *ranks.parallel_params(),
 )
 
@@ -106,11 +110,25 @@ def shape_problem(values: dict[str, ParamValue]) -> str | None:
         changed = [p.name for p in PARAMS if p.name in SHAPE and values[p.name] not in (p.default, preset[p.name])]
         if changed:
             return f"preset={values['preset']} sets {', '.join(changed)}: leave them out, or use --param preset=none"
-        return ranks.batch_problem(values)
+        return _generation_problem(values, preset) or ranks.batch_problem(values)
     width, heads = values["n_embd"], values["n_head"]
     if isinstance(width, int) and isinstance(heads, int) and width % heads:
         return f"n_embd={width} is not a multiple of n_head={heads}: pick a head count that divides the width"
-    return ranks.batch_problem(values)
+    return _generation_problem(values, values) or ranks.batch_problem(values)
+
+
+def _generation_problem(values: dict[str, ParamValue], shape: dict[str, ParamValue]) -> str | None:
+    """A generation must fit the context the position embeddings cover; inference runs on one device."""
+    problem = inference.mode_problem(values)
+    if problem or values.get("mode") != inference.GENERATE:
+        return problem
+    prompt, new, block = values["prompt_len"], values["new_tokens"], shape["block_size"]
+    if isinstance(prompt, int) and isinstance(new, int) and isinstance(block, int) and prompt + new > block:
+        return (
+            f"prompt_len={prompt} + new_tokens={new} is more than block_size={block} positions: shorten them "
+            "(the model has position embeddings for block_size tokens)"
+        )
+    return None
 
 
 def preset_shape(values: dict[str, ParamValue]) -> dict[str, ParamValue]:
@@ -149,6 +167,11 @@ SPEC = SuiteSpec(
             rtol=0.03,
         ),
         *ranks.parallel_checks(),
+        # mode=infer: the forward pass's logits of the shared weights (the initial_logits tolerance).
+        *inference.infer_checks(rtol=1e-3, atol=1e-5),
+        # mode=generate: greedy tokens equal; the cached logits to the initial logits' tolerance, and within
+        # each framework the cache against the uncached forward pass (float32, another summation order).
+        *inference.generate_checks(logits_rtol=1e-3, logits_atol=1e-5, cache_limit=1e-4),
     ),
     # The train step's FLOPs are the model's (6N + attention), so its share of peak is the MFU.
     peak_shares={"train step": "MFU"},
@@ -168,6 +191,9 @@ SPEC = SuiteSpec(
         "steps": 3,
         "warmup_steps": 2,
         "eval_windows": 4,
+        "prompt_len": 8,
+        "new_tokens": 8,
         **ranks.PARALLEL_SMOKE,
+        **inference.INFERENCE_SMOKE,
     },
 )

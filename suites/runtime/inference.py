@@ -11,6 +11,11 @@
    ends early where the device has no memory for a batch (the suite says which errors mean that), or
    where one call takes longer than SWEEP_CALL_CAP_S (a CPU would otherwise spend minutes on batch 512),
    and the result says where and why.
+3. Generation (`mode=generate`, language models; `generate`): time to first token (the prompt batch's
+   prefill into a fresh KV cache, and the first token chosen), then `requests` single decode steps,
+   each its own clock: per-token latency percentiles as above, and decode tokens/s. A decode step
+   declares the bytes of the weights it reads, so the bandwidth lint holds it to the memory system's
+   ceiling (at batch 1 reading the weights once per token is what bounds decoding).
 
 The result's `inference` block names each metric, so the host never parses metric names.
 """
@@ -24,6 +29,10 @@ from typing import Any
 from suites.contract import inference as contract
 from suites.runtime.context import Context
 
+TTFT = "time to first token"
+DECODE = "decode step"
+DECODE_RATE = "decode tokens/s"
+PREFILL_REPEAT = 20  # timed prefills: a decode step's tail needs hundreds, time to first token a median
 WARM_REQUESTS = 10  # untimed requests between the cold one and the samples (at most a tenth of them)
 SWEEP_REPEAT = 10  # timed calls per batch size of the sweep
 SWEEP_CALL_CAP_S = 2.0  # a batch whose one call takes longer ends the sweep (larger ones would take longer)
@@ -42,10 +51,86 @@ class Model:
     description: str = "the model on one prepared input, evaluation mode, no gradients"
 
 
-def latency_names() -> dict[str, str]:
-    """The value metrics derived from the batch-1 latency: percentile name -> metric name."""
-    names = {label: f"latency {label} (batch 1)" for label, _ in contract.PERCENTILES}
-    return names | {"max": "latency max (batch 1)"}
+@dataclass(frozen=True)
+class Decoder:
+    """What a language-model suite hands `generate`: `prefill()` runs the prompt batch through the model
+    into a fresh KV cache and returns the first new token; `decode()` runs one step from the last token
+    at the next position (wrapping round to the first new position after `new_tokens`, so any number of
+    steps stays inside the cache and every one costs what a step of a real generation costs)."""
+
+    prefill: Callable[[], Any]
+    decode: Callable[[], Any]
+    batch: int
+    prompt_len: int
+    new_tokens: int
+    flops_per_token: float | None = None
+    weight_bytes: float | None = None  # read once per decode step: what bounds it at batch 1
+    dtype: str | None = None
+
+
+def latency_names(metric: str = contract.LATENCY) -> dict[str, str]:
+    """The value metrics derived from a latency metric: percentile name -> metric name."""
+    if metric == contract.LATENCY:
+        names = {label: f"latency {label} (batch 1)" for label, _ in contract.PERCENTILES}
+        return names | {"max": "latency max (batch 1)"}
+    return {label: f"{metric} {label}" for label, _ in contract.PERCENTILES} | {"max": f"{metric} max"}
+
+
+def _percentiles(ctx: Context, metric: str, what: str) -> dict[str, str]:
+    """`metric`'s p50, p90, p99 and max as value metrics derived from it, one number per process."""
+    samples = _samples(ctx, metric)
+    names = latency_names(metric)
+    for label, q in contract.PERCENTILES:
+        ctx.value(names[label], contract.percentile(samples, q), unit="s", better="lower", derived_from=metric,
+                  description=f"{label} of {what}")  # fmt: skip
+    ctx.value(names["max"], max(samples), unit="s", better="lower", derived_from=metric,
+              description=f"the slowest of {what} (the cold one is its first call)")  # fmt: skip
+    return names
+
+
+def generate(ctx: Context, decoder: Decoder) -> None:
+    """Time to first token (the prefill, `PREFILL_REPEAT` times), then `requests` decode steps one by one:
+    per-token latency percentiles and decode tokens/s; records the metrics and `ctx.inference`."""
+    steps = int(ctx.params["requests"])
+    ctx.progress(f"generation: prefill of {decoder.batch} x {decoder.prompt_len} tokens, then {steps} decode steps")
+    ctx.measure(
+        TTFT,
+        decoder.prefill,
+        repeat=PREFILL_REPEAT,
+        warmup=1,
+        flops=None if decoder.flops_per_token is None else decoder.flops_per_token * decoder.batch * decoder.prompt_len,
+        dtype=decoder.dtype,
+        description=f"time to first token: the prompt batch ({decoder.batch} x {decoder.prompt_len} tokens) through "
+        "the model into a fresh KV cache, and the first token chosen",
+    )
+    decoder.prefill()  # the cache holds the prompt before the first timed step
+    ctx.measure(
+        DECODE,
+        decoder.decode,
+        repeat=steps,
+        warmup=min(WARM_REQUESTS, max(1, steps // 10)),
+        flops=None if decoder.flops_per_token is None else decoder.flops_per_token * decoder.batch,
+        bytes_moved=decoder.weight_bytes,
+        dtype=decoder.dtype,
+        description=f"one decode step: {decoder.batch} token(s) from the KV cache, greedy; first call = its compilation",
+    )
+    names = _percentiles(ctx, DECODE, "the decode steps' latency (per token)")
+    ctx.value(DECODE_RATE, [decoder.batch / s for s in _samples(ctx, DECODE)], unit="tokens/s", derived_from=DECODE,
+              description=f"tokens generated per second at batch {decoder.batch}")  # fmt: skip
+    ctx.inference = {
+        "mode": contract.GENERATE,
+        "unit": "tokens",
+        "latency": {"metric": DECODE, "percentiles": names},
+        "sweep": [],
+        "stopped": None,
+        "generate": {
+            "prefill": TTFT,
+            "decode_rate": DECODE_RATE,
+            "batch": decoder.batch,
+            "prompt_len": decoder.prompt_len,
+            "new_tokens": decoder.new_tokens,
+        },
+    }
 
 
 def throughput_name(batch: int) -> str:
@@ -71,13 +156,7 @@ def run(ctx: Context, model: Model) -> None:
         dtype=model.dtype,
         description=f"one request at batch 1: {model.description}; first call = the cold request after load",
     )
-    samples = _samples(ctx, contract.LATENCY)
-    names = latency_names()
-    for label, q in contract.PERCENTILES:
-        ctx.value(names[label], contract.percentile(samples, q), unit="s", better="lower",
-                  derived_from=contract.LATENCY, description=f"{label} of the single requests' latency")  # fmt: skip
-    ctx.value(names["max"], max(samples), unit="s", better="lower", derived_from=contract.LATENCY,
-              description="the slowest single request (the cold one is its first call)")  # fmt: skip
+    names = _percentiles(ctx, contract.LATENCY, "the single requests' latency")
     sweep: list[dict[str, Any]] = []
     stopped: str | None = None
     for batch in contract.sweep(int(ctx.params["max_batch"])):
@@ -115,6 +194,7 @@ def run(ctx: Context, model: Model) -> None:
         "latency": {"metric": contract.LATENCY, "percentiles": names},
         "sweep": sweep,
         "stopped": stopped,
+        "generate": None,
     }
 
 
