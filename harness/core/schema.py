@@ -638,13 +638,15 @@ def inference_problem(doc: Mapping[str, Any]) -> str | None:
     problem = kind_problem("inference.latency.metric", latency["metric"], "time", None)
     for label, name in latency["percentiles"].items():
         problem = problem or kind_problem(f"inference.latency.percentiles.{label}", name, "value", latency["metric"])
+    if problem:
+        return problem
     generate = block["generate"]
     if (generate is None) != (block["mode"] == "infer"):
         return f"inference.generate: expected {'null' if block['mode'] == 'infer' else 'an object'} for mode={block['mode']}"
     if generate is not None:
         if block["sweep"]:
             return "inference.sweep: expected empty for mode=generate (it sweeps no batch sizes)"
-        problem = problem or kind_problem("inference.generate.prefill", generate["prefill"], "time", None)
+        problem = kind_problem("inference.generate.prefill", generate["prefill"], "time", None)
         return problem or kind_problem(
             "inference.generate.decode_rate", generate["decode_rate"], "value", latency["metric"]
         )

@@ -89,6 +89,11 @@ def run_document(judged: Assessment) -> dict[str, Any]:
         document["profile_problems"] = list(judged.profile_problems)
     if judged.parallel is not None:  # data-parallel runs only, like the profiles
         document["parallel"] = parallel_record(judged.parallel)
+    if judged.inference is not None:  # inference runs only: every percentile's interval, the sweep, the saturation
+        document["inference"] = {
+            "level": judged.inference.level,
+            "figures": [asdict(f) for f in judged.inference.figures],
+        }
     return document
 
 

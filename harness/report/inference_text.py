@@ -17,6 +17,11 @@ HEADING = "Inference"
 LATENCY_HEADERS = ["framework", "requests", "cold (first request)", "p50", "p90", "p99", "max"]
 
 
+def rate_text(rate: float) -> str:
+    """`13712`, `476.2`: whole numbers from a thousand up (never `1.37e+04`), four digits below."""
+    return f"{rate:.0f}" if abs(rate) >= 1000 else f"{rate:.4g}"
+
+
 def tail_cell(tail: Tail, level: float) -> str:
     """`2.10 ms [2.08-2.12 ms]` (`[332 us-2.96 ms]` across units), with the coverage inside the brackets
     where it is under `level`."""
@@ -48,7 +53,7 @@ def generation_rows(inference: InferenceJudgement) -> list[list[str]]:
             continue
         ttft = fmt_time(g.ttft_s)
         cold = "-" if g.ttft_cold_s is None else fmt_time(g.ttft_cold_s)
-        rate = f"{g.tokens_per_s:.4g}"
+        rate = rate_text(g.tokens_per_s)
         if g.excluded:
             ttft = f"({ttft})"
         if f.latency_excluded:
@@ -83,7 +88,7 @@ def sweep_rows(inference: InferenceJudgement) -> tuple[list[str], list[list[str]
             if point is None:
                 row.append("-")
                 continue
-            text = f"{point.rate:.4g}"
+            text = rate_text(point.rate)
             row.append(f"({text})" if point.excluded else text)
         rows.append(row)
     rows.append(["saturates at", *[str(f.saturation) if f.saturation is not None else "-" for f in inference.figures]])
