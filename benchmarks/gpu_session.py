@@ -91,10 +91,18 @@ STEPS: list[tuple[str, tuple[str, ...], dict[str, list[list[str]]]]] = [
                   "-p", "test_samples=128", "--precision", p] for p in ("fp32", "bf16")]
                 + [["run", "--suite", "gpt", "--smoke", "--precision", "bf16"]] + DATA_PARALLEL["tiny"],
     }),
+    # Inference (issue 60) rides here for the same 8-file cap: GPT-2-small generation with a KV cache in
+    # float32 and bf16 (time to first token, decode tokens/s against the weights' bandwidth bound), and
+    # resnet18's latency percentiles and throughput sweep.
     ("resnet18", ("flax", "pytorch"), {
-        "full": [["run", "--suite", "resnet18", "-p", "dataset=synthetic", "-p", "epochs=3"]],
+        "full": [["run", "--suite", "resnet18", "-p", "dataset=synthetic", "-p", "epochs=3"]]
+                + [["run", "--suite", "gpt", "-p", "mode=generate", "-p", "preset=gpt2-small", "-p", "prompt_len=128",
+                    "-p", "new_tokens=128", "--precision", p] for p in ("fp32", "bf16")]
+                + [["run", "--suite", "resnet18", "-p", "dataset=synthetic", "-p", "mode=infer"]],
         "tiny": [["run", "--suite", "resnet18", "-p", "dataset=synthetic", "-p", "epochs=2", "-p", "train_samples=64",
-                  "-p", "test_samples=32", "-p", "batch_size=16", "-p", "image_size=16"]],
+                  "-p", "test_samples=32", "-p", "batch_size=16", "-p", "image_size=16"],
+                 ["run", "--suite", "gpt", "--smoke", "-p", "mode=generate"],
+                 ["run", "--suite", "resnet18", "--smoke", "-p", "mode=infer"]],
     }),
     ("jit-pc", ("jax", "pytorch"), {
         "full": [["run", "--suite", "jit"], ["run", "--suite", "pc", "-p", "epochs=3"]],

@@ -36,6 +36,9 @@ class Ops:
     discard: Callable[[Any, Any], Any] | None = None
     # The product compiled with a static argument: each new value is a new program (a retrace).
     specialised: Callable[[Any, Any, int], Any] | None = None
+    # The product beside a cache that grows by one row per call (JAX decoding with a concatenated KV
+    # cache): the cache is an argument, so each call has a new shape and compiles anew. Returns (C, cache).
+    grow: Callable[[Any, Any, Any], tuple[Any, Any]] | None = None
     # Sets the framework's own compute pool to this many threads.
     threads: Callable[[int], None] | None = None
 
@@ -133,6 +136,15 @@ def run(ctx: Context, ops: Ops) -> None:
             raise ValueError(f"{ctx.framework} compiles nothing here: retrace does not apply")
         specialised, calls = ops.specialised, iter(range(1 << 30))
         timed = lambda: specialised(a, b, next(calls))  # noqa: E731
+    elif mistake == "growing_cache":  # a decode step whose cache grows a row per call: a new shape, a compile each
+        if ops.grow is None:
+            raise ValueError(f"{ctx.framework} compiles nothing here: growing_cache does not apply")
+        grow = ops.grow
+        state = {"cache": ops.put(a_np[:1])}
+
+        def timed() -> Any:
+            c, state["cache"] = grow(a, b, state["cache"])
+            return c
     elif mistake == "extra_threads":  # the run's core limit undone: every core, a thread on each
         import os
 

@@ -19,6 +19,13 @@ def run(ctx: Context) -> None:
     def specialised(a: Any, b: Any, step: int) -> Any:
         return a @ b + 0.0 * step  # `step` is static: every new value traces and compiles anew
 
+    def grow(a: Any, b: Any, cache: Any) -> tuple[Any, Any]:
+        # The classic decode loop: the new row appended with concatenate, so the cache's shape is one row
+        # longer every call and the jitted step compiles for each new length (a static cache with a
+        # position index, as suites/gpt/decode_flax.py keeps, compiles once).
+        grown = jnp.concatenate([cache, a[:1]], axis=0)
+        return a @ b + 0.0 * grown[-1, 0], grown
+
     run_mistake(ctx, Ops(
         put=lambda x: jax.device_put(jnp.asarray(x), ctx.device),
         matmul=jax.jit(jnp.matmul),
@@ -26,4 +33,5 @@ def run(ctx: Context) -> None:
         as_float32=lambda x: x.astype(jnp.float32),
         discard=jax.jit(discard),
         specialised=jax.jit(specialised, static_argnums=2),
+        grow=jax.jit(grow),
     ))  # fmt: skip

@@ -23,6 +23,7 @@ MISTAKES = (
     "inflated_flops",
     "retrace",
     "retrace_epochs",
+    "growing_cache",
     "extra_threads",
 )
 

@@ -24,6 +24,8 @@ class Recompiled(Guard):
                 "numpy"),
         Planted("retrace_epochs", "a training loop whose steady epochs each retrace (a new static argument)",
                 "jax", "numpy"),
+        Planted("growing_cache", "a jitted decode step whose KV cache grows by concatenation (a new shape, a "
+                "compile per token)", "jax", "numpy"),
     )  # fmt: skip
 
     def hits(self, evidence: Evidence) -> Sequence[Hit]:
