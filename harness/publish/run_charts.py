@@ -1,4 +1,5 @@
-"""The run page's pictures: learning curves, a roofline and a sample timeline per time metric.
+"""The run page's pictures: learning curves, a roofline, an inference run's throughput sweep and
+latency tails (inference_charts.py) and a sample timeline per time metric.
 
 The points are report/pictures.py's (the PNG figures draw the same objects) and the colours
 report/palette.py's, so a framework looks the same on the site and in the PNGs. `chart_data` is
@@ -19,6 +20,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from harness.judge.assessment import Assessment
+from harness.publish import inference_charts
+from harness.publish.inference_charts import InferencePictures, inference_pictures
 from harness.publish.page import Markup, join, lines, tag
 from harness.report import palette
 from harness.report.pictures import (
@@ -73,15 +76,18 @@ class RunPictures:
     curves: LearningCurves | None
     roofline: Roofline | None
     timelines: list[Timeline]
+    inference: InferencePictures | None = None  # inference_charts.py: throughput sweep, latency tails
 
     @property
     def empty(self) -> bool:
-        return self.curves is None and self.roofline is None and not self.timelines
+        return self.curves is None and self.roofline is None and not self.timelines and self.inference is None
 
 
 def run_pictures(judged: Assessment, flags: Mapping[Key, Sequence[str]]) -> RunPictures:
     """`flags`: the run's FlagBook flags, so the charts flag exactly what the page's Flags list names."""
-    return RunPictures(learning_curves(judged), roofline(judged, flags), timelines(judged, flags))
+    return RunPictures(
+        learning_curves(judged), roofline(judged, flags), timelines(judged, flags), inference_pictures(judged)
+    )
 
 
 def _finite(value: float | None) -> float | None:
@@ -431,6 +437,7 @@ def chart_data(pictures: RunPictures) -> dict[str, Any]:
             "learning": _learning_data(pictures.curves) if pictures.curves is not None else None,
             "roofline": _roofline_data(pictures.roofline) if pictures.roofline is not None else None,
             "timelines": [_timeline_data(i, t) for i, t in enumerate(pictures.timelines)],
+            "inference": inference_charts.throughput_data(pictures.inference) if pictures.inference else None,
         }
     }
 
@@ -442,6 +449,8 @@ def figures(pictures: RunPictures) -> Markup:
     def section(section_id: str, title: str, content: Markup) -> None:
         parts.append(tag("section", join([tag("h2", title), content]), id=section_id, class_="pictures"))
 
+    if pictures.inference is not None:
+        section("inference", "Inference", inference_charts.section(pictures.inference))
     if pictures.curves is not None:
         section("learning-curves", "Learning curves", _learning_figures(pictures.curves))
     if pictures.roofline is not None:

@@ -1,5 +1,6 @@
-"""run-N.html: one run's flags, its pictures (run_charts.py: learning curves, roofline, sample
-timelines), jobs, fairness settings and environment, and the harness's own table."""
+"""run-N.html: one run's flags, its pictures (run_charts.py: learning curves, roofline, an inference
+run's throughput and latency tails, sample timelines), jobs, fairness settings and environment, and
+the harness's own table."""
 
 from __future__ import annotations
 

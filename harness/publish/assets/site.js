@@ -1,5 +1,6 @@
 /* The charts of `harness publish` (uPlot): a suite page's history and comparison picker, and a run
- * page's pictures (learning curves, roofline, sample timelines: harness/publish/run_charts.py).
+ * page's pictures (learning curves, roofline, an inference run's throughput against batch size, sample
+ * timelines: harness/publish/run_charts.py, inference_charts.py).
  *
  * The data comes from the page's <script type="application/json" id="site-data"> and is read with
  * JSON.parse; text reaches the page only through textContent (uPlot likewise uses textContent and
@@ -809,12 +810,172 @@
     return new uPlot(opts, columns, element);
   }
 
+  // Throughput against batch size (harness/publish/inference_charts.py): one line per framework over
+  // its unflagged points, its flagged points ringed in red in a series of their own (joined to the
+  // rest by a dashed line), whiskers spanning each point's interquartile range, and a dashed vertical
+  // line at each framework's saturation batch.
+  function drawSweeps(u, sweeps) {
+    var ratio = window.devicePixelRatio || 1;
+    var ctx = clipToPlot(u);
+    sweeps.forEach(function (s) {
+      ctx.strokeStyle = s.colour;
+      s.batches.forEach(function (b, k) {
+        if (!notNull(s.low[k]) || !notNull(s.high[k])) {
+          return;
+        }
+        var flagged = s.flags[k] !== null;
+        var x = u.valToPos(b, "x", true);
+        var y0 = u.valToPos(s.low[k], "y", true);
+        var y1 = u.valToPos(s.high[k], "y", true);
+        var cap = 4 * ratio;
+        ctx.lineWidth = 1.5 * ratio;
+        ctx.setLineDash(flagged ? [4 * ratio, 3 * ratio] : []);
+        ctx.beginPath();
+        ctx.moveTo(x, y0);
+        ctx.lineTo(x, y1);
+        ctx.moveTo(x - cap, y0);
+        ctx.lineTo(x + cap, y0);
+        ctx.moveTo(x - cap, y1);
+        ctx.lineTo(x + cap, y1);
+        ctx.stroke();
+      });
+      if (s.flags.some(function (f) { return f !== null; })) {
+        ctx.lineWidth = 1.5 * ratio;
+        ctx.setLineDash([6 * ratio, 4 * ratio]);
+        ctx.beginPath();
+        var drawing = false;
+        s.batches.forEach(function (b, k) {
+          if (!notNull(s.rates[k])) {
+            drawing = false;
+            return;
+          }
+          var x = u.valToPos(b, "x", true);
+          var y = u.valToPos(s.rates[k], "y", true);
+          if (drawing) {
+            ctx.lineTo(x, y);
+          } else {
+            ctx.moveTo(x, y);
+            drawing = true;
+          }
+        });
+        ctx.stroke();
+      }
+    });
+    var row = 0;
+    sweeps.forEach(function (s) {
+      if (!notNull(s.saturation)) {
+        return;
+      }
+      var x = u.valToPos(s.saturation, "x", true);
+      ctx.strokeStyle = s.colour;
+      ctx.lineWidth = 1.5 * ratio;
+      ctx.setLineDash([6 * ratio, 4 * ratio]);
+      ctx.beginPath();
+      ctx.moveTo(x, u.bbox.top);
+      ctx.lineTo(x, u.bbox.top + u.bbox.height);
+      ctx.stroke();
+      ctx.font = 11 * ratio + "px system-ui, sans-serif";
+      var w = ctx.measureText(s.saturation_label).width;
+      // Left of the line where it would run off the plot's right edge.
+      var left = x + 4 * ratio + w > u.bbox.left + u.bbox.width ? x - 6 * ratio - w : x + 4 * ratio;
+      canvasLabel(ctx, s.saturation_label, left, u.bbox.top + (13 + 14 * row) * ratio, s.colour, ratio);
+      row += 1;
+    });
+    ctx.restore();
+  }
+
+  function throughputChart(spec, flagColour) {
+    var element = document.getElementById(spec.id);
+    if (!element) {
+      return null;
+    }
+    var xs = mergedXs(spec.series.map(function (s) { return s.batches; })).filter(function (b) { return b > 0; });
+    if (!xs.length) {
+      return null;
+    }
+    var series = [{ label: "batch size", value: function (u, v) { return notNull(v) ? "batch " + v : ""; } }];
+    var columns = [xs];
+    var ys = [];
+    spec.series.forEach(function (s) {
+      var unit = " " + s.unit;
+      var normal = s.rates.map(function (v, k) { return s.flags[k] === null ? v : null; });
+      var flagged = s.rates.map(function (v, k) { return s.flags[k] !== null ? v : null; });
+      if (normal.some(notNull)) {
+        series.push(lineSeries(s.label, s.colour, { width: 2, size: 7, value: withUnit(unit, 4) }));
+        columns.push(placed(xs, s.batches, normal));
+      }
+      if (flagged.some(notNull)) {
+        var texts = placed(xs, s.batches, s.flags);
+        series.push({
+          label: s.flagged_label,
+          stroke: s.colour,
+          width: 0,
+          dash: [6, 4],
+          paths: function () { return null; },
+          points: { show: true, size: 13, width: 3, fill: s.colour, stroke: flagColour },
+          marker: s.colour,
+          flagged: true,
+          value: function (u, v, si, idx) {
+            return notNull(v) ? fmt(v, 4) + unit + " FLAGGED: " + texts[idx] : "";
+          },
+        });
+        columns.push(placed(xs, s.batches, flagged));
+      }
+      [s.rates, s.low, s.high].forEach(function (vs) {
+        vs.forEach(function (v) {
+          if (notNull(v)) {
+            ys.push(v);
+          }
+        });
+      });
+    });
+    spec.series.forEach(function (s) {
+      if (notNull(s.saturation)) {
+        series.push({
+          label: s.saturation_label,
+          stroke: s.colour,
+          width: 1.5,
+          dash: [6, 4],
+          paths: function () { return null; }, // drawn across the whole plot by drawSweeps
+          points: { show: false },
+          value: function () { return "dashed vertical line"; },
+        });
+        columns.push(empty(xs.length));
+      }
+    });
+    var y = { range: [0, (Math.max.apply(null, ys.concat([0])) || 1) * 1.08] };
+    var positive = ys.filter(function (v) { return v > 0; });
+    if (spec.log_y && positive.length) {
+      var yRange = decades(Math.min.apply(null, positive), Math.max.apply(null, positive));
+      y = { distr: 3, range: function () { return yRange; } };
+    }
+    // The ticks are the measured batch sizes themselves, so uPlot's log ticks never step from an end
+    // that is not a power of two; half a step of room either side keeps the end points whole.
+    var xRange = [xs[0] / 1.5, xs[xs.length - 1] * 1.5];
+    var opts = options(spec, element, series, {
+      scales: { x: { time: false, distr: 3, log: 2, range: function () { return xRange; } }, y: y },
+      axes: [
+        {
+          label: spec.x,
+          splits: function () { return xs; },
+          values: function (u, splits) { return splits.map(function (v) { return String(v); }); },
+        },
+        { label: spec.y, size: 70 },
+      ],
+      hooks: { draw: [function (u) { drawSweeps(u, spec.series); }] },
+    });
+    return new uPlot(opts, columns, element);
+  }
+
   function drawPictures(pictures) {
     if (pictures.learning) {
       pictures.learning.charts.forEach(function (spec) { learningChart(spec, pictures.learning); });
     }
     if (pictures.roofline) {
       rooflineChart(pictures.roofline, pictures.flag_colour);
+    }
+    if (pictures.inference) {
+      throughputChart(pictures.inference, pictures.flag_colour);
     }
     pictures.timelines.forEach(function (t) { timelineChart(t, pictures.flag_colour, pictures.mark_colour); });
   }
