@@ -101,7 +101,7 @@ def throughput_data(pictures: InferencePictures) -> dict[str, Any] | None:
         "id": CHART_ID,
         "title": f"{pictures.suite}: throughput against batch size",
         "x": "batch size (log scale, base 2)",
-        "y": f"{unit}, median{' (log scale)' if log_y else ''}; whiskers: interquartile range",
+        "y": f"{unit}, median{' (log scale)' if log_y else ''}",
         "unit": unit,
         "log_y": log_y,
         "series": [_series(f) for f in swept],
