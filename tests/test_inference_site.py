@@ -10,6 +10,7 @@ import html
 import json
 import re
 import shutil
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -17,10 +18,11 @@ import pytest
 from harness.judge.assessment import assess
 from harness.judge.inference import Figures, InferenceJudgement
 from harness.publish import publish_site
+from harness.publish.inference_charts import InferencePictures, section, throughput_data
 from harness.report import palette
 from harness.report.inference_text import rate_text, tail_cell
 from harness.store.run_folder import load_run
-from harness.text.escape import plain
+from harness.text.escape import plain, script_json
 from harness.text.numbers import fmt_time
 from tests.test_publish import HOSTILE, site_data
 from tests.test_publish_pictures import picture_results, run_pages
@@ -173,38 +175,47 @@ def test_generation_shows_time_to_first_token_and_decode_rate_and_no_chart(
     assert "<h3>Latency per decode step</h3>" in page
 
 
-def test_hostile_unit_stopped_reason_and_framework_are_text(tmp_path: Path) -> None:
+def test_a_hostile_unit_and_stopped_reason_are_text(tmp_path: Path) -> None:
     results = _results(tmp_path, ("gpt-infer",))
     run = results / "gpt-infer"
     unit = "rows<script>alert(3)</script>"  # the schema's 40 characters at most
     stopped = "batch 64: " + HOSTILE
-    framework = "torch<img src=x onerror=alert(4)>"
     for fw in ("flax", "pytorch"):
         doc = json.loads((run / f"{fw}.json").read_text())
         doc["inference"]["unit"] = unit
         doc["inference"]["stopped"] = stopped
-        if fw == "pytorch":
-            doc["framework"] = framework
         (run / f"{fw}.json").write_text(json.dumps(doc))
-    summary = json.loads((run / "summary.json").read_text())
-    summary["jobs"][1]["framework"] = framework
-    (run / "summary.json").write_text(json.dumps(summary))
     judged = _judged(results, "gpt-infer")
-    assert [f.framework for f in judged.figures] == ["flax", framework] and judged.figures[0].stopped == stopped
+    assert [(f.unit, f.stopped) for f in judged.figures] == [(unit, stopped)] * 2  # the planted text was read
     publish_site(results, tmp_path / "site")
     page = _pages(results, tmp_path / "site")["gpt-infer"]
     assert "<script>alert" not in page and "<img" not in page and "\u2028" not in page and "\u202e" not in page
     assert page.count("<script") == page.count("</script>")
     shown = html.unescape(page)  # every text is there, as text
-    assert f"<li>flax: the sweep stopped early at {plain(stopped)}</li>" in shown
-    assert f"<li>{framework}: the sweep stopped early at {plain(stopped)}</li>" in shown
-    assert f"Throughput ({unit}/s, median) against batch size for flax and {framework};" in shown
+    for fw in ("flax", "pytorch"):
+        assert f"<li>{fw}: the sweep stopped early at {plain(stopped)}</li>" in shown
+    assert f"Throughput ({unit}/s, median) against batch size for flax and pytorch;" in shown
     spec = site_data(page)["pictures"]["inference"]
     assert spec["unit"] == f"{unit}/s" and spec["y"].startswith(f"{unit}/s")
-    assert [s["framework"] for s in spec["series"]] == ["flax", framework]
     assert [s["stopped"] for s in spec["series"]] == [plain(stopped)] * 2
-    rows = _table(page, "inference-latency")
-    assert [cells[0] for _, cells in rows] == ["flax", framework]
+
+
+def test_a_hostile_framework_name_is_text_in_the_section_and_data(published: tuple[Path, dict[str, str]]) -> None:
+    """load_run refuses a framework its suite does not have, so the name is planted in the judged figures."""
+    results, _ = published
+    judged = _judged(results, "resnet18-infer")
+    name = "torch" + HOSTILE
+    figures = (judged.figures[0], replace(judged.figures[1], framework=name, stopped=HOSTILE))
+    pictures = InferencePictures("resnet18" + HOSTILE, replace(judged, figures=figures))
+    markup = section(pictures)
+    assert "<script>" not in markup and "<img" not in markup and "\u2028" not in markup and "\u202e" not in markup
+    assert f"<td>{html.escape(plain(name), quote=True)}</td>" in markup
+    spec = throughput_data(pictures)
+    assert spec is not None
+    assert [s["framework"] for s in spec["series"]] == ["flax", plain(name)]
+    assert spec["series"][1]["flagged_label"] == f"{plain(name)}: FLAGGED (not a normal point)"
+    text = script_json(spec)
+    assert not set("<>&\u2028\u2029") & set(text) and json.loads(text) == spec
 
 
 def test_a_run_without_inference_has_no_inference_section(tmp_path: Path) -> None:
