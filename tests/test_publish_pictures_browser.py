@@ -116,3 +116,28 @@ def test_a_log_time_axis_whose_ends_are_not_decades_draws_without_a_page_error(t
         page.goto(site_page.as_uri())
         _canvases(page, "learning-curves")
     assert problems == []
+
+
+def test_an_inference_run_page_draws_throughput_against_batch_size(tmp_path: Path) -> None:
+    """The recorded inference runs (tests/data/inference/): gpt's sweep saturates at batch 8, every point of
+    resnet18's is flagged (contended), so one page draws lines and the other only red-ringed points."""
+    require_browser()
+    data = Path(__file__).parent / "data" / "inference"
+    legends = {}
+    problems: list[str] = []
+    for case in ("gpt-infer", "resnet18-infer"):
+        run = tmp_path / case / "results" / case
+        shutil.copytree(data / case, run)
+        site_page = _publish(load_run(run), tmp_path / case / "site")
+        with watched_page(problems) as page:
+            page.goto(site_page.as_uri())
+            _canvases(page, "inference")
+            chart = page.locator("#chart-throughput")
+            legends[case] = chart.locator(".u-legend").inner_text()
+            assert chart.locator(".u-title").inner_text().endswith(": throughput against batch size")
+            assert (chart.get_attribute("aria-label") or "").startswith("Throughput (")
+            page.locator("#inference figure.picture").screenshot(path=str(artifacts() / f"publish-{case}.png"))
+    assert "flax saturates at batch 8" in legends["gpt-infer"] and "FLAGGED" not in legends["gpt-infer"]
+    for fw in ("flax", "pytorch"):
+        assert f"{fw}: FLAGGED (not a normal point)" in legends["resnet18-infer"], legends["resnet18-infer"]
+    assert problems == []
