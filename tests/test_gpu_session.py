@@ -133,7 +133,8 @@ def test_the_rehearsal_runs_every_step_and_brings_back_valid_runs(
             run = load_run(plan.parent)  # validated as `harness show` reads it
             assert run.results and all(r["status"] == "ok" for r in run.results.values()), plan.parent
             runs += 1
-    assert runs >= 10  # selftest's 2 suites, xla, mnist fp32 and bf16, gpt, resnet18, gpt generate, resnet18 infer, jit, pc
+    # selftest's 2 suites, xla, mnist fp32 and bf16, gpt, resnet18, gpt generate, resnet18 infer, jit, pc
+    assert runs >= 10
     # The ceilings come first, and the selftest judges against them instead of calibrating again.
     logs = {step["step"]: (unpacked / step["archive"].removesuffix(".tar.gz") / "step.log").read_text()
             for step in summary["steps"]}  # fmt: skip

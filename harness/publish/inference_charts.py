@@ -134,9 +134,9 @@ def _throughput_notes(swept: Sequence[Figures]) -> list[str]:
             notes.append(f"{fw}: the sweep stopped early at {plain(f.stopped)}")
         if f.saturation is None:
             notes.append(f"{fw}: no saturation batch: every point of its sweep is FLAGGED")
-        for p in f.sweep:
-            if p.excluded:
-                notes.append(f"{fw} batch {p.batch} FLAGGED: {plain(p.excluded)}")
+        flagged = [f"batch {p.batch} ({plain(p.excluded)})" for p in f.sweep if p.excluded]
+        if flagged:
+            notes.append(f"{fw} FLAGGED: {', '.join(flagged)}")
     return notes
 
 

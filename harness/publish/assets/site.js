@@ -901,7 +901,9 @@
       var normal = s.rates.map(function (v, k) { return s.flags[k] === null ? v : null; });
       var flagged = s.rates.map(function (v, k) { return s.flags[k] !== null ? v : null; });
       if (normal.some(notNull)) {
-        series.push(lineSeries(s.label, s.colour, { width: 2, size: 7, value: withUnit(unit, 4) }));
+        var line = lineSeries(s.label, s.colour, { width: 2, size: 7, value: withUnit(unit, 4) });
+        line.spanGaps = false; // solid only between neighbouring unflagged points; the dashed line spans the rest
+        series.push(line);
         columns.push(placed(xs, s.batches, normal));
       }
       if (flagged.some(notNull)) {
