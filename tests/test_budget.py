@@ -225,6 +225,9 @@ def test_noise_with_a_budget_shares_it_between_its_sessions_and_stores_the_floor
     assert proc.returncode in (0, 3), proc.stdout[-2000:] + proc.stderr
     bought = [line for line in proc.stderr.splitlines() if line.startswith("session ")]
     assert len(bought) == 2 and all("s of a " in line for line in bought), proc.stderr
+    if "round medians the machine left alone" in proc.stderr:  # every round disturbed: exit 3, nothing stored
+        assert proc.returncode == 3 and not noise_floor.load(noise_floor.host_fingerprint("cpu", None))
+        return
     runs = sorted((tmp_path / "r").iterdir())
     rounds = [load_summary(run / "summary.json")["rounds"] for run in runs]
     assert len(runs) == 2 and min(rounds) >= 3, rounds

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from harness.core.errors import HarnessError
+from harness.core.errors import Disturbed
 from harness.core.statistics import ALPHA
 from harness.judge import noise_floor
 from harness.judge.assessment import DISTURBED, FAILED, INTERRUPTED, assess, run_exit_code, worst
@@ -234,10 +234,12 @@ def test_drift_is_never_below_the_process_noise() -> None:
     assert noise_floor.drift(entry, "jax", "m") is None
 
 
-def test_noise_refuses_a_run_without_quiet_rounds(tmp_path: Path) -> None:
+def test_noise_refuses_a_run_without_quiet_rounds_as_disturbed_not_bad_input(tmp_path: Path) -> None:
+    """A busy machine is no wrong option: the refusal exits 3 (DISTURBED), as a disturbed run does."""
     every = run_of(tmp_path / "r", rounds_doc("numpy", levels(0.1, 0.01, 1), disturbed=(0, 1, 2, 3)))
-    with pytest.raises(HarnessError, match="left alone"):
+    with pytest.raises(Disturbed, match="left alone") as refused:
         noise_floor.store([load_run(every)], 6, 1.0)
+    assert refused.value.exit_code == DISTURBED
 
 
 def test_bisect_leaves_a_disturbed_round_out_as_compare_does(tmp_path: Path) -> None:

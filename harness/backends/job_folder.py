@@ -275,14 +275,8 @@ def _classify(run_id: str, job: Job, out: Path, outcome: JobOutcome) -> tuple[Re
         if outcome.exit_code == 0:
             return None, "invalid-output", "exited 0 without writing a result file"
         if outcome.exit_code == 137:  # SIGKILL: what a kernel OOM kill looks like when the engine missed it
-            return (
-                None,
-                "failed",
-                (
-                    "killed by SIGKILL (exit code 137) without writing a result: the kernel's OOM killer does this "
-                    "(raise the limit with --memory), as does a kill from outside"
-                ),
-            )
+            why = "the kernel's OOM killer does this (raise the limit with --memory), as does a kill from outside"
+            return None, "failed", f"killed by SIGKILL (exit code 137) without writing a result: {why}"
         return None, "failed", f"exited with code {outcome.exit_code} without writing a result"
     if (result["suite"], result["framework"]) != (job.suite, job.framework):
         set_aside(out, ".invalid.json")

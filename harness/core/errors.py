@@ -12,3 +12,11 @@ class Unreachable(HarnessError):
     any HarnessError, but exit 1, because the input was fine and the same command may work later."""
 
     exit_code = 1
+
+
+class Disturbed(HarnessError):
+    """The machine, not the input: every observation a command needed was contended or throttled, so it
+    has nothing it can stand behind. One line like any HarnessError, but exit 3 (DISTURBED, as a run the
+    machine disturbed): a script can tell a busy machine from a wrong option."""
+
+    exit_code = 3

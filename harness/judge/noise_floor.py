@@ -27,7 +27,7 @@ from statistics import NormalDist
 from typing import Any, cast
 
 from harness.core import cache_home, machine_id, workload
-from harness.core.errors import HarnessError
+from harness.core.errors import Disturbed, HarnessError
 from harness.core.result_types import Result
 from harness.core.safe_files import write_bytes_atomic
 from harness.core.statistics import ALPHA, smallest_exact_p, u_distribution
@@ -247,7 +247,7 @@ def store(runs: list[Run], rounds: int, seconds: float) -> tuple[str, dict[str, 
             values = [found[fw][metric] for found in per_run if metric in found.get(fw, {})]
             noise.setdefault(fw, {})[metric] = math.sqrt(statistics.fmean(v * v for v in values))  # pooled
     if not noise:
-        raise HarnessError(
+        raise Disturbed(
             f"run {plain(runs[0].summary.get('run_id'))} has no metric with {MIN_ROUNDS}+ round medians the machine "
             "left alone (contended or throttled rounds are left out); measure again on a quiet machine"
         )
