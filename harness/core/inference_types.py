@@ -29,7 +29,7 @@ FORBID = ConfigDict(extra="forbid")
 
 @with_config(FORBID)
 class Percentiles(TypedDict):
-    p50: MetricName
+    p50: MetricName  # the latency metric itself: its median
     p90: MetricName
     p99: MetricName
     max: MetricName

@@ -636,8 +636,13 @@ def inference_problem(doc: Mapping[str, Any]) -> str | None:
         return None
 
     problem = kind_problem("inference.latency.metric", latency["metric"], "time", None)
+    if latency["percentiles"]["p50"] != latency["metric"]:
+        problem = problem or "inference.latency.percentiles.p50: expected the latency metric itself (its median)"
     for label, name in latency["percentiles"].items():
-        problem = problem or kind_problem(f"inference.latency.percentiles.{label}", name, "value", latency["metric"])
+        if label != "p50":
+            problem = problem or kind_problem(
+                f"inference.latency.percentiles.{label}", name, "value", latency["metric"]
+            )
     if problem:
         return problem
     generate = block["generate"]

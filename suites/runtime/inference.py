@@ -3,7 +3,8 @@
 1. Latency at batch 1: `requests` single requests through `Context.measure`, each its own clock ended
    by the framework's synchronisation. The metric's first call is the cold request after load (trace,
    compile, first allocation), apart from the steady ones; a few untimed requests follow it so the
-   steady samples start warm. Its p50, p90, p99 and max are recorded as value metrics derived from it,
+   steady samples start warm. Its p90, p99 and max are recorded as value metrics derived from it (p50 is
+   its median),
    one number per process: pooled rounds give one per round, so `compare` and `ab` judge a tail
    between processes exactly as they judge a median.
 2. Throughput against batch size: batch 1 (the requests above), then SWEEP_FACTOR times larger up to
@@ -69,20 +70,26 @@ class Decoder:
 
 
 def latency_names(metric: str = contract.LATENCY) -> dict[str, str]:
-    """The value metrics derived from a latency metric: percentile name -> metric name."""
+    """Percentile name -> the metric that holds it, per process: p50 is the latency metric itself (its
+    median, by the same interpolation), the others value metrics derived from it."""
     if metric == contract.LATENCY:
         names = {label: f"latency {label} (batch 1)" for label, _ in contract.PERCENTILES}
-        return names | {"max": "latency max (batch 1)"}
-    return {label: f"{metric} {label}" for label, _ in contract.PERCENTILES} | {"max": f"{metric} max"}
+        names["max"] = "latency max (batch 1)"
+    else:
+        names = {label: f"{metric} {label}" for label, _ in contract.PERCENTILES} | {"max": f"{metric} max"}
+    return names | {"p50": metric}
 
 
 def _percentiles(ctx: Context, metric: str, what: str) -> dict[str, str]:
-    """`metric`'s p50, p90, p99 and max as value metrics derived from it, one number per process."""
+    """`metric`'s p90, p99 and max as value metrics derived from it, one number per process (its p50 is its
+    median: a metric of its own would be the same row twice in every comparison, and one more test in its
+    family)."""
     samples = _samples(ctx, metric)
     names = latency_names(metric)
     for label, q in contract.PERCENTILES:
-        ctx.value(names[label], contract.percentile(samples, q), unit="s", better="lower", derived_from=metric,
-                  description=f"{label} of {what}")  # fmt: skip
+        if names[label] != metric:
+            ctx.value(names[label], contract.percentile(samples, q), unit="s", better="lower", derived_from=metric,
+                      description=f"{label} of {what}")  # fmt: skip
     ctx.value(names["max"], max(samples), unit="s", better="lower", derived_from=metric,
               description=f"the slowest of {what} (the cold one is its first call)")  # fmt: skip
     return names
