@@ -3,6 +3,7 @@ weight bytes of a step, and the checks, made once with NumPy and handed to both 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from suites.contract import inference
@@ -60,3 +61,25 @@ def record_checks(ctx: Context, tokens: Any, cached: Any, full: Any) -> None:
     order = np.sort(cached, axis=-1)
     margin = float(np.min(order[..., -1] - order[..., -2]))
     ctx.note(f"greedy choices: the smallest gap between the top two logits was {margin:.3g} (ties would be ambiguous)")
+
+
+def generate(ctx: Context, cfg: common.Config, prefill: Callable[[], Any], decode: Callable[[], Any]) -> None:
+    """The timed generation (runtime/inference.py `generate`) of a framework's prefill and decode step, with
+    the figures both frameworks declare alike: forward FLOPs per token over the whole cache, and the weights'
+    bytes a decode step reads."""
+    from suites.runtime import inference as loop
+
+    batch, prompt_len, new = shape(ctx)
+    loop.generate(
+        ctx,
+        loop.Decoder(
+            prefill=prefill,
+            decode=decode,
+            batch=batch,
+            prompt_len=prompt_len,
+            new_tokens=new,
+            flops_per_token=forward_flops(cfg, prompt_len + new),
+            weight_bytes=weight_bytes(cfg, ctx.precision),
+            dtype=compute_dtype(ctx.precision),
+        ),
+    )

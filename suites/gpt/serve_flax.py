@@ -39,11 +39,6 @@ def run(ctx: Context, cfg: common.Config) -> None:
         _generate(ctx, cfg, text, built(jnp.float32), built(training_jax.compute_dtype(ctx)))
 
 
-def _out_of_memory(error: BaseException) -> bool:
-    """XLA reports an allocation it cannot make as RESOURCE_EXHAUSTED (an XlaRuntimeError)."""
-    return isinstance(error, MemoryError) or "RESOURCE_EXHAUSTED" in str(error)
-
-
 def _infer(ctx: Context, cfg: common.Config, text: Any, exact: tuple[Any, Any], typed: tuple[Any, Any]) -> None:
     import jax
     import numpy as np
@@ -71,7 +66,6 @@ def _infer(ctx: Context, cfg: common.Config, text: Any, exact: tuple[Any, Any], 
             unit="sequences",
             flops_per_row=generation.forward_flops(cfg, cfg.block_size) * cfg.block_size,
             dtype=compute_dtype(ctx.precision),
-            out_of_memory=_out_of_memory,
             description=f"the model's logits over {cfg.block_size} tokens per sequence (jax.jit)",
         ),
     )
@@ -100,7 +94,7 @@ def _generate(ctx: Context, cfg: common.Config, text: Any, exact: tuple[Any, Any
     from flax import nnx
 
     from suites.gpt import decode_flax
-    from suites.runtime import inference, training_jax
+    from suites.runtime import training_jax
 
     batch, prompt_len, new = generation.shape(ctx)
     dev = ctx.device
@@ -142,16 +136,4 @@ def _generate(ctx: Context, cfg: common.Config, text: Any, exact: tuple[Any, Any
         held["token"], held["j"] = token, (j + 1) % new
         return token
 
-    inference.generate(
-        ctx,
-        inference.Decoder(
-            prefill=prefill,
-            decode=decode,
-            batch=batch,
-            prompt_len=prompt_len,
-            new_tokens=new,
-            flops_per_token=generation.forward_flops(cfg, prompt_len + new),
-            weight_bytes=generation.weight_bytes(cfg, ctx.precision),
-            dtype=compute_dtype(ctx.precision),
-        ),
-    )
+    generation.generate(ctx, cfg, prefill, decode)

@@ -31,12 +31,6 @@ def run(ctx: Context, cfg: common.Config) -> None:
         _generate(ctx, cfg, model, text, compiled, dtype)
 
 
-def _out_of_memory(error: BaseException) -> bool:
-    import torch
-
-    return isinstance(error, (MemoryError, torch.cuda.OutOfMemoryError))
-
-
 def _infer(ctx: Context, cfg: common.Config, model: Any, text: Any, compiled: bool) -> None:
     import torch
 
@@ -64,7 +58,6 @@ def _infer(ctx: Context, cfg: common.Config, model: Any, text: Any, compiled: bo
             unit="sequences",
             flops_per_row=generation.forward_flops(cfg, cfg.block_size) * cfg.block_size,
             dtype=training_torch.compute_dtype(ctx),
-            out_of_memory=_out_of_memory,
             description=f"the model's logits over {cfg.block_size} tokens per sequence",
         ),
     )
@@ -74,7 +67,7 @@ def _generate(ctx: Context, cfg: common.Config, model: Any, text: Any, compiled:
     import torch
 
     from suites.gpt import decode_torch
-    from suites.runtime import inference, training_torch
+    from suites.runtime import training_torch
 
     batch, prompt_len, new = generation.shape(ctx)
     dev = ctx.device
@@ -104,16 +97,4 @@ def _generate(ctx: Context, cfg: common.Config, model: Any, text: Any, compiled:
             state["token"], state["j"] = logits[:, -1].argmax(dim=-1), (j + 1) % new
             return state["token"]
 
-    inference.generate(
-        ctx,
-        inference.Decoder(
-            prefill=prefill,
-            decode=decode,
-            batch=batch,
-            prompt_len=prompt_len,
-            new_tokens=new,
-            flops_per_token=generation.forward_flops(cfg, prompt_len + new),
-            weight_bytes=generation.weight_bytes(cfg, ctx.precision),
-            dtype=training_torch.compute_dtype(ctx),
-        ),
-    )
+    generation.generate(ctx, cfg, prefill, decode)

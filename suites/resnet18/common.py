@@ -155,6 +155,23 @@ def inference_images(data: ImageData, batch: int) -> Any:
     return np.ascontiguousarray(data.test_x[rows])
 
 
+def infer(ctx: Context, request: Any, how: str) -> None:
+    """The inference loop (runtime/inference.py) over a framework's `request(batch)`: images of image_size,
+    one forward pass's FLOPs each, in the job's compute dtype."""
+    from suites.contract.settings import compute_dtype
+    from suites.runtime import inference
+
+    size = int(ctx.params["image_size"])
+    model = inference.Model(
+        request=request,
+        unit="images",
+        flops_per_row=inference_flops(size),
+        dtype=compute_dtype(ctx.precision),
+        description=f"ResNet18 forward on {size}x{size} images, evaluation mode, {how}",
+    )
+    inference.run(ctx, model)
+
+
 def probe_batch(data: ImageData, n: int = 8) -> Any:
     """The first n test images: the initial-logits check runs both models on exactly these."""
     return data.test_x[:n]

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from suites.contract import settings
 from suites.resnet18 import common
 from suites.runtime.context import Context
 
@@ -22,7 +21,6 @@ def run(ctx: Context) -> None:
     from flax import nnx
 
     from suites.resnet18.models_flax import build, prepare
-    from suites.runtime import inference
     from suites.runtime.training_jax import compute_dtype
 
     images, _ = common.load(ctx)
@@ -51,20 +49,4 @@ def run(ctx: Context) -> None:
         x = jax.device_put(common.inference_images(images, batch), dev)
         return lambda: forward(state, x)
 
-    size = int(ctx.params["image_size"])
-    inference.run(
-        ctx,
-        inference.Model(
-            request=request,
-            unit="images",
-            flops_per_row=common.inference_flops(size),
-            dtype=settings.compute_dtype(ctx.precision),
-            out_of_memory=_out_of_memory,
-            description=f"ResNet18 forward on {size}x{size} images, evaluation mode (jax.jit)",
-        ),
-    )
-
-
-def _out_of_memory(error: BaseException) -> bool:
-    """XLA reports an allocation it cannot make as RESOURCE_EXHAUSTED (an XlaRuntimeError)."""
-    return isinstance(error, MemoryError) or "RESOURCE_EXHAUSTED" in str(error)
+    common.infer(ctx, request, "jax.jit")

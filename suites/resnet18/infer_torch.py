@@ -17,7 +17,7 @@ def run(ctx: Context) -> None:
     import torch
 
     from suites.resnet18.models_torch import ResNet18, load_weights, make_prepare
-    from suites.runtime import inference, training_torch
+    from suites.runtime import training_torch
 
     images, _ = common.load(ctx)
     dev = ctx.device
@@ -45,15 +45,4 @@ def run(ctx: Context) -> None:
     with torch.inference_mode():  # the agreement check: float32, eager, whatever --precision and variant
         outputs = model(prepare(nchw(common.probe_batch(images))))
     ctx.check("infer_outputs", [float(v) for v in outputs.float().cpu().tolist()])
-    size = int(ctx.params["image_size"])
-    inference.run(
-        ctx,
-        inference.Model(
-            request=request,
-            unit="images",
-            flops_per_row=common.inference_flops(size),
-            dtype=training_torch.compute_dtype(ctx),
-            out_of_memory=lambda error: isinstance(error, (MemoryError, torch.cuda.OutOfMemoryError)),
-            description=f"ResNet18 forward on {size}x{size} images, evaluation mode, no gradients",
-        ),
-    )
+    common.infer(ctx, request, "no gradients")

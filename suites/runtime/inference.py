@@ -39,6 +39,16 @@ SWEEP_REPEAT = 10  # timed calls per batch size of the sweep
 SWEEP_CALL_CAP_S = 2.0  # a batch whose one call takes longer ends the sweep (larger ones would take longer)
 
 
+def out_of_memory(error: BaseException) -> bool:
+    """Whether an error says the device had no memory for a batch: Python's MemoryError, PyTorch's
+    OutOfMemoryError (by name: the loop imports no framework), XLA's RESOURCE_EXHAUSTED."""
+    return (
+        isinstance(error, MemoryError)
+        or type(error).__name__ == "OutOfMemoryError"
+        or "RESOURCE_EXHAUSTED" in str(error)
+    )
+
+
 @dataclass(frozen=True)
 class Model:
     """What a suite hands the loop: `request(b)` prepares a batch of `b` rows on the device (outside
@@ -48,7 +58,7 @@ class Model:
     unit: str  # what one row is: "images", "sequences"
     flops_per_row: float | None = None
     dtype: str | None = None
-    out_of_memory: Callable[[BaseException], bool] = lambda error: isinstance(error, MemoryError)
+    out_of_memory: Callable[[BaseException], bool] = lambda error: out_of_memory(error)
     description: str = "the model on one prepared input, evaluation mode, no gradients"
 
 
