@@ -18,15 +18,19 @@ from suites.gpt.models_torch import GPT
 
 
 class Cache:
-    """Keys and values of every layer: (layers, batch, heads, length, head width), zeros until written."""
+    """Keys and values of each layer: (batch, heads, length, head width), zeros until written. One tensor per
+    layer, not one indexed per step: a view per layer and step is dispatcher time a batch-1 step feels."""
 
     def __init__(self, model: GPT, batch: int, length: int, device: Any, dtype: Any) -> None:
         block = model.h[0].attn
         width = model.wte.weight.shape[1] // block.n_head
-        shape = (len(model.h), batch, block.n_head, length, width)
-        self.k = torch.zeros(shape, device=device, dtype=dtype)
-        self.v = torch.zeros(shape, device=device, dtype=dtype)
+        shape = (batch, block.n_head, length, width)
+        self.k = [torch.zeros(shape, device=device, dtype=dtype) for _ in model.h]
+        self.v = [torch.zeros(shape, device=device, dtype=dtype) for _ in model.h]
         self.length = length
+        # Row p: the positions a query at p may attend to. Made once: building the mask every step is two
+        # more kernels per token, measurable at batch 1 (gpt-fast indexes a table like this one).
+        self.visible = torch.tril(torch.ones(length, length, dtype=torch.bool, device=device))
 
 
 def forward(model: GPT, cache: Cache, tokens: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
@@ -34,16 +38,16 @@ def forward(model: GPT, cache: Cache, tokens: torch.Tensor, positions: torch.Ten
     into the cache; each query attends to the cached positions at or before its own."""
     b, t = tokens.shape
     x = model.wte(tokens) + model.wpe(positions)
-    keys = torch.arange(cache.length, device=tokens.device)
-    visible = keys[None, :] <= positions[:, None]  # (t, length): causal over what is written
+    visible = cache.visible[positions]  # (t, length): causal over what is written
     for i, block in enumerate(model.h):
         attn = block.attn
         h = block.ln1(x)
         c = h.shape[-1]
         q, k, v = (z.view(b, t, attn.n_head, c // attn.n_head).transpose(1, 2) for z in attn.qkv(h).split(c, dim=2))
-        cache.k[i].index_copy_(2, positions, k.to(cache.k.dtype))
-        cache.v[i].index_copy_(2, positions, v.to(cache.v.dtype))
-        y = F.scaled_dot_product_attention(q, cache.k[i].to(q.dtype), cache.v[i].to(q.dtype), attn_mask=visible)
+        # The cache holds the compute dtype (autocast's bf16 under --precision bf16): no cast per step.
+        cache.k[i].index_copy_(2, positions, k)
+        cache.v[i].index_copy_(2, positions, v)
+        y = F.scaled_dot_product_attention(q, cache.k[i], cache.v[i], attn_mask=visible)
         x = x + attn.proj(y.transpose(1, 2).reshape(b, t, c))
         x = x + block.proj(F.gelu(block.fc(block.ln2(x))))
     return F.linear(model.ln_f(x), model.wte.weight)
