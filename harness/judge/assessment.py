@@ -354,7 +354,10 @@ def assess(run: Run) -> Assessment:
         flagged_by=flagged_by,
         raised_frameworks=framework_reasons,
         parallel=dp_judge.judge(run, gate, flagged_by) if dp_run else None,
-        inference=inference_judge.judge(run, lambda fw, m: exclusions.get((fw, m))),
+        # Only a run with an inference job reaches judge/inference.py (the everyday path stays as short).
+        inference=inference_judge.judge(run, lambda fw, m: exclusions.get((fw, m)))
+        if any("inference" in r for r in run.results.values())
+        else None,
     )
 
 
