@@ -83,3 +83,18 @@ def generate(ctx: Context, cfg: common.Config, prefill: Callable[[], Any], decod
             dtype=compute_dtype(ctx.precision),
         ),
     )
+
+
+def infer(ctx: Context, cfg: common.Config, request: Callable[[int], Any], how: str) -> None:
+    """The inference loop (runtime/inference.py `run`) over a framework's `request(batch)`: whole sequences,
+    one forward pass's FLOPs each, in the job's compute dtype."""
+    from suites.runtime import inference as loop
+
+    model = loop.Model(
+        request=request,
+        unit="sequences",
+        flops_per_row=forward_flops(cfg, cfg.block_size) * cfg.block_size,
+        dtype=compute_dtype(ctx.precision),
+        description=f"the model's logits over {cfg.block_size} tokens per sequence{how}",
+    )
+    loop.run(ctx, model)

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from suites.contract.settings import compute_dtype
 from suites.gpt import common, generation
 from suites.runtime.context import Context
 
@@ -44,8 +43,6 @@ def _infer(ctx: Context, cfg: common.Config, text: Any, exact: tuple[Any, Any], 
     import numpy as np
     from flax import nnx
 
-    from suites.runtime import inference
-
     def forward_of(graphdef: Any) -> Any:
         return jax.jit(lambda state, x: nnx.merge(graphdef, state)(x))
 
@@ -59,16 +56,7 @@ def _infer(ctx: Context, cfg: common.Config, text: Any, exact: tuple[Any, Any], 
         x = jax.device_put(generation.sequences(cfg, text, batch).astype(np.int32), ctx.device)
         return lambda: forward(state, x)
 
-    inference.run(
-        ctx,
-        inference.Model(
-            request=request,
-            unit="sequences",
-            flops_per_row=generation.forward_flops(cfg, cfg.block_size) * cfg.block_size,
-            dtype=compute_dtype(ctx.precision),
-            description=f"the model's logits over {cfg.block_size} tokens per sequence (jax.jit)",
-        ),
-    )
+    generation.infer(ctx, cfg, request, " (jax.jit)")
 
 
 def _step(graphdef: Any) -> Any:

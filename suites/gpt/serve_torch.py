@@ -34,7 +34,7 @@ def run(ctx: Context, cfg: common.Config) -> None:
 def _infer(ctx: Context, cfg: common.Config, model: Any, text: Any, compiled: bool) -> None:
     import torch
 
-    from suites.runtime import inference, training_torch
+    from suites.runtime import training_torch
 
     forward = torch.compile(model, dynamic=False) if compiled else model
     with torch.inference_mode():  # the check: float32, eager
@@ -51,16 +51,7 @@ def _infer(ctx: Context, cfg: common.Config, model: Any, text: Any, compiled: bo
 
         return call
 
-    inference.run(
-        ctx,
-        inference.Model(
-            request=request,
-            unit="sequences",
-            flops_per_row=generation.forward_flops(cfg, cfg.block_size) * cfg.block_size,
-            dtype=training_torch.compute_dtype(ctx),
-            description=f"the model's logits over {cfg.block_size} tokens per sequence",
-        ),
-    )
+    generation.infer(ctx, cfg, request, "")
 
 
 def _generate(ctx: Context, cfg: common.Config, model: Any, text: Any, compiled: bool, dtype: Any) -> None:
