@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -75,6 +76,52 @@ def test_a_pre_empted_sample_is_marked_and_its_calm_neighbours_are_not(two_cores
     after[4] = Reading(after[4].at, before[4].cpu_s + 0.0002, 3, after[4].busy_s, after[4].steal_s, 3)
     found = contention.record(before, after)
     assert found["others_cores"] is None and found["contended"] == [4]
+
+
+def test_a_sample_that_waited_on_something_else_is_not_a_pre_emption(two_cores: None) -> None:
+    """An involuntary switch and a fifth of the CPU rate, as above; where the threads' run-queue wait is
+    known it decides: under half the time lost (the request slept or blocked) is no mark, over it is."""
+    walls = [0.001] * 10
+    before, after = readings(walls, cpu_rate=1.0, others=0.0)
+    before = [replace(r, delay_s=0.5) for r in before]
+    after = [replace(r, delay_s=0.5) for r in after]
+
+    def slow(i: int, waited: float) -> None:  # 5 ms, 0.2 ms of it on the CPU: 4.8 ms lost
+        after[i] = Reading(before[i].at + 0.005, before[i].cpu_s + 0.0002, 1, None, None, 3, delay_s=0.5 + waited)
+
+    slow(2, 0.00005)  # a 4.8 ms sleep: 50 us waiting for a CPU on the way back
+    slow(6, 0.0045)  # 4.5 ms of the 4.8 runnable but not running: a pre-emption
+    found = contention.record(before, after)
+    assert found["contended"] == [6]
+    assert found["run_delay_s"][2] == pytest.approx(0.00005) and found["run_delay_s"][0] == 0.0
+
+
+def test_the_run_queue_wait_is_what_the_kernel_says_a_hog_costs_and_a_sleep_does_not() -> None:
+    """Real threads: one CPU shared with a spinning process grows the job's run-queue wait by a share of
+    the time; a sleep of the same length grows it by almost nothing."""
+    if not os.path.exists("/proc/self/task"):
+        pytest.fail("this test needs Linux's /proc (the machines the harness runs jobs on have it)")
+    start = contention._run_delay()
+    assert start is not None, "no /proc/self/task/*/schedstat: the kernel keeps no scheduler statistics"
+    time.sleep(0.1)
+    slept = contention._run_delay()
+    assert slept is not None and slept - start < 0.02
+    cpu = min(os.sched_getaffinity(0))
+    mine = os.sched_getaffinity(0)
+    hog = subprocess.Popen([sys.executable, "-c", f"import os; os.sched_setaffinity(0, {{{cpu}}})\nwhile True: pass"])
+    try:
+        os.sched_setaffinity(0, {cpu})
+        time.sleep(0.3)  # the hog is spinning on our CPU
+        ahead = contention._run_delay()
+        end = time.perf_counter() + 0.2
+        while time.perf_counter() < end:
+            pass
+        behind = contention._run_delay()
+    finally:
+        os.sched_setaffinity(0, mine)
+        hog.kill()
+        hog.wait()
+    assert ahead is not None and behind is not None and behind - ahead > 0.05  # about half of 0.2 s
 
 
 def test_a_job_beside_a_cpu_hog_has_its_samples_marked_contended() -> None:

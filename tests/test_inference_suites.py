@@ -99,7 +99,8 @@ def test_a_mode_that_cannot_run_is_refused_in_one_line(args: list[str], words: s
     assert not list(tmp_path.iterdir())
 
 
-# One request in fifty made 5 ms slower, in the candidate's copy of the inference loop.
+# One request in fifty made 20 ms slower, in the candidate's copy of the inference loop: well above a
+# scheduler's slice (a CI machine's pre-emptions reach a few ms), so the plant, not the machine, is the tail.
 SLOW_ONE_IN_FIFTY = (
     "        model.request(1),\n        repeat=requests,",
     "        _one_in_fifty_slow(model.request(1)),\n        repeat=requests,",
@@ -114,7 +115,7 @@ def _one_in_fifty_slow(call: Callable[[], Any]) -> Callable[[], Any]:
     def request() -> Any:
         count[0] += 1
         if count[0] % 50 == 0:
-            time.sleep(0.005)
+            time.sleep(0.02)
         return call()
 
     return request
@@ -123,8 +124,10 @@ def _one_in_fifty_slow(call: Callable[[], Any]) -> Callable[[], Any]:
 
 @pytest.mark.slow
 def test_ab_finds_a_slower_p99_while_the_median_is_unchanged(tmp_path: Path) -> None:
-    """`harness ab` of this checkout against a copy whose inference loop slows one request in fifty by 5 ms:
-    the p99 row is a significant slowdown, the median's is not (one p99 per process, 6 rounds a side)."""
+    """`harness ab` of this checkout against a copy whose inference loop slows one request in fifty by 20 ms:
+    the p99 row is a significant slowdown, the median's is not (one p99 per process, 6 rounds a side). On a
+    busy machine the rounds whose tail a pre-emption reached are left out (guards/contention.py): then it is
+    measured, said so, and no verdict is given."""
     import shutil
 
     from harness.judge.compare import compare_runs
@@ -149,5 +152,9 @@ def test_ab_finds_a_slower_p99_while_the_median_is_unchanged(tmp_path: Path) -> 
     if p99.disturbed or median.disturbed:  # a busy machine: measured, said so, and no verdict given
         assert proc.returncode == 3 and not p99.significant, proc.stdout
         return
+    if p99.no_verdict is not None and any(p99.left_out):  # too few undisturbed tails left for a verdict
+        assert not p99.significant and "no verdict" in proc.stdout, proc.stdout
+        return
+    print(proc.stdout)
     assert p99.significant and p99.slowdown > 0.5, (p99, proc.stdout)
     assert not median.significant or abs(median.slowdown) < 0.05, (median, proc.stdout)

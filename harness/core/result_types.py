@@ -108,6 +108,8 @@ class Contention(TypedDict):
     cpu_s: Annotated[list[NonNegative], Strict(), MaxLen(MAX_SAMPLES)]
     wall_s: NotRequired[Annotated[list[NonNegative], Strict(), MaxLen(MAX_SAMPLES)] | None]
     involuntary_switches: Annotated[list[Count], Strict(), MaxLen(MAX_SAMPLES)]
+    # The process's threads' run-queue wait (schedstat), s; absent in older results, null where unknown.
+    run_delay_s: NotRequired[Annotated[list[NonNegative | None], Strict(), MaxLen(MAX_SAMPLES)] | None]
     others_cores: NotRequired[Annotated[list[NonNegative | None], Strict(), MaxLen(MAX_SAMPLES)] | None]
     steal_cores: NotRequired[Annotated[list[NonNegative | None], Strict(), MaxLen(MAX_SAMPLES)] | None]
     runnable: NotRequired[Annotated[list[Count], Strict(), MaxLen(MAX_SAMPLES)] | None]

@@ -303,7 +303,7 @@ def _ascending(indices: list[int]) -> bool:
 # The per-sample lists of a metric's `contention` (suites/runtime/contention.py), in one place for
 # the schema and the pooling of rounds.
 PER_SAMPLE = (
-    "cpu_s", "wall_s", "involuntary_switches", "others_cores", "steal_cores", "runnable", "sm_clock_mhz",
+    "cpu_s", "wall_s", "involuntary_switches", "run_delay_s", "others_cores", "steal_cores", "runnable", "sm_clock_mhz",
     "clock_event_reasons",
 )  # fmt: skip
 

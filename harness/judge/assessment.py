@@ -47,7 +47,13 @@ from harness.judge.guards.agreement import reference_framework as reference_fram
 from harness.judge.guards.agreement import run_params as run_params
 from harness.judge.guards.agreement import tolerance_text as tolerance_text
 from harness.judge.guards.contention import REASON as CONTENDED
-from harness.judge.guards.contention import disturbed_samples, mostly_disturbed, readings
+from harness.judge.guards.contention import (
+    disturbed_samples,
+    mostly_disturbed,
+    readings,
+    tail_disturbed,
+    tail_quantile,
+)
 from harness.judge.guards.precision import measured_precision
 from harness.judge.guards.recompiled import REASON as RECOMPILED
 from harness.judge.guards.sync_escape import REASON as SYNC_ESCAPED
@@ -387,9 +393,10 @@ def _finite_medians(metric: Metric) -> list[float] | None:
     return [float(v) for v in found]
 
 
-def disturbed_rounds(metric: Metric) -> set[int] | None:
-    """Indices of the rounds (processes) most of whose samples the machine disturbed; None for a metric
-    without rounds or whose round sizes cannot be read."""
+def disturbed_rounds(metric: Metric, tail: float | None = None) -> set[int] | None:
+    """Indices of the rounds (processes) most of whose samples the machine disturbed, or with `tail` (q of
+    a tail percentile made of them) whose q-tail it disturbed; None for a metric without rounds or whose
+    round sizes cannot be read."""
     medians = _finite_medians(metric)
     sizes = metric.get("round_sizes")
     if medians is None or not isinstance(sizes, list) or len(sizes) != len(medians):
@@ -399,23 +406,30 @@ def disturbed_rounds(metric: Metric) -> set[int] | None:
     disturbed = disturbed_samples(metric)
     found, start = set(), 0
     for i, size in enumerate(sizes):
-        if mostly_disturbed(len(disturbed.intersection(range(start, start + size))), size):
+        span = range(start, start + size)
+        if tail is not None:
+            if tail_disturbed(
+                metric["samples"][start : start + size], {j - start for j in disturbed if j in span}, tail
+            ):
+                found.add(i)
+        elif mostly_disturbed(len(disturbed.intersection(span)), size):
             found.add(i)
         start += size
     return found
 
 
-def quiet_rounds(metric: Metric, sources: Sequence[Metric] = ()) -> tuple[list[float], int]:
+def quiet_rounds(metric: Metric, sources: Sequence[Metric] = (), tail: float | None = None) -> tuple[list[float], int]:
     """(the medians of the rounds the machine left alone, how many rounds were left out as disturbed);
     ([], 0) for a metric without rounds (a single process). A value computed from time metrics'
     samples (`derived_from`: throughput, tokens/s) loses the rounds its `sources` lost: its own
-    record carries no contention readings, theirs do, and round i is one process for all of them."""
+    record carries no contention readings, theirs do, and round i is one process for all of them.
+    A tail percentile (`tail`: its q) loses those whose q-tail was disturbed (guards/contention.py)."""
     medians = _finite_medians(metric)
     if medians is None:
         return [], 0
     left: set[int] = set()
     for measured in (metric, *sources):
-        found = disturbed_rounds(measured)
+        found = disturbed_rounds(measured, None if measured is metric else tail)
         if found is not None and (measured is metric or len(measured.get("round_medians") or []) == len(medians)):
             left |= found
     kept = [median for i, median in enumerate(medians) if i not in left]
@@ -426,7 +440,10 @@ def kept_rounds(result: Result, metric: Metric) -> tuple[list[float], int]:
     """`quiet_rounds` of one metric of a result, a derived value judged by its sources' rounds: what
     `compare`, the noise floor and its explanation all use, so they rest on the same rounds."""
     names = derived_sources(metric)
-    return quiet_rounds(metric, [m for m in result["metrics"] if m["name"] in names] if names else [])
+    tail = tail_quantile(result, metric["name"])
+    return quiet_rounds(
+        metric, [m for m in result["metrics"] if m["name"] in names] if names else [], tail[1] if tail else None
+    )
 
 
 INTERRUPTED = 130  # the shell's convention for SIGINT

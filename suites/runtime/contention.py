@@ -22,7 +22,11 @@ CPU time over the same window) together filled those CPUs, to within `TICK_MARGI
 neighbour on a CPU the job may not use, or beside a job that leaves its CPUs room, marks nothing);
 or when the hypervisor stole at least `STEAL_MIN_CORES` of them; or when the sample itself was
 pre-empted (an involuntary switch) and got less than half the CPU per second of the undisturbed
-samples. The field's `cores` counts the job's CPUs and `cpus` names them. `cpus` is null where
+samples *and* (where the kernel keeps scheduler statistics, `/proc/<pid>/task/*/schedstat`) its
+threads waited on a run queue, runnable but not running, for at least half the time it lost: a
+request that slept or blocked also gets little CPU, and one involuntary switch on its way (a worker
+thread's, or its own at a tick) would otherwise mark a wait as a pre-emption (a planted 20 ms sleep
+was marked so in 4 of 6 processes). The field's `cores` counts the job's CPUs and `cpus` names them. `cpus` is null where
 `/proc/stat` has no line for each of them (no per-CPU lines, or a CPU it does not list): the
 others are then counted host-wide and judged by the rule from before per-CPU counting (at least
 `HOST_OTHERS_MIN_CORES` anywhere, and with the job more than `cores` less `HOST_MARGIN_CORES`).
@@ -92,6 +96,9 @@ class Reading:
     # a short first metric's window reaches back to it over the CPUs of an affinity narrowed since
     # (`--threads` pins the job after the runtime is imported, before the framework is).
     per_cpu: Mapping[int, tuple[float, float]] | None = field(default=None, compare=False, repr=False)
+    # Seconds this process's threads have waited on a run queue (schedstat's run_delay, summed over
+    # its threads); None where the kernel does not say (not Linux, no schedstats).
+    delay_s: float | None = None
 
     def over(self, cpus: tuple[int, ...]) -> Reading | None:
         """This reading summed over `cpus`, where its per-CPU counts hold each of them; else None."""
@@ -200,26 +207,53 @@ def _proc_stat(
     return aggregate[0] / _TICK, aggregate[1] / _TICK, runnable, None
 
 
+def _run_delay() -> float | None:
+    """The summed run-queue wait of this process's threads (`/proc/self/task/*/schedstat`, its second
+    field, in ns); None where unreadable. A thread that exited since the last reading takes its wait
+    with it: a sample's difference is floored at 0, never negative."""
+    try:
+        tasks = os.listdir("/proc/self/task")
+    except OSError:
+        return None
+    total, read_any = 0, False
+    for tid in tasks:
+        try:
+            with open(f"/proc/self/task/{tid}/schedstat", "rb") as f:
+                fields = f.read(256).split()
+        except OSError:  # the thread exited between the listing and the read
+            continue
+        if len(fields) >= 2 and fields[1].isdigit():
+            total, read_any = total + int(fields[1]), True
+    return total / 1e9 if read_any else None
+
+
 def read(before: bool, clock: Any = time.perf_counter, every_cpu: bool = False) -> Reading:
     """One reading; `before` a sample reads its own counters last and after one first, so the
     cost of reading `/proc/stat` never lands in the CPU time a sample is charged with. The CPUs
     counted are the job's affinity at this reading; `every_cpu` keeps each CPU's counts too."""
     per_cpu: dict[int, tuple[float, float]] | None = {} if every_cpu else None
     found = _proc_stat(_affinity(), per_cpu) if before else None
+    delay = _run_delay() if before else None
     usage = resource.getrusage(resource.RUSAGE_SELF)
     at = clock()
     if not before:
+        delay = _run_delay()
         found = _proc_stat(_affinity(), per_cpu)
     return Reading(
         at=at,
         cpu_s=usage.ru_utime + usage.ru_stime,
         switches=usage.ru_nivcsw,
+        delay_s=delay,
         busy_s=found[0] if found else None,
         steal_s=found[1] if found else None,
         runnable=found[2] if found else None,
         cpus=found[3] if found else None,
         per_cpu=per_cpu or None,
     )
+
+
+def _difference(start: float | None, end: float | None) -> float | None:
+    return None if start is None or end is None else max(0.0, end - start)
 
 
 def usable_cores() -> int:
@@ -277,6 +311,7 @@ def record(
     walls = [after[i].at - before[i].at for i in range(n)]
     cpu = [max(0.0, after[i].cpu_s - before[i].cpu_s) for i in range(n)]
     switches = [max(0, after[i].switches - before[i].switches) for i in range(n)]
+    delays = [_difference(before[i].delay_s, after[i].delay_s) for i in range(n)]
     # Counts over other CPUs (another affinity, or the whole host) do not subtract: each sample's
     # window is drawn from the readings over the same CPUs as its own last one.
     # A reading that kept every CPU's counts (the job's first) joins each of those too, summed anew.
@@ -327,7 +362,15 @@ def record(
                 busy is not None and busy >= HOST_OTHERS_MIN_CORES and rates[i] + busy > usable - HOST_MARGIN_CORES
             )
         stolen = stole is not None and stole >= STEAL_MIN_CORES
-        preempted = switches[i] > 0 and typical is not None and rates[i] < PREEMPTED_SHARE * typical
+        waited = delays[i]
+        preempted = (
+            switches[i] > 0
+            and typical is not None
+            and rates[i] < PREEMPTED_SHARE * typical
+            # Where the threads' run-queue wait is known, it must account for half the time lost: a
+            # sample that slept or blocked lost its time waiting on something, not on a CPU.
+            and (waited is None or waited >= PREEMPTED_SHARE * walls[i] * (1 - rates[i] / typical))
+        )
         if crowded or stolen or preempted:
             contended.append(i)
     counted = after[-1].cpus if n else None
@@ -342,6 +385,9 @@ def record(
         "cpu_s": [round(c, 9) for c in cpu],
         "wall_s": [round(w, 9) for w in walls],  # the readings' own clock: cpu_s / wall_s is cores busy
         "involuntary_switches": switches,
+        "run_delay_s": [None if d is None else round(d, 9) for d in delays]
+        if any(d is not None for d in delays)
+        else None,
         "others_cores": others if any(o is not None for o in others) else None,
         "steal_cores": steal if any(s is not None for s in steal) else None,
         "runnable": runnable if all(r is not None for r in runnable) else None,

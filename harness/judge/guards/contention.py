@@ -13,15 +13,23 @@ marking them would mark every honest GPU run.
 A round (one process) most of whose samples were disturbed measured its neighbours: its median is left
 out of every between-process statistic, in `compare` and in `harness noise` alike, so the allowance a
 noise floor grants is built from exactly the evidence a verdict is judged on.
+
+A tail percentile (an inference job's p90, p99 and max, named by its `inference` block) rests on a
+handful of samples, not on most: p99 of 100 requests is the two slowest, and a pre-empted request is
+exactly a slow one. So a round's tail value is disturbed when a disturbed sample ranks at or above it,
+and the value is CONTENDED when most rounds' tails were: the median's rule would print one pre-emption
+as the code's p99 (on a busy CI machine, a planted 5 ms p99 slowdown was judged no change).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import math
+from collections.abc import Collection, Iterator, Sequence
 
-from harness.core.result_types import Metric
+from harness.core.result_types import Metric, Result
 from harness.judge.guards.base import Evidence, Guard, Hit, Key, indices, time_metrics
 from harness.store.run_folder import Run
+from suites.contract.inference import PERCENTILES
 
 REASON = "contended"  # the start of the exclusion reason of a metric whose samples were mostly contended
 # NVML clock-event reasons (suites/runtime/contention.py THROTTLING) that disturb a sample:
@@ -49,6 +57,66 @@ def disturbed_samples(metric: Metric) -> frozenset[int]:
 def mostly_disturbed(disturbed: int, n: int) -> bool:
     """The rule for a metric, a round or a run: most of its samples disturbed."""
     return n > 0 and disturbed * 2 > n
+
+
+def tail_disturbed(samples: Sequence[float], disturbed: Collection[int], q: float) -> bool:
+    """Whether a disturbed sample (an index into `samples`) ranks at or above the q-quantile's lower
+    order statistic (numpy's linear rule): the samples that value is read from or pushed down by."""
+    if not samples:
+        return False
+    ranked = sorted(range(len(samples)), key=samples.__getitem__)
+    return any(i in disturbed for i in ranked[math.floor(q * (len(samples) - 1)) :])
+
+
+def round_spans(metric: Metric) -> list[range] | None:
+    """Each round's (process's) indices into `samples`: one span for a metric of one process; None when
+    its `round_sizes` do not add up to its samples (a result file is hostile)."""
+    n, sizes = len(metric["samples"]), metric.get("round_sizes")
+    if sizes is None:
+        return [range(n)]
+    if not isinstance(sizes, list) or not all(isinstance(s, int) and not isinstance(s, bool) and s > 0 for s in sizes):
+        return None
+    if sum(sizes) != n:
+        return None
+    starts = [sum(sizes[:i]) for i in range(len(sizes))]
+    return [range(start, start + size) for start, size in zip(starts, sizes, strict=True)]
+
+
+def tail_quantile(result: Result, name: str) -> tuple[str, float] | None:
+    """(the time metric, q) when `name` is a tail percentile of that metric in the result's `inference`
+    block (p90, p99, max; validated by core/schema.py); None for any other metric, the median included."""
+    block = result.get("inference")
+    if not isinstance(block, dict):
+        return None
+    latency = block["latency"]
+    quantiles = dict(PERCENTILES) | {"max": 1.0}
+    for label, metric in latency["percentiles"].items():
+        if metric == name and metric != latency["metric"] and label in quantiles:
+            return latency["metric"], quantiles[label]
+    return None
+
+
+def disturbed_tails(metric: Metric, q: float) -> tuple[int, int] | None:
+    """(rounds whose q-tail the machine disturbed, rounds) of a time metric; None where unreadable."""
+    spans = round_spans(metric)
+    if spans is None:
+        return None
+    samples, disturbed = metric["samples"], disturbed_samples(metric)
+    hit = sum(tail_disturbed([samples[i] for i in span], {i - span.start for i in disturbed}, q) for span in spans)
+    return hit, len(spans)
+
+
+def _tails(run: Run) -> Iterator[tuple[tuple[str, str], int, int]]:
+    """((framework, tail value), disturbed rounds, rounds) for every tail percentile of an ok job."""
+    for fw, result in run.results.items():
+        if result["status"] != "ok":
+            continue
+        sources = {m["name"]: m for m in result["metrics"] if m["kind"] == "time"}
+        for m in result["metrics"]:
+            found = tail_quantile(result, m["name"]) if m["kind"] == "value" else None
+            counts = disturbed_tails(sources[found[0]], found[1]) if found and found[0] in sources else None
+            if counts is not None:
+                yield (fw, m["name"]), *counts
 
 
 def readings(run: Run) -> dict[Key, tuple[int, int]]:
@@ -82,6 +150,20 @@ class Contended(Guard):
                         "quiet machine",
                         f"{k} of {n} samples disturbed; the median measures the neighbours as much as the code; "
                         "excluded from ratios and verdicts",
+                        (k, n),
+                    )
+                )
+        for key, k, n in _tails(evidence.run):
+            # Most processes' tails disturbed: the percentile is the pre-emptions' doing.
+            if mostly_disturbed(k, n):
+                found.append(
+                    Hit(
+                        key,
+                        f"{REASON} (its tail in {k}/{n} processes)",
+                        f"a disturbed sample ranks at or above this percentile in {k} of {n} processes; rerun on "
+                        "a quiet machine",
+                        f"a disturbed sample ranks at or above it in {k} of {n} processes; the tail measures the "
+                        "neighbours as much as the code; excluded from ratios and verdicts",
                         (k, n),
                     )
                 )
