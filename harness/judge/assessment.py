@@ -49,9 +49,9 @@ from harness.judge.guards.agreement import tolerance_text as tolerance_text
 from harness.judge.guards.contention import REASON as CONTENDED
 from harness.judge.guards.contention import (
     disturbed_samples,
+    disturbed_tails,
     mostly_disturbed,
     readings,
-    tail_disturbed,
     tail_quantile,
 )
 from harness.judge.guards.precision import measured_precision
@@ -403,16 +403,13 @@ def disturbed_rounds(metric: Metric, tail: float | None = None) -> set[int] | No
         return None
     if not all(isinstance(s, int) and not isinstance(s, bool) and s > 0 for s in sizes):
         return None
+    if tail is not None:
+        tails = disturbed_tails(metric, tail)
+        return None if tails is None else tails[0]
     disturbed = disturbed_samples(metric)
     found, start = set(), 0
     for i, size in enumerate(sizes):
-        span = range(start, start + size)
-        if tail is not None:
-            if tail_disturbed(
-                metric["samples"][start : start + size], {j - start for j in disturbed if j in span}, tail
-            ):
-                found.add(i)
-        elif mostly_disturbed(len(disturbed.intersection(span)), size):
+        if mostly_disturbed(len(disturbed.intersection(range(start, start + size))), size):
             found.add(i)
         start += size
     return found

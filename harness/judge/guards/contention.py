@@ -96,13 +96,18 @@ def tail_quantile(result: Result, name: str) -> tuple[str, float] | None:
     return None
 
 
-def disturbed_tails(metric: Metric, q: float) -> tuple[int, int] | None:
-    """(rounds whose q-tail the machine disturbed, rounds) of a time metric; None where unreadable."""
+def disturbed_tails(metric: Metric, q: float) -> tuple[set[int], int] | None:
+    """(the rounds whose q-tail the machine disturbed, how many rounds) of a time metric; None where its
+    rounds cannot be read. The one rule for a tail: the guard below and every verdict's rounds use it."""
     spans = round_spans(metric)
     if spans is None:
         return None
     samples, disturbed = metric["samples"], disturbed_samples(metric)
-    hit = sum(tail_disturbed([samples[i] for i in span], {i - span.start for i in disturbed}, q) for span in spans)
+    hit = {
+        k
+        for k, span in enumerate(spans)
+        if tail_disturbed([samples[i] for i in span], {i - span.start for i in disturbed if i in span}, q)
+    }
     return hit, len(spans)
 
 
@@ -116,7 +121,7 @@ def _tails(run: Run) -> Iterator[tuple[tuple[str, str], int, int]]:
             found = tail_quantile(result, m["name"]) if m["kind"] == "value" else None
             counts = disturbed_tails(sources[found[0]], found[1]) if found and found[0] in sources else None
             if counts is not None:
-                yield (fw, m["name"]), *counts
+                yield (fw, m["name"]), len(counts[0]), counts[1]
 
 
 def readings(run: Run) -> dict[Key, tuple[int, int]]:
