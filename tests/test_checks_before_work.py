@@ -25,7 +25,7 @@ from harness.core import cache_home
 from harness.core.errors import HarnessError
 from harness.execute.bisect.run import Request, _require_metric
 from harness.store.calibration import cache_path, cache_problem, fingerprint, load_cache, parse, store
-from harness.store.plan import frameworks_for
+from harness.store.plan import PlanRequest, frameworks_for
 from tests.conftest import REPO, finished, harness, read, run_folder
 from tests.factories import metric, result
 
@@ -148,7 +148,7 @@ def test_a_suite_that_declares_no_metric_names_is_checked_after_its_first_job(tm
     """The jit suite's names carry its parameters: its first job's result is what is checked."""
     path = tmp_path / "numpy.json"
     path.write_text(json.dumps(result("numpy", [metric("eager L=1e3 K=10", [0.1, 0.1, 0.1])])))
-    request = Request(suite="jit", metric="eager L=1e4 K=10", stack="numpy", package="numpy",
+    request = Request(plan=PlanRequest(suite="jit"), metric="eager L=1e4 K=10", stack="numpy", package="numpy",
                       versions=["2.0.0", "2.1.0"], results_dir=tmp_path)  # fmt: skip
     with pytest.raises(HarnessError, match=r"reported no such metric; choose one of: eager L=1e3 K=10"):
         _require_metric(request, path)

@@ -24,6 +24,7 @@ from harness.cli.options import default_data_dir, default_results_dir, folder_op
 from harness.core.errors import HarnessError
 from harness.core.schema import load_summary
 from harness.execute import ab
+from harness.execute.ab_session import judge_session
 from harness.execute.budget import RoundClock
 from harness.judge.assessment import DISTURBED
 from harness.report.exports import Format
@@ -193,7 +194,7 @@ def test_a_session_whose_jobs_were_all_ok_on_a_busy_machine_is_not_called_a_fail
     """Every job ok, most samples contended: exit 3 with the machine named, not "not every job passed"."""
     a = _disturbed_side(tmp_path / "a", "ra", "baseline", "rb")
     b = _disturbed_side(tmp_path / "b", "rb", "candidate", "ra")
-    code = session_verdict(ab.Session(a, b, None, 10.0), Format.table, None, None)
+    code = session_verdict(judge_session(ab.Session(a, b, None, 10.0)), Format.table, None, None)
     err = capsys.readouterr().err
     assert code == DISTURBED, err
     assert "not every job" not in err and "run ra: every job ok, but" in err and "rerun on a quiet machine" in err

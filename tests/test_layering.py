@@ -299,3 +299,72 @@ def test_the_documented_contract_names_every_module_of_it() -> None:
     for path in sorted((SUITES / "contract").glob("*.py")):
         if path.name != "__init__.py":
             assert f"`{path.name}`" in paragraph, f"docs/extending.md's contract paragraph does not name {path.name}"
+
+
+# The top floor is thin (issue 61): a command parses its options, calls execute/, and prints what the
+# renderers make of what comes back. It never reaches past execute/ into store, judge or backends.
+CLI_MAY_IMPORT = ("harness.cli", "harness.execute", "harness.report", "harness.publish", "harness.text", "harness.core")
+
+
+def cli_reaches_past_execute(found: dict[str, set[str]]) -> list[tuple[str, str]]:
+    return sorted(
+        (module, dep)
+        for module, deps in found.items()
+        if module.startswith("harness.cli")
+        for dep in deps
+        if dep != "harness" and not dep.startswith(CLI_MAY_IMPORT)
+    )
+
+
+def test_the_cli_imports_only_execute_the_renderers_text_and_core() -> None:
+    assert not cli_reaches_past_execute(graph())
+
+
+def test_a_cli_module_that_reaches_into_the_store_is_caught(tmp_path: Path) -> None:
+    source = tmp_path / "cmd.py"
+    source.write_text("def f():\n    from harness.store.plan import make_plan\n", encoding="utf-8")
+    deps = imports_of("harness.cli.cmd", source, set(harness_modules()))
+    assert cli_reaches_past_execute({"harness.cli.cmd": deps}) == [("harness.cli.cmd", "harness.store.plan")]
+
+
+# A Typer function is its option declarations and a short body: parse, call execute/, print.
+MAX_COMMAND_BODY = 25
+
+
+def command_bodies(path: Path) -> dict[str, int]:
+    """name -> lines of body (its docstring left out) of each Typer function in `path`: one decorated
+    with `plans(...)` or an app's `.command(...)`, or taking a `typer.Option`/`typer.Argument`."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    found = {}
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.FunctionDef):
+            continue
+        decorated = any("plans" in ast.unparse(d) or ".command" in ast.unparse(d) for d in node.decorator_list)
+        annotations = [a.annotation for a in (*node.args.args, *node.args.kwonlyargs) if a.annotation is not None]
+        typed = any("typer." in ast.unparse(a) or "Option" in ast.unparse(a) for a in annotations)
+        if not (decorated or typed):
+            continue
+        body = (
+            node.body[1:]
+            if isinstance(node.body[0], ast.Expr) and isinstance(node.body[0].value, ast.Constant)
+            else node.body
+        )
+        found[node.name] = (node.end_lineno or 0) - body[0].lineno + 1 if body else 0
+    return found
+
+
+def test_no_typer_function_is_longer_than_its_options_and_a_short_body() -> None:
+    long = {
+        f"{path.name}:{name}": lines
+        for path in sorted((HARNESS / "cli").glob("*.py"))
+        for name, lines in command_bodies(path).items()
+        if lines > MAX_COMMAND_BODY
+    }
+    assert not long, f"Typer functions whose body is over {MAX_COMMAND_BODY} lines (move the work to execute/): {long}"
+
+
+def test_a_long_command_is_caught(tmp_path: Path) -> None:
+    source = tmp_path / "cmd.py"
+    body = "".join(f"    x{i} = {i}\n" for i in range(MAX_COMMAND_BODY + 1))
+    source.write_text(f'def run(suite: Annotated[str, typer.Option("--suite")]) -> None:\n    """Doc."""\n{body}')
+    assert command_bodies(source) == {"run": MAX_COMMAND_BODY + 1}

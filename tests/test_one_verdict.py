@@ -70,6 +70,7 @@ def _same_everywhere(
     """Every medium's verdict for each row of A against B, asserted equal to the finished comparison's."""
     from harness.cli.ab import session_verdict
     from harness.cli.reproduce import print_comparison
+    from harness.execute.ab_session import judge_session
 
     finished = finish(assess(load_run(a)), assess(load_run(b)))
     expected = _verdicts(finished)
@@ -90,7 +91,7 @@ def _same_everywhere(
     print_comparison(load_run(a), assess(load_run(b)), Format.json)
     reproduced = json.loads(_printed(capsys))
     assert {(r["framework"], r["metric"]): r["verdict"] for r in reproduced["changes"]} == expected
-    code = session_verdict(Session(a, b, None, 1.0), Format.json, None, None)
+    code = session_verdict(judge_session(Session(a, b, None, 1.0)), Format.json, None, None)
     printed = _printed(capsys)
     body = printed[printed.index("{") : printed.rindex("}") + 1]
     assert {(r["framework"], r["metric"]): r["verdict"] for r in json.loads(body)["changes"]} == expected

@@ -9,8 +9,9 @@ import typer
 
 from harness.cli.options import Device, DeviceOption, Precision, PrecisionOption, ResultsDir, default_results_dir
 from harness.core.errors import HarnessError
+from harness.core.exit_codes import DISTURBED, FAILED
+from harness.execute.catalog import selftest_suites
 from harness.execute.doctor import run_checks
-from harness.judge.assessment import DISTURBED, FAILED
 
 
 def doctor(device: DeviceOption = Device("cpu")) -> None:
@@ -43,7 +44,6 @@ def selftest(
 ) -> None:
     """Every suite at its smoke size on DEVICE with this interpreter's frameworks; one line per check."""
     from harness.execute.selftest import run_selftest
-    from harness.store.plan import get_suite, visible_suites
 
     if only is not None and not mistakes:
         raise HarnessError("--only picks planted mistakes: add --mistakes, or use --suites to pick suites")
@@ -51,13 +51,7 @@ def selftest(
         if suites is not None:
             raise HarnessError("--mistakes runs its own hidden suite: leave out --suites")
         _mistakes(device.value, results_dir or default_results_dir(), only)
-    names = [n.strip() for n in suites.split(",")] if suites is not None else None
-    if names is not None:
-        if not all(names) or len(set(names)) != len(names):
-            raise HarnessError(f"--suites {suites!r} has an empty or repeated name; give e.g. --suites xla,mnist")
-        for name in names:  # an unknown or test-only name is one line before anything runs
-            if get_suite(name).hidden:
-                raise HarnessError(f"suite {name} is internal; selftest runs {', '.join(visible_suites())}")
+    names = selftest_suites(suites)  # an unknown or internal name: one line before anything runs
     checks = run_selftest(
         device=device.value,
         results_dir=results_dir or default_results_dir(),

@@ -9,30 +9,15 @@ import typer
 from tabulate import tabulate
 
 from harness.cli.options import DataDir, default_data_dir
-from harness.core.errors import HarnessError
-from harness.store.data import fetch as fetching
-from harness.store.data import hub, imports, store
-from harness.store.data.sources import IMPORTED, SOURCES
-from harness.text.numbers import fmt_bytes
-from suites.contract.datasets import fetch_command
+from harness.execute import data as datasets
 
 # Worked out once at import: the help text is read while the app is built, for every command.
-_FETCHABLE = ", ".join(fetching.fetchable())
+_FETCHABLE = ", ".join(datasets.fetchable())
 
 app = typer.Typer(
     no_args_is_help=True,
     help="Datasets for the training suites: fetched once on the host, mounted read-only into jobs.",
 )
-
-
-def _summary(written: store.Written) -> str:
-    m = written.manifest
-    shapes = ", ".join(f"{k} {tuple(v['shape'])}" for k, v in m["arrays"].items())
-    revision = f"revision {m['revision'][:12]}, " if m.get("revision") else ""
-    return (
-        f"{m['name']}: {shapes}; {fmt_bytes(m['bytes'])} in {written.folder} "
-        f"({revision}fingerprint {m['fingerprint'][:16]})"
-    )
 
 
 @app.command("fetch")
@@ -70,27 +55,26 @@ def fetch_cmd(
     seed: Annotated[int, typer.Option(help="catsdogs: seed of the train/test split")] = 42,
 ) -> None:
     """Download a dataset (the hub by default), check it, store one array file + manifest."""
-    imports.check_split_options(size, test_fraction)  # before minutes of downloading, not after
-    written = fetching.fetch(
-        name,
-        (data_dir or default_data_dir()).resolve(),
-        source=source,
-        revision=revision,
-        mirrors=mirror,
-        from_dir=from_dir,
-        force=force,
-        keep_archives=keep_archives,
-        size=size,
-        test_fraction=test_fraction,
-        seed=seed,
+    typer.echo(
+        datasets.fetch(
+            name,
+            data_dir or default_data_dir(),
+            source=source,
+            revision=revision,
+            mirrors=mirror,
+            from_dir=from_dir,
+            force=force,
+            keep_archives=keep_archives,
+            size=size,
+            test_fraction=test_fraction,
+            seed=seed,
+        )
     )
-    skipped = written.manifest.get("skipped_count") or 0
-    typer.echo(_summary(written) + (f"; skipped {skipped} unreadable images" if skipped else ""))
 
 
 @app.command("import")
 def import_cmd(
-    name: Annotated[str, typer.Argument(help=f"dataset: {', '.join(IMPORTED)}")],
+    name: Annotated[str, typer.Argument(help=f"dataset: {', '.join(datasets.importable())}")],
     path: Annotated[Path, typer.Argument(help="folder with 0/ (cats) and 1/ (dogs) image folders")],
     data_dir: DataDir = None,
     size: Annotated[int, typer.Option(help="images are centre-cropped and resized to SIZE x SIZE")] = 64,
@@ -99,46 +83,18 @@ def import_cmd(
     force: Annotated[bool, typer.Option("--force", help="write the dataset again even if present")] = False,
 ) -> None:
     """Store a folder of class-labelled images, resized (needs Pillow: the fw-harness data extra)."""
-    if name not in IMPORTED:
-        raise HarnessError(f"{name!r} is not importable; importable: {', '.join(IMPORTED)}")
-    imports.check_split_options(size, test_fraction)
-    written = imports.import_catsdogs(
-        path,
-        (data_dir or default_data_dir()).resolve(),
-        size=size,
-        test_fraction=test_fraction,
-        seed=seed,
-        force=force,
-        name=name,
+    typer.echo(
+        datasets.import_images(
+            name, path, data_dir or default_data_dir(), size=size, test_fraction=test_fraction, seed=seed, force=force
+        )
     )
-    skipped = written.manifest.get("skipped") or []
-    typer.echo(_summary(written) + (f"; skipped {len(skipped)} unreadable files" if skipped else ""))
 
 
 @app.command("list")
 def list_cmd(data_dir: DataDir = None) -> None:
     """Known datasets and what the data folder holds."""
     folder = (data_dir or default_data_dir()).resolve()
-    found, broken = store.present(folder)
-    known = sorted(set(SOURCES) | set(hub.HUB) | set(IMPORTED))
-    rows = []
-    for name in known + [n for n in sorted(set(found) | set(broken)) if n not in known]:
-        m = found.get(name)
-        if name in broken:
-            rows.append([name, "invalid", "-", "-", "-", "-", f"{broken[name]}; {fetch_command(name)} --force"])
-            continue
-        if m is None:
-            rows.append([name, "missing", "-", "-", "-", "-", fetch_command(name)])
-            continue
-        arrays = m["arrays"]
-        # Images (N, H, W, C) counted in samples, or a text corpus (N,) counted in bytes.
-        kind = "tokens" if "train_tokens" in arrays else "images"
-        train, test = arrays.get(f"train_{kind}", {}).get("shape"), arrays.get(f"test_{kind}", {}).get("shape")
-        shape = "text (bytes)" if kind == "tokens" else "x".join(str(d) for d in train[1:]) if train else "-"
-        rows.append(
-            [name, "present", f"{train[0] if train else '-'} / {test[0] if test else '-'}", shape,
-             fmt_bytes(m["bytes"]), (m.get("revision") or "-")[:12], m.get("created_at", "")]
-        )  # fmt: skip
+    rows = datasets.listing(folder)
     typer.echo(f"data folder: {folder}")
     typer.echo(
         tabulate(rows, headers=["dataset", "status", "train / test", "sample", "size", "revision", "fetched / how"])

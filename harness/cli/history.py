@@ -15,8 +15,7 @@ from harness.cli.options import FormatOption
 from harness.cli.results import check_output_file
 from harness.core.errors import HarnessError
 from harness.core.safe_files import write_bytes_atomic
-from harness.judge.assessment import assess
-from harness.judge.history import find_changes, series_of
+from harness.execute.history import change_points, history_series
 from harness.publish.collect import Progress, collect
 from harness.publish.progress import SHOW_FROM  # one size of a "large" results folder: history, publish
 from harness.report.exports import Format
@@ -81,35 +80,12 @@ def history(
     with progress_line("reading run folders") as progress:
         catalogue = collect(results_dir, suite=suite, progress=progress)
     runs = [entry.run for entry in catalogue.runs]
-    if not runs:
-        known = sorted(catalogue.seen)
-        raise HarnessError(
-            f"no runs of suite {plain(suite)!r} in {plain(results_dir)}"
-            + (f" (it has {', '.join(plain(k) for k in known)})" if known else "")
-            + "; run `harness run --suite SUITE` first, or name another --suite"
-        )
-    series = [
-        s
-        for s in series_of([(run, assess(run)) for run in runs])
-        if (framework is None or s.framework == framework) and (metric is None or s.metric == metric)
-    ]
-    if not series:
-        asked = [f"{option} {plain(value)!r}" for option, value in (("--framework", framework), ("--metric", metric))]
-        named = [text for text, value in zip(asked, (framework, metric), strict=True) if value is not None]
-        if named:
-            raise HarnessError(
-                f"no series matches {' '.join(named)} in suite {plain(suite)}; leave them out to see all"
-            )
-        raise HarnessError(
-            f"the runs of suite {plain(suite)} hold no measured metric (every job failed or was skipped); "
-            "`harness show RUN` says why"
-        )
-    changes = []
+    series = history_series(
+        runs, suite=suite, seen=catalogue.seen, results_dir=results_dir, framework=framework, metric=metric
+    )
     # Each series' search grows faster than its length: a long history is shown working, series by series.
     with progress_line("finding change points, series", 1 if len(runs) >= SHOW_FROM else len(series) + 1) as tick:
-        for s in series:
-            tick(len(series))
-            changes += find_changes(s)
+        changes = change_points(series, tick)
     for line in catalogue.skipped:
         typer.echo(line, err=True)
     typer.echo(render_history(suite, series, changes, fmt))

@@ -30,8 +30,8 @@ from harness.cli.results import compare, report, show
 from harness.cli.run import calibrate_command, run
 from harness.cli.stacks import build, clean, wheelhouse
 from harness.core.errors import BAD_INPUT, HarnessError
+from harness.core.exit_codes import INTERRUPTED
 from harness.core.safe_files import FULL
-from harness.judge.assessment import INTERRUPTED
 from harness.text.escape import plain
 
 app = typer.Typer(

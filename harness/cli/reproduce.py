@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import sys
-from dataclasses import replace
 from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
 
-from harness.backends.base import make_backend
 from harness.cli.options import (
     CpusOption,
     DataDir,
@@ -21,17 +19,15 @@ from harness.cli.options import (
     Transfer,
     TransferOption,
     WheelhouseOption,
-    backend_options,
     default_data_dir,
     default_results_dir,
+    default_wheelhouse,
 )
 from harness.core.errors import HarnessError
-from harness.execute.runner import execute
-from harness.judge import conclusion
-from harness.judge.assessment import Assessment, assess, run_exit_code
+from harness.execute.reproduce_session import Assessment, ReproduceSession, Run, reproduction_comparison
+from harness.execute.session import Settings
 from harness.report.comparison import render_comparison
 from harness.report.exports import Format, render_run
-from harness.store.run_folder import Run, load_run
 from harness.text.escape import plain
 
 
@@ -56,34 +52,30 @@ def reproduce(
     fmt: FormatOption = Format.table,
 ) -> None:
     """Re-run exactly what a result describes and compare the old and new numbers."""
-    from harness.backends.base import FACTORIES
-    from harness.execute.reproduce import plan_reproduction
-
-    if backend is not None and backend not in FACTORIES:
-        raise HarnessError(f"--backend {plain(backend)!r} is not one of {', '.join(FACTORIES)}")
-    options = backend_options(
-        quiet=quiet, memory=memory, cpus=cpus, gpus=gpus, transfer=transfer, wheelhouse=wheelhouse
+    settings = Settings(
+        results_dir=results_dir or default_results_dir(), quiet=quiet, memory=memory, cpus=cpus, gpus=gpus,
+        transfer=transfer.value, wheelhouse=wheelhouse or default_wheelhouse(),
+    )  # fmt: skip
+    session = ReproduceSession(
+        ref,
+        backend=backend,
+        device=device.value if device is not None else None,
+        data_dir=data_dir or default_data_dir(),
+        settings=settings,
     )
-    target = results_dir or default_results_dir()
-    data = str((data_dir or default_data_dir()).resolve())
-    repro = plan_reproduction(ref, target, backend, data, device.value if device is not None else None)
-    if gpus is not None and (repro.backend != "docker" or any(j.device != "gpu" for j in repro.plan.jobs)):
-        raise HarnessError(f"--gpus {gpus} selects GPUs for docker jobs on --device gpu; drop --gpus")
-    for warning in repro.warnings:
+    for warning in session.warnings:
         typer.echo(f"warning: {plain(warning)}", err=True)  # names a recorded image tag: text from a file
-    chosen = make_backend(repro.backend, replace(options, pinned=repro.pinned))
-    run_dir = execute(repro.plan, chosen, target, argv=["harness"] + sys.argv[1:])
-    judged = assess(load_run(run_dir))
-    typer.echo(render_run(judged, fmt))
-    print_comparison(repro.old, judged, fmt)
-    typer.echo(f"\nrun folder: {run_dir}", err=fmt is not Format.table)
-    raise typer.Exit(run_exit_code(judged))
+    reproduced = session.run(["harness"] + sys.argv[1:])
+    typer.echo(render_run(reproduced.judged, fmt))
+    print_comparison(session.old, reproduced.judged, fmt)
+    typer.echo(f"\nrun folder: {reproduced.run_dir}", err=fmt is not Format.table)
+    raise typer.Exit(reproduced.exit_code)
 
 
 def print_comparison(old: Run, judged: Assessment, fmt: Format) -> None:
     """The recorded run against its reproduction, finished as `harness compare OLD NEW` finishes it
     (judge/conclusion.py: the noise floor of the machine included)."""
     try:
-        typer.echo("\n" + render_comparison(conclusion.finish(assess(old), judged), fmt))
+        typer.echo("\n" + render_comparison(reproduction_comparison(old, judged), fmt))
     except HarnessError as error:  # e.g. the new jobs all failed: the table above says why
         typer.echo(f"\nno comparison: {error}", err=True)

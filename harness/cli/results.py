@@ -13,16 +13,13 @@ import typer
 from harness.cli.options import FailAboveOption, FormatOption, JunitOption, ResultsDir, RunRef, default_results_dir
 from harness.core.errors import HarnessError
 from harness.core.safe_files import kind, write_bytes_atomic
-from harness.judge import conclusion
-from harness.judge.assessment import FAILED, INTERRUPTED, assess
-from harness.judge.compare import Comparison
+from harness.execute.results import Comparison, Run, assessed, compared, gate, read_run, run_folder, unfinished
 from harness.report.comparison import render_comparison
 from harness.report.exports import Format, render_run
 from harness.report.folder import write_report
 from harness.report.junit import comparison_junit
 from harness.report.profile_text import profile_text, render_profile_comparison
 from harness.report.sparklines import render_plots
-from harness.store.run_folder import Run, load_run, resolve_run
 from harness.text.escape import plain, utf8
 
 
@@ -45,8 +42,8 @@ def show(
     for option, given in (("--plot", plot), ("--profile", profile)):
         if given and fmt != Format.table:
             raise HarnessError(f"{option} draws text for a terminal and goes with --format table, not {fmt.value}")
-    run = whole(readable(load_run(resolve_run(run_ref, results_dir or default_results_dir()))))
-    judged = assess(run)
+    run = whole(read_run(run_folder(run_ref, results_dir or default_results_dir())))
+    judged = assessed(run)
     typer.echo(render_run(judged, fmt))
     if plot:
         typer.echo("\n" + render_plots(judged))
@@ -72,54 +69,18 @@ def compare(
     if profile and fmt != Format.table:
         raise HarnessError(f"--profile draws text for a terminal and goes with --format table, not {fmt.value}")
     base = results_dir or default_results_dir()
-    runs = [whole(readable(load_run(resolve_run(run, base)))) for run in (run_a, run_b)]
+    runs = [whole(read_run(run_folder(run, base))) for run in (run_a, run_b)]
     for run in runs:
         if (found := unfinished(run)) is not None:
             typer.echo(f"warning: {found[0]}", err=True)  # its finished jobs still compare
-    judged = [assess(run) for run in runs]
-    code = conclude(conclusion.finish(judged[0], judged[1]), fmt, fail_above, junit)
+    both = compared(runs[0], runs[1])
+    code = conclude(both.comparison, fmt, fail_above, junit)
     if profile:
         names = (plain(runs[0].path.name), plain(runs[1].path.name))
-        typer.echo("\n" + render_profile_comparison(judged[0].breakdowns, judged[1].breakdowns, names))
-        for problem in (*judged[0].profile_problems, *judged[1].profile_problems):
+        typer.echo("\n" + render_profile_comparison(both.before.breakdowns, both.after.breakdowns, names))
+        for problem in (*both.before.profile_problems, *both.after.profile_problems):
             typer.echo(f"profile: {plain(problem)}", err=True)
     raise typer.Exit(code)
-
-
-def readable(run: Run) -> Run:
-    """`run`, if at least one of its result files could be read: a run whose every file was rejected
-    holds nothing to show or compare, and a script must not read its silence as a pass."""
-    if not run.results and run.problems:
-        raise HarnessError(
-            f"run {plain(run.path.name)}: none of its result files could be read (first: {plain(run.problems[0])}); "
-            "the folder was edited or is corrupt: run it again"
-        )
-    return run
-
-
-def unfinished(run: Run) -> tuple[str, int] | None:
-    """Why `run` is not a whole run to read as fine, with the exit status that says so, or None.
-
-    A summary with `finished_at: null` was never ended: its harness is still running, or was killed
-    (or `docker compose up` stopped) before it could mark the rest `interrupted`. That is 130's
-    meaning in the README: finished jobs kept, the run can go on. A finished run with no jobs has
-    nothing a script may read as a pass: 1."""
-    name = plain(run.path.name)
-    if "finished_at" in run.summary and run.summary["finished_at"] is None:
-        done = len(run.summary["jobs"])
-        how = (
-            "the next `docker compose up` ends it (finished jobs kept, the rest interrupted)"
-            if run.summary.get("backend") == "compose"
-            else f"`harness run --resume {name}` goes on with it"
-        )
-        return (
-            f"run {name} has not finished ({done} job{'s' * (done != 1)} ended so far; it is still running, or "
-            f"it was stopped before it could end): {how}",
-            INTERRUPTED,
-        )
-    if not run.summary["jobs"]:
-        return f"run {name} has no jobs: nothing to show; the folder was edited or is corrupt: run it again", FAILED
-    return None
 
 
 def whole(run: Run) -> Run:
@@ -156,7 +117,7 @@ def conclude(comparison: Comparison, fmt: Format, fail_above: float | None, juni
     if junit is not None:
         write_bytes_atomic(junit, utf8(comparison_junit(comparison, fail_above)))
         typer.echo(f"junit: {plain(junit)}", err=True)
-    verdict = conclusion.gate(comparison, fail_above)
+    verdict = gate(comparison, fail_above)
     for reason in verdict.reasons:
         typer.echo(reason, err=True)
     return verdict.code
@@ -186,8 +147,8 @@ def report(
     results_dir: ResultsDir = None,
 ) -> None:
     """Write a self-contained report folder: report.md (tables, checks, environment) and figures."""
-    run_dir = resolve_run(run_ref, results_dir or default_results_dir())
-    run = whole(readable(load_run(run_dir)))
-    path = write_report(assess(run), out or run_dir / "report", figures=figures)
+    run_dir = run_folder(run_ref, results_dir or default_results_dir())
+    run = whole(read_run(run_dir))
+    path = write_report(assessed(run), out or run_dir / "report", figures=figures)
     typer.echo(f"report: {path}")
     said_unfinished(run)

@@ -8,7 +8,8 @@ from typing import Annotated, Optional
 import typer
 
 from harness.cli.options import StacksOption, Variant, VariantOption, WheelhouseOption, default_wheelhouse
-from harness.store.images import DEFAULT_BASE_IMAGE, build_images, fill_images_wheelhouse, parse_stacks
+from harness.execute.stacks import DEFAULT_BASE_IMAGE, fill_wheelhouse
+from harness.execute.stacks import build as build_stacks
 
 
 def build(
@@ -22,13 +23,7 @@ def build(
     ] = False,
 ) -> None:
     """Build the stack images (tags name stack, variant and lock hash; an unchanged lock is reused)."""
-    done = build_images(
-        parse_stacks(stacks), variant.value, base_image, wheelhouse or default_wheelhouse(), echo=not quiet
-    )
-    if verify:
-        from harness.store.image_probe import verify_images
-
-        verify_images(done)
+    build_stacks(stacks, variant.value, base_image, wheelhouse or default_wheelhouse(), echo=not quiet, verify=verify)
 
 
 def wheelhouse(
@@ -40,7 +35,7 @@ def wheelhouse(
     ] = [],  # noqa: B006
 ) -> None:
     """Download every wheel the stacks' locks pin into DIR, for `harness build --wheelhouse DIR` offline."""
-    fill_images_wheelhouse(folder, parse_stacks(stacks), variant.value, find_links)
+    fill_wheelhouse(folder, stacks, variant.value, find_links)
 
 
 def clean(

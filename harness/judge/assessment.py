@@ -25,6 +25,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 
+from harness.core.exit_codes import DISTURBED as DISTURBED
+from harness.core.exit_codes import FAILED as FAILED
+from harness.core.exit_codes import INTERRUPTED as INTERRUPTED
+from harness.core.exit_codes import worst as worst
 from harness.core.result_types import Metric, Result
 from harness.core.schema import derived_sources
 from harness.core.statistics import Interval, Summary, describe, ratio_interval
@@ -441,23 +445,6 @@ def kept_rounds(result: Result, metric: Metric) -> tuple[list[float], int]:
     return quiet_rounds(
         metric, [m for m in result["metrics"] if m["name"] in names] if names else [], tail[1] if tail else None
     )
-
-
-INTERRUPTED = 130  # the shell's convention for SIGINT
-FAILED = 1
-# Measured, but the machine disturbed it (contended or throttled beyond the rule) and nothing else
-# is wrong: "rerun on a quiet machine", which a script must tell from FAILED ("the code is wrong").
-DISTURBED = 3
-# When several apply, the most telling wins: an interruption, then a wrong answer, then a busy machine.
-_PRECEDENCE = (INTERRUPTED, FAILED, DISTURBED)
-
-
-def worst(*codes: int) -> int:
-    """The exit status of several outcomes together (`ab`'s two sides and its gate, a compare's rows)."""
-    for code in _PRECEDENCE:
-        if code in codes:
-            return code
-    return max(codes, default=0)  # another non-zero status (2) passes through; else 0
 
 
 def run_exit_code(judged: Assessment) -> int:

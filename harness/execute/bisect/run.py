@@ -34,7 +34,7 @@ from harness.text.escape import plain, utf8
 
 @dataclass(frozen=True)
 class Request:
-    suite: str
+    plan: PlanRequest  # the suite and every axis of the plan (cli/plan_options.py); frameworks: `framework`
     metric: str
     stack: str
     package: str
@@ -42,9 +42,6 @@ class Request:
     results_dir: Path
     framework: str | None = None
     rounds: int | None = None  # None: the fewest with which the versions' pairs can give a verdict
-    params: list[str] = field(default_factory=list)
-    repeat: int | None = None
-    precision: str = "fp32"
     find_links: list[Path] = field(default_factory=list)
     no_index: bool = False
     echo: bool = True
@@ -52,6 +49,10 @@ class Request:
     backend: str = "local"  # local: a venv per version; docker: an image per version
     wheelhouse: Path | None = None  # docker: build the images from these wheels only (with --find-links)
     budget_s: float | None = None  # rounds until this is spent (envs and images built before: not counted)
+
+    @property
+    def suite(self) -> str:
+        return self.plan.suite
 
 
 @dataclass
@@ -145,23 +146,20 @@ def rounds_needed(versions: list[str]) -> int:
     return max(MIN_ROUNDS, observations_needed(max(len(versions) - 1, 1)))
 
 
-def run_bisect(request: Request, argv: list[str] | None = None) -> Outcome:
+def plan_bisect(request: Request) -> tuple[Plan, str]:
+    """The request checked (package, versions, rounds, framework, metric) and the plan every version
+    runs: the request's plan with the one framework bisected."""
     check_request(request)
-    needed = rounds_needed(request.versions)
-    rounds = request.rounds or (needed if request.budget_s is None else sequential.MAX_ROUNDS)
     framework = choose_framework(request)
     check_metric(request)
+    return make_plan(replace(request.plan, frameworks=framework), backend=request.backend), framework
+
+
+def run_bisect(request: Request, argv: list[str] | None = None) -> Outcome:
+    plan, framework = plan_bisect(request)
+    needed = rounds_needed(request.versions)
+    rounds = request.rounds or (needed if request.budget_s is None else sequential.MAX_ROUNDS)
     image = stack_image(request.stack, "cpu")
-    plan = make_plan(
-        PlanRequest(
-            suite=request.suite,
-            frameworks=framework,
-            params=tuple(request.params),
-            repeat=request.repeat,
-            precision=request.precision,
-        ),
-        backend=request.backend,
-    )
     results_dir = request.results_dir.resolve()
     prepare_results_dir(results_dir)
     folder = results_dir / f"bisect-{plan.run_id}"
