@@ -13,6 +13,8 @@ from harness.execute import data as datasets
 
 # Worked out once at import: the help text is read while the app is built, for every command.
 _FETCHABLE = ", ".join(datasets.fetchable())
+# Joined once, here: an annotation is evaluated again each time Typer builds the app (any command).
+_IMPORTABLE = ", ".join(datasets.importable())
 
 app = typer.Typer(
     no_args_is_help=True,
@@ -74,7 +76,7 @@ def fetch_cmd(
 
 @app.command("import")
 def import_cmd(
-    name: Annotated[str, typer.Argument(help=f"dataset: {', '.join(datasets.importable())}")],
+    name: Annotated[str, typer.Argument(help=f"dataset: {_IMPORTABLE}")],
     path: Annotated[Path, typer.Argument(help="folder with 0/ (cats) and 1/ (dogs) image folders")],
     data_dir: DataDir = None,
     size: Annotated[int, typer.Option(help="images are centre-cropped and resized to SIZE x SIZE")] = 64,
