@@ -7,7 +7,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from harness.cli.options import Device, DeviceOption, Precision, PrecisionOption, ResultsDir, default_results_dir
+from harness.cli.plan_options import Device, DeviceOption, Precision, PrecisionOption, ResultsDir, default_results_dir
 from harness.core.errors import HarnessError
 from harness.core.exit_codes import DISTURBED, FAILED
 from harness.execute.catalog import selftest_suites

@@ -8,7 +8,7 @@ from typing import Annotated, Optional
 import typer
 from tabulate import tabulate
 
-from harness.cli.options import DataDir, default_data_dir
+from harness.cli.plan_options import DataDir, default_data_dir
 from harness.execute import data as datasets
 
 # Worked out once at import: the help text is read while the app is built, for every command.

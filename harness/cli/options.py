@@ -1,5 +1,6 @@
-"""Options and defaults shared by several commands: declared once, so every command spells,
-validates and documents `--device`, `--backend`, `--results-dir`... the same way."""
+"""Options several commands share beyond the plan's and the session's (those are the bundles of
+plan_options.py): declared once, so every command spells, validates and documents `--format`,
+`--fail-above`, `--stacks`... the same way."""
 
 from __future__ import annotations
 
@@ -9,76 +10,7 @@ from typing import Annotated, Optional
 
 import typer
 
-# The bundles' own options (cli/plan_options.py), for the commands that take one of them alone.
-from harness.cli.plan_options import (
-    PROFILE_STEPS,
-    BackendName,
-    BackendOption,
-    BudgetOption,
-    CpusOption,
-    DataDir,
-    Device,
-    DeviceOption,
-    GpusOption,
-    MemoryOption,
-    Precision,
-    PrecisionOption,
-    Processes,
-    ProcessesOption,
-    ProfileOption,
-    ProfileStepsOption,
-    Quiet,
-    ResultsDir,
-    ThreadsOption,
-    Transfer,
-    TransferOption,
-    absolute,
-    default_data_dir,
-    default_results_dir,
-    default_wheelhouse,
-    folder_option,
-    profile_steps,
-)
 from harness.report.exports import Format
-
-__all__ = [
-    "BackendName",
-    "BackendOption",
-    "BudgetOption",
-    "CpusOption",
-    "DataDir",
-    "Device",
-    "DeviceOption",
-    "GpusOption",
-    "MemoryOption",
-    "PROFILE_STEPS",
-    "Precision",
-    "PrecisionOption",
-    "Processes",
-    "ProcessesOption",
-    "ProfileOption",
-    "ProfileStepsOption",
-    "Quiet",
-    "ResultsDir",
-    "ThreadsOption",
-    "Transfer",
-    "TransferOption",
-    "absolute",
-    "default_data_dir",
-    "default_results_dir",
-    "default_wheelhouse",
-    "folder_option",
-    "profile_steps",
-    "FailAboveOption",
-    "FormatOption",
-    "JunitOption",
-    "ProfileSide",
-    "RunRef",
-    "StacksOption",
-    "Variant",
-    "VariantOption",
-    "WheelhouseOption",
-]
 
 
 class Variant(str, Enum):

@@ -8,17 +8,16 @@ from typing import Annotated, Optional
 
 import typer
 
-from harness.cli.options import (
+from harness.cli.options import FormatOption, WheelhouseOption
+from harness.cli.plan_options import (
     CpusOption,
     DataDir,
     Device,
-    FormatOption,
     GpusOption,
     MemoryOption,
     Quiet,
     Transfer,
     TransferOption,
-    WheelhouseOption,
     default_data_dir,
     default_results_dir,
     default_wheelhouse,

@@ -10,7 +10,8 @@ from typing import Annotated, Optional
 
 import typer
 
-from harness.cli.options import FailAboveOption, FormatOption, JunitOption, ResultsDir, RunRef, default_results_dir
+from harness.cli.options import FailAboveOption, FormatOption, JunitOption, RunRef
+from harness.cli.plan_options import ResultsDir, default_results_dir
 from harness.core.errors import HarnessError
 from harness.core.safe_files import kind, write_bytes_atomic
 from harness.execute.results import Comparison, Run, assessed, compared, gate, read_run, run_folder, unfinished

@@ -8,17 +8,18 @@ from typing import Annotated, Optional
 
 import typer
 
-from harness.cli.options import (
+from harness.cli.options import FormatOption
+from harness.cli.plan_options import (
     BackendName,
     BackendOption,
     CpusOption,
     Device,
     DeviceOption,
-    FormatOption,
+    PlanOptions,
     Quiet,
     ThreadsOption,
+    plans,
 )
-from harness.cli.plan_options import PlanOptions, plans
 from harness.core import cache_home
 from harness.execute.session import RunSession, Settings, calibrate_machine
 from harness.report.exports import Format, render_run
