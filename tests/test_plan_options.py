@@ -108,6 +108,12 @@ def test_a_planted_option_reaches_both_exports(scheduler: str, checkout: Path, t
     assert "--planted" in planted(checkout, "export", scheduler, "--help", home=tmp_path).stdout
 
 
+def test_selftest_offers_the_planted_option_too(checkout: Path, tmp_path: Path) -> None:
+    """selftest picks its suites itself (a suite's parameter is not its to set), but every other axis
+    of the bundle reaches its plans: the planted one is on its command line."""
+    assert "--planted" in planted(checkout, "selftest", "--help", home=tmp_path).stdout
+
+
 def test_a_bad_value_of_a_bundle_option_is_one_line_on_every_command(tmp_path: Path) -> None:
     """The bundle's checks are the same everywhere: --profile-steps without --profile, for one."""
     for args in (*DRY_RUNS.values(), ["export", "slurm", "--suite", "xla", "--out", str(tmp_path / "o")]):

@@ -7,7 +7,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from harness.cli.plan_options import Device, DeviceOption, Precision, PrecisionOption, ResultsDir, default_results_dir
+from harness.cli.plan_options import Device, DeviceOption, PlanOptions, ResultsDir, default_results_dir, plans
 from harness.core.errors import HarnessError
 from harness.core.exit_codes import DISTURBED, FAILED
 from harness.execute.catalog import selftest_suites
@@ -21,12 +21,12 @@ def doctor(device: DeviceOption = Device("cpu")) -> None:
     raise typer.Exit(0 if ok else 1)
 
 
+# The plan's options a selftest takes: it picks its suites, their frameworks, size and data itself.
+@plans(skip=("suite", "frameworks", "param", "baseline", "smoke", "data_dir"), session=False)
 def selftest(
-    device: DeviceOption = Device("cpu"),
     suites: Annotated[
         Optional[str], typer.Option("--suites", help="comma-separated suites [default: every visible suite]")
     ] = None,
-    precision: PrecisionOption = Precision("fp32"),
     calibrate: Annotated[
         bool, typer.Option("--calibrate/--no-calibrate", help="measure the achievable ceilings first (% of achievable)")
     ] = True,
@@ -41,6 +41,8 @@ def selftest(
     only: Annotated[
         Optional[str], typer.Option("--only", help="with --mistakes: only these mistakes (comma-separated)")
     ] = None,
+    *,
+    plan: PlanOptions,
 ) -> None:
     """Every suite at its smoke size on DEVICE with this interpreter's frameworks; one line per check."""
     from harness.execute.selftest import run_selftest
@@ -50,15 +52,15 @@ def selftest(
     if mistakes:
         if suites is not None:
             raise HarnessError("--mistakes runs its own hidden suite: leave out --suites")
-        _mistakes(device.value, results_dir or default_results_dir(), only)
+        _mistakes(plan["device"].value, results_dir or default_results_dir(), only)
     names = selftest_suites(suites)  # an unknown or internal name: one line before anything runs
     checks = run_selftest(
-        device=device.value,
+        device=plan["device"].value,
         results_dir=results_dir or default_results_dir(),
         suites=names,
-        precision=precision.value,
         echo=typer.echo,
         calibrate_first=calibrate,
+        request=plan.request(suite=""),  # each suite named by the selftest itself
     )
     failed = [c for c in checks if c.passed is False]
     passed = sum(c.passed is True for c in checks)

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import importlib.util
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -148,18 +148,24 @@ def run_selftest(
     precision: str = "fp32",
     echo: Callable[[str], None] = print,
     calibrate_first: bool = True,
+    request: PlanRequest | None = None,
 ) -> list[Check]:
     """Run the suites, print and return every check.
 
     `precision` applies to the suites with a precision axis (the training suites); the others run
-    their declared arithmetic and are checked against fp32."""
+    their declared arithmetic and are checked against fp32. `request`: the plan's options the command
+    line gave (cli/plan_options.py: threads, timeout, cache, profile ...), each suite's plan made from
+    it at the smoke size; its device and precision are then the ones that count."""
+    if request is not None:
+        device, precision = request.device, request.precision
     prepare_results_dir(results_dir)
     backend = make_backend("local", BackendOptions(echo=False))
     names = suites or list(visible_suites())
     checks: list[Check] = []
     # Installed here, and able to compute on the device (numpy has no GPU variant: not run there).
     have = frameworks_for(device, [fw for fw in FRAMEWORKS if installed(fw)])
-    ceilings = calibrate(have, device=device, threads=None, cpus=None, backend=backend) if calibrate_first else None
+    threads = None if request is None else request.threads
+    ceilings = calibrate(have, device=device, threads=threads, cpus=None, backend=backend) if calibrate_first else None
     for suite in names:
         spec = get_suite(suite)
         chosen = [fw for fw in spec.frameworks if fw in have]
@@ -169,11 +175,12 @@ def run_selftest(
                 checks.append(Check(suite, fw, "finished", None, why))
         if not chosen:
             continue
+        asked = PlanRequest(suite="", device=device) if request is None else request
         plan = make_plan(
-            PlanRequest(
+            replace(
+                asked,
                 suite=suite,
                 frameworks=",".join(chosen),
-                device=device,
                 smoke=True,
                 precision=precision if spec.precision_axis else "fp32",
             ),
