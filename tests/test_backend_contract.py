@@ -16,7 +16,7 @@ import pytest
 
 from harness.backends import base
 from harness.backends import base as factory
-from harness.cli.plan_options import BackendName
+from harness.cli.options import BackendName
 from harness.core.backend_table import EXPORTS, RUNS
 from harness.store.plan import BACKENDS
 

@@ -20,7 +20,7 @@ import pytest
 from harness.backends.base import BackendOptions
 from harness.backends.docker_backend import DockerBackend, Owner
 from harness.cli.ab import session_verdict
-from harness.cli.plan_options import default_data_dir, default_results_dir, folder_option
+from harness.cli.options import default_data_dir, default_results_dir, folder_option
 from harness.core.errors import HarnessError
 from harness.core.schema import load_summary
 from harness.execute import ab

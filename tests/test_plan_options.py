@@ -1,4 +1,4 @@
-"""The plan's options are declared once (harness/cli/plan_options.py): an axis added to the bundle reaches
+"""The plan's options are declared once (harness/cli/options.py): an axis added to the bundle reaches
 the plan of every command that plans, with no command file changed. The test plants one, `--planted N`,
 that sets the xla suite's matrix size, and reads it back from each command's plan: run, ab, noise and
 bisect print theirs with --dry-run, the exports write theirs beside their scripts."""
@@ -37,7 +37,7 @@ def checkout(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("planted")
     for part in ("harness", "suites", "images"):
         shutil.copytree(REPO / part, root / part, ignore=shutil.ignore_patterns("__pycache__"))
-    bundle = root / "harness" / "cli" / "plan_options.py"
+    bundle = root / "harness" / "cli" / "options.py"
     bundle.write_text(bundle.read_text(encoding="utf-8") + PLANTED, encoding="utf-8")
     return root
 

@@ -23,7 +23,7 @@ from harness.backends.slurm.script import (
     time_minutes,
 )
 from harness.backends.slurm.settings import SlurmSettings, from_environment, parse_sbatch_options
-from harness.cli.plan_options import BackendName
+from harness.cli.options import BackendName
 from harness.core.errors import HarnessError
 from harness.core.schema import load_result
 from harness.execute.runner import execute

@@ -46,14 +46,11 @@ class Limits:
 
 
 def parse_memory(text: str) -> int:
-    match = re.fullmatch(r"\s*(\d{1,20}(?:\.\d{1,20})?)\s*([bkmgt]?)i?b?\s*", text.lower())
-    if not match:
+    if not (match := re.fullmatch(r"\s*(\d{1,20}(?:\.\d{1,20})?)\s*([bkmgt]?)i?b?\s*", text.lower())):
         raise HarnessError(f"--memory {plain(text)!r} is not a size; use e.g. 512m or 4g")
-    amount = float(match.group(1)) * _UNITS[match.group(2)]
-    if amount > MAX_MEMORY:
+    if (amount := float(match.group(1)) * _UNITS[match.group(2)]) > MAX_MEMORY:
         raise HarnessError(f"--memory {plain(text)!r} is more than 1 PiB; give the limit a job should really have")
-    value = int(amount)
-    if value < 6 * 2**20:  # Docker refuses less than 6 MB; a job needs more anyway
+    if (value := int(amount)) < 6 * 2**20:  # Docker refuses less than 6 MB; a job needs more anyway
         raise HarnessError(f"--memory {plain(text)!r} is too small; give at least 6m")
     return value
 
@@ -153,8 +150,7 @@ def resolve_backend(requested: str, *, pythons: Mapping[str, str], gpus: str | N
     if requested == "auto":
         if pythons:  # --python names local interpreters: the user means the local backend
             return "local"
-        problem = engine_problem()
-        if problem is None:
+        if (problem := engine_problem()) is None:
             return "docker"
         if gpus is not None:
             raise HarnessError(
@@ -176,8 +172,7 @@ def check_options(name: str, options: BackendOptions) -> None:
     anything (no engine contacted, no scheduler asked): `run` calls it before `--dry-run` prints the
     plan as well as before a real run, so a dry run accepts exactly what a run accepts. A backend
     module may define `check_options(options)`; its `from_options` runs the same checks."""
-    path = RUNS.get(name)
-    if path is None:
+    if (path := RUNS.get(name)) is None:
         raise HarnessError(f"backend {name!r} is not one of {', '.join(FACTORIES)}")
     try:  # a planted fault with a typo must stop the run here, not run clean or fail every rank
         fault_from(os.environ.get(FAULT_VAR))
@@ -190,7 +185,6 @@ def check_options(name: str, options: BackendOptions) -> None:
 
 def make_backend(name: str, options: BackendOptions) -> Backend:
     """The backend called `name` (already resolved: not `auto`), built from the command's options."""
-    factory = FACTORIES.get(name)
-    if factory is None:
+    if (factory := FACTORIES.get(name)) is None:
         raise HarnessError(f"backend {name!r} is not one of {', '.join(FACTORIES)}")
     return factory(options)

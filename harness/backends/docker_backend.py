@@ -23,15 +23,12 @@ import time
 from pathlib import Path
 from typing import IO, Any
 
-from harness.backends import job_folder
+from harness.backends import docker_objects, job_folder
 from harness.backends.base import BackendOptions, JobOutcome, Limits, job_command
 from harness.backends.docker_objects import NVIDIA_HINT as NVIDIA_HINT
 from harness.backends.docker_objects import GpuRequest as GpuRequest
-from harness.backends.docker_objects import JobContainer as JobContainer
+from harness.backends.docker_objects import JobContainer, engine_errors, engine_message, oom_killed
 from harness.backends.docker_objects import Owner as Owner
-from harness.backends.docker_objects import engine_errors as engine_errors
-from harness.backends.docker_objects import engine_message as engine_message
-from harness.backends.docker_objects import oom_killed
 from harness.backends.docker_transfer import (
     OUT_SUBDIR,
     RESULTS_CAP_BYTES,
@@ -46,7 +43,7 @@ from harness.backends.docker_transfer import (
     transfer_mode,
     whole_json,
 )
-from harness.backends.job_folder import Tail, pump
+from harness.backends.job_folder import Tail
 from harness.backends.reaper import Reaper
 from harness.core.errors import HarnessError
 from harness.store.images import (
@@ -92,7 +89,6 @@ class DockerBackend:
         limits: Limits | None = None,
         gpus: GpuRequest | None = None,
         wheelhouse: Path | None = None,
-        base_image: str = DEFAULT_BASE_IMAGE,
         pinned: dict[str, dict[str, Any]] | None = None,
         transfer: str = "bind",
         suites_dir: Path = SUITES_DIR,
@@ -105,7 +101,6 @@ class DockerBackend:
         self.limits = limits or Limits()
         self.gpus = gpus
         self.wheelhouse = wheelhouse
-        self.base_image = base_image
         self._images: dict[tuple[str, str], Ensured] = {}
         self.reaper = Reaper()
         info = engine.client.info()
@@ -122,16 +117,15 @@ class DockerBackend:
 
     def image_for(self, job: Job, build_log: Path | None = None) -> Ensured:
         """The job's stack image, built now (output streamed and kept) if it is missing."""
-        key = (job.stack, variant_for(job.device))
-        if key not in self._images and job.stack in self.pinned:
+        if (key := (job.stack, variant_for(job.device))) not in self._images and job.stack in self.pinned:
             record = self.pinned[job.stack]
             image = StackImage(
-                job.stack, record["variant"], record.get("base_image") or self.base_image, record["lock_hash"], ""
+                job.stack, record["variant"], record.get("base_image") or DEFAULT_BASE_IMAGE, record["lock_hash"], ""
             )
             found = self.engine.client.images.get(record["tag"])
             self._images[key] = Ensured(image, str(found.id), False, 0.0, built_on(self.engine, str(found.id)))
         if key not in self._images:
-            image = stack_image(job.stack, key[1], self.base_image)
+            image = stack_image(job.stack, key[1], DEFAULT_BASE_IMAGE)
             sink: IO[str] | None = None
 
             def echo(line: str) -> None:
@@ -323,25 +317,10 @@ class DockerBackend:
         with JobContainer(self.engine.client, kwargs, self.reaper) as job_container:
             container = job_container.container
             annotations["container"]["id"] = container.id
-            try:
-                container.start()
-            except docker.errors.APIError as error:
-                hint = f" ({NVIDIA_HINT})" if job.device == "gpu" else ""
-                message = f"container did not start: {error.explanation or error}{hint}"
-                return job_folder.not_started(logs, job, started, message, annotations)
-            pumps = [
-                pump(
-                    container.logs(stdout=True, stderr=False, stream=True, follow=True),
-                    job_folder.open_log(logs, stdout_log.name),
-                    sys.stdout if self.echo else None,
-                ),
-                pump(
-                    container.logs(stdout=False, stderr=True, stream=True, follow=True),
-                    job_folder.open_log(logs, stderr_log.name),
-                    None,
-                    tail,
-                ),
-            ]
+            if (why := docker_objects.start_problem(container, job)) is not None:
+                return job_folder.not_started(logs, job, started, why, annotations)
+            echo = sys.stdout if self.echo else None
+            pumps = docker_objects.log_pumps(container, logs, (stdout_log.name, stderr_log.name), echo, tail)
             try:
                 exit_code = int(container.wait(timeout=job.timeout_s)["StatusCode"])
             except (requests.exceptions.ReadTimeout, requests.exceptions.ConnectionError):
@@ -391,8 +370,7 @@ class DockerBackend:
         problem = fetched.problem
         if fetched.skipped:
             annotations["artifacts_skipped"] = fetched.skipped
-        full = results_full(holder)
-        if full is not None:
+        if (full := results_full(holder)) is not None:
             annotations["results_full"] = full
             if problem is None and not whole_json(work / job.result_file()):
                 problem = f"wrote no whole result file: {full}"

@@ -8,8 +8,11 @@ import re
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from threading import Thread
+from typing import IO, Any
 
+from harness.backends import job_folder
+from harness.backends.job_folder import Tail, pump
 from harness.backends.reaper import Reaper
 from harness.core import owner
 from harness.core.errors import HarnessError
@@ -36,13 +39,11 @@ class GpuRequest:
 
     @staticmethod
     def parse(text: str) -> GpuRequest:
-        value = text.strip()
-        if value == "all":
+        if (value := text.strip()) == "all":
             return GpuRequest()
         if re.fullmatch(r"[1-9]\d*", value):
             return GpuRequest(count=int(value))
-        match = re.fullmatch(r"device=([\w-]+(?:,[\w-]+)*)", value)
-        if match:
+        if match := re.fullmatch(r"device=([\w-]+(?:,[\w-]+)*)", value):
             return GpuRequest(count=0, device_ids=tuple(match.group(1).split(",")))
         raise HarnessError(f"--gpus {text!r} is not understood; use all, a count (e.g. 2) or device=0,1")
 
@@ -95,8 +96,7 @@ def engine_errors() -> tuple[type[BaseException], ...]:
 def engine_message(error: BaseException) -> str:
     """One line of an engine's error (its explanation, not the SDK's URL and status)."""
     explanation = getattr(error, "explanation", None)
-    text = explanation if isinstance(explanation, (str, bytes)) and explanation else str(error)
-    if isinstance(text, bytes):
+    if isinstance(text := explanation if isinstance(explanation, (str, bytes)) and explanation else str(error), bytes):
         text = text.decode(errors="replace")
     return plain(" ".join(text.split()))[:500]
 
@@ -107,12 +107,37 @@ def oom_killed(container: Any, settle_s: float = OOM_SETTLE_S) -> bool:
     deadline = time.monotonic() + settle_s
     while True:
         container.reload()
-        state = container.attrs.get("State") or {}
-        if state.get("OOMKilled"):
+        if (state := container.attrs.get("State") or {}).get("OOMKilled"):
             return True
         if state.get("ExitCode") != SIGKILL_EXIT or time.monotonic() >= deadline:
             return False
         time.sleep(0.1)
+
+
+def start_problem(container: Any, job: Job) -> str | None:
+    """Start the created container; why it did not start (with what a GPU job needs), or None."""
+    import docker.errors
+
+    try:
+        container.start()
+    except docker.errors.APIError as error:
+        hint = f" ({NVIDIA_HINT})" if job.device == "gpu" else ""
+        return f"container did not start: {error.explanation or error}{hint}"
+    return None
+
+
+def log_pumps(container: Any, logs: Path, names: tuple[str, str], echo: IO[str] | None, tail: Tail) -> list[Thread]:
+    """Threads copying the container's stdout (echoed to `echo`) and stderr (its end kept in `tail`)
+    into new logs of these names, as the engine streams them."""
+    return [
+        pump(
+            container.logs(stdout=stdout, stderr=not stdout, stream=True, follow=True),
+            job_folder.open_log(logs, name),
+            shown,
+            kept,
+        )
+        for stdout, name, shown, kept in ((True, names[0], echo, None), (False, names[1], None, tail))
+    ]
 
 
 class JobContainer:

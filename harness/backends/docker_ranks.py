@@ -23,10 +23,10 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
-from harness.backends import job_folder
+from harness.backends import docker_objects, job_folder
 from harness.backends.base import JobOutcome
-from harness.backends.docker_objects import NVIDIA_HINT, OOM_SETTLE_S, GpuRequest, JobContainer, Owner, oom_killed
-from harness.backends.job_folder import Tail, pump
+from harness.backends.docker_objects import OOM_SETTLE_S, GpuRequest, JobContainer, Owner, oom_killed
+from harness.backends.job_folder import Tail
 from harness.backends.ranks import Supervised, rank_log_names, supervise
 from harness.backends.reaper import Reaper
 from harness.core.errors import HarnessError
@@ -59,22 +59,13 @@ NETWORK_REMOVE_TRIES = 6
 _ALIASES_API = "1.22"
 
 
-def rank_name(single_name: str, rank: int) -> str:
-    return f"{single_name}-rank{rank}"
-
-
-def network_name(single_name: str) -> str:
-    return f"{single_name}-net"
-
-
 def rank_gpu(gpus: GpuRequest | None, rank: int, world: int) -> Any:
     """Rank `rank`'s device request: one GPU of its own.
 
     Chosen: with `--gpus all` or a count, rank r gets the engine's GPU r; with `--gpus device=a,b,...`
     it gets the r-th device named. So each container sees exactly one GPU, as its device 0 -- which
     is why a GPU rank is told local rank 0 (see `rank_kwargs`)."""
-    request = gpus or GpuRequest()
-    if request.device_ids:
+    if (request := gpus or GpuRequest()).device_ids:
         if len(request.device_ids) < world:
             raise HarnessError(
                 f"devices={world} runs {world} ranks, one GPU each, but --gpus names {len(request.device_ids)}: "
@@ -107,7 +98,7 @@ def rank_kwargs(
 
     env = os.environ if environ is None else environ
     kwargs = {key: value for key, value in single.items() if key != "network_mode"}
-    kwargs["name"] = rank_name(single["name"], rank)
+    kwargs["name"] = f"{single['name']}-rank{rank}"
     kwargs["labels"] = {**single["labels"], RANK_LABEL: str(rank)}
     kwargs["mounts"] = list(single["mounts"])  # the same mounts, the one /results volume among them
     kwargs["tmpfs"] = dict(single["tmpfs"])
@@ -166,8 +157,7 @@ def exit_poll(container: Any) -> Callable[[], int | None]:
 
     def poll() -> int | None:
         container.reload()
-        state = container.attrs.get("State") or {}
-        if state.get("Status") not in ("exited", "dead"):
+        if (state := container.attrs.get("State") or {}).get("Status") not in ("exited", "dead"):
             return None
         code = state.get("ExitCode")
         return code if isinstance(code, int) and not isinstance(code, bool) else -1
@@ -216,7 +206,7 @@ def run_ranks(
 
     world = processes(job.params)
     single = backend.create_kwargs(job, run_id, work, image, volumes, tag)
-    network = network_name(single["name"])
+    network = f"{single['name']}-net"
     try:
         ranks = [
             rank_kwargs(single, r, world, network, gpu=job.device == "gpu", gpus=backend.gpus) for r in range(world)
@@ -241,29 +231,12 @@ def run_ranks(
             record["containers"][r]["id"] = containers[r].id
         annotations["container"]["id"] = containers[0].id
         for r, container in enumerate(containers):
-            try:
-                container.start()
-            except docker.errors.APIError as error:
-                hint = f" ({NVIDIA_HINT})" if job.device == "gpu" else ""
-                message = f"rank {r} of {world}: container did not start: {error.explanation or error}{hint}"
-                return job_folder.not_started(logs, job, started, message, annotations)
+            if (why := docker_objects.start_problem(container, job)) is not None:
+                return job_folder.not_started(logs, job, started, f"rank {r} of {world}: {why}", annotations)
         pumps = []
         for r, container in enumerate(containers):
-            out_name, err_name = rank_log_names(job.framework, r)
             echo = sys.stdout if backend.echo and r == 0 else None  # rank 0 is the job the terminal follows
-            pumps += [
-                pump(
-                    container.logs(stdout=True, stderr=False, stream=True, follow=True),
-                    job_folder.open_log(logs, out_name),
-                    echo,
-                ),
-                pump(
-                    container.logs(stdout=False, stderr=True, stream=True, follow=True),
-                    job_folder.open_log(logs, err_name),
-                    None,
-                    tails[r],
-                ),
-            ]
+            pumps += docker_objects.log_pumps(container, logs, rank_log_names(job.framework, r), echo, tails[r])
 
         def kill(rank: int) -> None:
             with contextlib.suppress(docker.errors.APIError):  # it may have exited meanwhile

@@ -256,8 +256,7 @@ class _Chunks(io.RawIOBase):
 
     def readinto(self, buffer: Any) -> int:
         while not self.pending:
-            chunk = next(self.chunks, None)
-            if chunk is None:
+            if (chunk := next(self.chunks, None)) is None:
                 return 0
             self.seen += len(chunk)
             if self.seen > self.limit:
@@ -314,8 +313,7 @@ def fetch_results(container: Any, source: str, work: Path, result_name: str, art
                     if taken >= files or used + member.size > limit:
                         fetched.skipped.append(f"{where} (over the artefact limit of {files} files, {limit} bytes)")
                         continue
-                    extracted = tar.extractfile(member)
-                    if extracted is None:
+                    if (extracted := tar.extractfile(member)) is None:
                         continue
                     try:
                         _write(work, parts, extracted)
@@ -331,8 +329,7 @@ def fetch_results(container: Any, source: str, work: Path, result_name: str, art
         except tarfile.TarError as error:
             fetched.skipped.append(f"{name} (unreadable archive: {error})")
         finally:
-            close = getattr(stream, "close", None)
-            if close is not None:
+            if (close := getattr(stream, "close", None)) is not None:
                 close()
     return fetched
 

@@ -78,8 +78,7 @@ class ServerPool:
                 if server is not None and not same_code(server, other):
                     self._fresh(f"the suites code the servers run before forking is not the same in {other}")
                     return None
-        server = self._servers[key]
-        if server is not None and not server.alive():
+        if (server := self._servers[key]) is not None and not server.alive():
             server.close()
             server = self._servers[key] = None  # every side it served runs fresh from now: the sides stay alike
         return server

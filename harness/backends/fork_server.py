@@ -52,8 +52,7 @@ def _receive(sock: socket.socket, timeout: float | None) -> dict[str, Any]:
 
 
 def _int(message: dict[str, Any], field: str) -> int:
-    value = message.get(field)
-    if not isinstance(value, int) or isinstance(value, bool):
+    if not isinstance(value := message.get(field), int) or isinstance(value, bool):
         raise ServerGone(f"no {field} in {str(message)[:200]}")
     return value
 

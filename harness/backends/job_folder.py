@@ -58,11 +58,9 @@ def artifacts_name(job: Job) -> str:
 def fresh(run_dir: Path, job: Job) -> Path:
     """An empty folder for this job only."""
     root = run_dir / WORK_DIR
-    try:
+    with contextlib.suppress(FileNotFoundError):
         if not stat.S_ISDIR(os.lstat(root).st_mode):
             remove_tree(root)  # a link or a file left where the jobs' folders go: removed, not followed
-    except FileNotFoundError:
-        pass
     # A fresh name each time: whatever a previous attempt left (even a tree it made unremovable)
     # can never be mistaken for this job's output, nor block it.
     work = root / f"{job.framework}-{secrets.token_hex(4)}"
@@ -243,8 +241,7 @@ def read_chunks(source: IO[bytes]) -> Iterable[bytes]:
     """What a pipe carries, as it arrives, until the writer closes it."""
     try:
         while True:
-            chunk = source.read1(1 << 16)  # type: ignore[attr-defined]
-            if not chunk:
+            if not (chunk := source.read1(1 << 16)):  # type: ignore[attr-defined]
                 return
             yield chunk
     finally:

@@ -31,6 +31,7 @@ from typing import Any
 import yaml
 
 from harness.backends.base import Limits, job_command
+from harness.backends.slurm import tasks
 from harness.core.errors import HarnessError
 from harness.core.result_types import Result
 from harness.core.safe_files import MissingFile, UnsafeFile, read_tail, write_bytes_atomic
@@ -55,8 +56,6 @@ from suites.contract.ranks import (
     LOCAL_RANK_VAR,
     RANK_VAR,
     WORLD_VAR,
-    RankError,
-    fault_from,
     processes,
 )
 from suites.contract.registry import SUITES_DIR
@@ -122,8 +121,7 @@ def suites_tarball() -> bytes:
             arcname="suites",
             filter=lambda info: None if "__pycache__" in info.name or info.name.endswith(".pyc") else info,
         )
-    data = buffer.getvalue()
-    if len(data) > CONFIGMAP_LIMIT:
+    if len(data := buffer.getvalue()) > CONFIGMAP_LIMIT:
         raise HarnessError(f"suites/ packs to {len(data)} bytes, over a ConfigMap's 1 MiB; bake it into an image")
     return data
 
@@ -167,17 +165,6 @@ def check_name(value: str | None, option: str) -> None:
         raise HarnessError(
             f"{option} {plain(value)!r} is not a Kubernetes name (lower-case letters, digits and '-', at most 63)"
         )
-
-
-def planted_fault() -> str | None:
-    """FAULT_VAR from the harness's environment (a testing aid handed on to every rank), checked."""
-    text = os.environ.get(FAULT_VAR) or None
-    if text is not None:
-        try:
-            fault_from(text)
-        except RankError as error:
-            raise HarnessError(str(error)) from None
-    return text
 
 
 def rank_env(plan: Plan, job: Job, fault: str | None = None) -> list[dict[str, Any]]:
@@ -257,19 +244,6 @@ def job_manifest(
 ) -> dict[str, Any]:
     """The job's Job; a data-parallel job's is an Indexed Job of one pod per rank (`fault`: FAULT_VAR
     handed on to its ranks)."""
-    manifest = _single_manifest(plan, job, image, namespace, configmap, data_claim, limits)
-    return _ranked(plan, job, manifest, fault) if processes(job.params) > 1 else manifest
-
-
-def _single_manifest(
-    plan: Plan,
-    job: Job,
-    image: str,
-    namespace: str,
-    configmap: str,
-    data_claim: str | None,
-    limits: Limits | None,
-) -> dict[str, Any]:
     uid, gid = IMAGE_USER
     security = {
         "runAsNonRoot": True,
@@ -299,7 +273,7 @@ def _single_manifest(
         volumes.append({"name": "data", "persistentVolumeClaim": {"claimName": data_claim, "readOnly": True}})
     # Our own archive from the ConfigMap, so no extraction filter (Debian's 3.11 may predate it).
     unpack = f"import tarfile; tarfile.open('/archive/{ARCHIVE}').extractall('{SUITES_MOUNT}')"
-    return {
+    manifest: dict[str, Any] = {
         "apiVersion": "batch/v1",
         "kind": "Job",
         "metadata": {"name": job_name(plan, job), "namespace": namespace, "labels": _labels(plan, job)},
@@ -353,6 +327,7 @@ def _single_manifest(
             },
         },
     }
+    return _ranked(plan, job, manifest, fault) if processes(job.params) > 1 else manifest
 
 
 def export(
@@ -380,7 +355,7 @@ def export(
         "binaryData": {ARCHIVE: base64.b64encode(suites_tarball()).decode()},
     }
     documents = {"00-suites-configmap.yaml": dump(cm)}
-    fault = planted_fault()
+    fault = tasks.fault(os.environ.get(FAULT_VAR))  # a testing aid handed on to every rank, checked
     for job in plan.jobs:
         if job.skip_reason is not None:
             continue
@@ -408,8 +383,7 @@ def extract_result(log: str) -> dict[str, Any] | None:
     """The JSON between the markers of a pod log, or None if the pod never printed it."""
     if BEGIN not in log:
         return None
-    body = log.split(BEGIN, 1)[1].split(END, 1)[0].strip()
-    if not body:
+    if not (body := log.split(BEGIN, 1)[1].split(END, 1)[0].strip()):
         return None
     try:
         doc = parse_json(body.encode("utf-8", "replace"), "the pod log")
@@ -470,23 +444,20 @@ def _collect(plan: Plan, job: Job, run_dir: Path, texts: dict[str, str]) -> Resu
         return placeholder_result(plan.run_id, job, BACKEND, "skipped", job.skip_reason)
     text = texts[job.framework]
     write_bytes_atomic(run_dir / "logs" / f"{job.framework}.pod.log", text.encode("utf-8"), within(run_dir))
-    doc = extract_result(text)
-    if doc is None and processes(job.params) > 1:  # rank 0 was stopped (a rank failed), or never printed
+    if (doc := extract_result(text)) is None:
+        ranked = processes(job.params) > 1  # rank 0 was stopped (a rank failed), or never printed
         why = (
             f"no result in the log of rank 0 of job/{name}: a rank failed, or rank 0 did not finish "
             f"(`kubectl describe job/{name}` names a failed pod and its exit code)"
+            if ranked
+            else f"no result in the log of job/{name}"
         )
-        result = placeholder_result(plan.run_id, job, BACKEND, "failed", why)
-        result["stderr_tail"] = "\n".join(text.splitlines()[-30:])[-4000:] or None
-        return result
-    if doc is None:
-        result = placeholder_result(plan.run_id, job, BACKEND, "invalid-output", f"no result in the log of job/{name}")
+        result = placeholder_result(plan.run_id, job, BACKEND, "failed" if ranked else "invalid-output", why)
         result["stderr_tail"] = "\n".join(text.splitlines()[-30:])[-4000:] or None
         return result
     try:
         result = validate(doc, f"job/{name}")
-        wrong = mismatch(result, job.framework, plan.suite, plan.run_id)
-        if wrong:
+        if wrong := mismatch(result, job.framework, plan.suite, plan.run_id):
             raise InvalidResult(f"job/{name}: the printed result {wrong}")
     except InvalidResult as error:
         return placeholder_result(plan.run_id, job, BACKEND, "invalid-output", str(error))

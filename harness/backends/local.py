@@ -21,7 +21,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any, Protocol
+from typing import Any
 
 from harness.backends import job_folder, ranks
 from harness.backends.base import BackendOptions, JobOutcome, Limits, job_command
@@ -35,6 +35,7 @@ from suites.contract.ranks import processes, rank_environment
 from suites.contract.registry import SUITES_DIR
 
 PR_SET_PDEATHSIG = 1  # linux/prctl.h
+Process = subprocess.Popen[bytes] | ForkedJob  # a started job: a ForkedJob behaves as a Popen
 
 
 def _prctl() -> Any:
@@ -130,11 +131,7 @@ class JobTree:
     def end(self) -> None:
         """Kill and reap what the job left (call once its first process has been waited for)."""
         deadline = time.monotonic() + SWEEP_LIMIT_S
-        while True:
-            table = process_table()
-            roots = self.leftovers(table)
-            if not roots:
-                return
+        while roots := self.leftovers(table := process_table()):
             for pid in below(roots, table):
                 if not table[pid].zombie:
                     kill(pid, table[pid].start)
@@ -168,8 +165,7 @@ def kill(pid: int, start: int) -> None:
     except (AttributeError, OSError):  # no pidfds here (kernel < 5.3): only the moment's check below
         fd = None
     try:
-        seen = read_stat(pid)
-        if seen is None or seen.start != start:
+        if (seen := read_stat(pid)) is None or seen.start != start:
             return
         if fd is None:
             os.kill(pid, signal.SIGKILL)
@@ -186,8 +182,7 @@ def kill(pid: int, start: int) -> None:
 def contained() -> Iterator[JobTree]:
     """Around one job: the harness is a subreaper throughout, and nothing the job started outlives the block."""
     with _ONE_JOB:
-        was = subreaper()
-        if not was:
+        if not (was := subreaper()):
             subreaper(True)
         tree = JobTree()
         try:
@@ -264,8 +259,7 @@ class LocalBackend:
                 job.timeout_s,
             ),
         )
-        why = self.pool.notice()
-        if why is not None:
+        if (why := self.pool.notice()) is not None:
             print(f"--processes forked: this session's jobs run in fresh processes: {plain(why)}", file=sys.stderr)
         return server
 
@@ -344,10 +338,8 @@ class LocalBackend:
             return self._run_ranks(job, logs, cmd, env, world)
         server = self._server(job, spec_path, cache_dir, env)  # before the job's tree is taken: not the job's
         stdout_log, stderr_log = logs / f"{job.framework}.stdout.log", logs / f"{job.framework}.stderr.log"
-        stdout_sink, stderr_sink = (
-            job_folder.open_log(logs, stdout_log.name),
-            job_folder.open_log(logs, stderr_log.name),
-        )
+        stdout_sink = job_folder.open_log(logs, stdout_log.name)
+        stderr_sink = job_folder.open_log(logs, stderr_log.name)
         started = time.perf_counter()
         pumps: list[threading.Thread] = []
         tail = Tail()
@@ -454,21 +446,6 @@ class LocalBackend:
             status="failed" if failed is not None else None,
             reason=supervised.reason(job.timeout_s) if failed is not None else None,
         )
-
-
-class Process(Protocol):
-    """A started job: a `subprocess.Popen`, or a `ForkedJob` that behaves as one."""
-
-    @property
-    def pid(self) -> int: ...
-    @property
-    def returncode(self) -> int | None: ...
-    @property
-    def stdout(self) -> IO[bytes] | None: ...
-    @property
-    def stderr(self) -> IO[bytes] | None: ...
-    def wait(self, timeout: float | None = None) -> int: ...
-    def poll(self) -> int | None: ...
 
 
 def _wait(proc: Process, timeout_s: float | None) -> bool:

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from suites.contract.ranks import GRACE_S
 
 POLL_S = 0.05
+RANK_LOGS = "(each rank's log is in the run's logs/)"  # where a failed job's reason sends the reader
 
 
 @dataclass
@@ -43,7 +44,7 @@ class Supervised:
             how = (
                 f"exited with code {code}" if code is not None and code >= 0 else f"was killed by signal {-(code or 0)}"
             )
-            return f"rank {self.first_failed} of {world} {how}{stopped} (each rank's log is in the run's logs/)"
+            return f"rank {self.first_failed} of {world} {how}{stopped} {RANK_LOGS}"
         if self.timed_out:
             limit = f" of {timeout_s:g} s" if timeout_s is not None else ""
             return f"the job's timeout{limit} passed with ranks {', '.join(map(str, self.killed))} of {world} still running"
@@ -70,8 +71,7 @@ def supervise(
     done = [False] * world
     first_failed: int | None = None
     killed: list[int] = []
-    start = clock()
-    deadline = None if timeout_s is None else start + timeout_s
+    deadline = None if timeout_s is None else clock() + timeout_s
     grace_end: float | None = None
     timed_out = False
     while not all(done):
@@ -79,8 +79,7 @@ def supervise(
         for r in range(world):
             if done[r]:
                 continue
-            code = polls[r]()
-            if code is None:
+            if (code := polls[r]()) is None:
                 continue
             done[r], codes[r] = True, code
             if code != 0:
@@ -96,12 +95,9 @@ def supervise(
         if over_time or over_grace:
             timed_out = over_time and first_failed is None
             for r in range(world):
-                if not done[r]:
+                if not done[r]:  # its code stays None: killed by us
                     kill(r)
                     killed.append(r)
-            for r in range(world):  # the kill is delivered: collect what it left
-                if not done[r]:
-                    done[r], codes[r] = True, None
             break
         sleep(POLL_S)
     return Supervised(codes, first_failed, timed_out, killed)

@@ -8,8 +8,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from harness.cli.options import FailAboveOption, FormatOption, JunitOption, ProfileSide
-from harness.cli.plan_options import PlanOptions, plans
+from harness.cli.options import FailAboveOption, FormatOption, JunitOption, PlanOptions, ProfileSide, plans
 from harness.cli.results import check_gate_options, conclude
 from harness.core.errors import BAD_INPUT
 from harness.core.exit_codes import FAILED, INTERRUPTED, worst

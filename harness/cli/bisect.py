@@ -9,8 +9,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from harness.cli.options import WheelhouseOption
-from harness.cli.plan_options import PlanOptions, default_wheelhouse, plans
+from harness.cli.options import PlanOptions, WheelhouseOption, default_wheelhouse, plans
 from harness.execute.bisect_session import BisectSession
 
 

@@ -7,7 +7,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from harness.cli.plan_options import Device, DeviceOption, PlanOptions, ResultsDir, default_results_dir, plans
+from harness.cli.options import Device, DeviceOption, PlanOptions, ResultsDir, default_results_dir, plans
 from harness.core.errors import HarnessError
 from harness.core.exit_codes import DISTURBED, FAILED
 from harness.execute.catalog import selftest_suites

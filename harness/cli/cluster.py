@@ -7,8 +7,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from harness.cli.options import Variant, VariantOption
-from harness.cli.plan_options import PlanOptions, ResultsDir, default_results_dir, plans
+from harness.cli.options import PlanOptions, ResultsDir, Variant, VariantOption, default_results_dir, plans
 from harness.core.errors import HarnessError
 from harness.execute import exports
 from harness.execute.session import PlanRequest

@@ -8,13 +8,13 @@ from typing import Annotated, Optional
 import typer
 from tabulate import tabulate
 
-from harness.cli.plan_options import DataDir, default_data_dir
+from harness.cli.options import DataDir, default_data_dir
 from harness.execute import data as datasets
 
 # Worked out once at import: the help text is read while the app is built, for every command.
 _FETCHABLE = ", ".join(datasets.fetchable())
 # Joined once, here: an annotation is evaluated again each time Typer builds the app (any command).
-_IMPORTABLE = ", ".join(datasets.importable())
+_IMPORTABLE = ", ".join(datasets.IMPORTED)
 
 app = typer.Typer(
     no_args_is_help=True,

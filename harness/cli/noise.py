@@ -6,7 +6,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from harness.cli.plan_options import PlanOptions, plans
+from harness.cli.options import PlanOptions, plans
 from harness.core.errors import HarnessError
 from harness.execute.noise_session import DEFAULT_SESSIONS, NoiseOutcome, NoiseSession, floor_from_runs
 

@@ -7,7 +7,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from harness.cli.plan_options import default_results_dir
+from harness.cli.options import default_results_dir
 from harness.core.errors import HarnessError
 from harness.publish import DEFAULT_MAX_PAIRS, publish_site
 from harness.publish.progress import Progress

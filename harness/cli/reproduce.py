@@ -8,22 +8,23 @@ from typing import Annotated, Optional
 
 import typer
 
-from harness.cli.options import FormatOption, WheelhouseOption
-from harness.cli.plan_options import (
+from harness.cli.options import (
     CpusOption,
     DataDir,
     Device,
+    FormatOption,
     GpusOption,
     MemoryOption,
     Quiet,
     Transfer,
     TransferOption,
+    WheelhouseOption,
     default_data_dir,
     default_results_dir,
     default_wheelhouse,
 )
 from harness.core.errors import HarnessError
-from harness.execute.reproduce_session import Assessment, ReproduceSession, Run, reproduction_comparison
+from harness.execute.reproduce import Assessment, ReproduceSession, Run, reproduction_comparison
 from harness.execute.session import Settings
 from harness.report.comparison import render_comparison
 from harness.report.exports import Format, render_run

@@ -10,11 +10,10 @@ from typing import Annotated, Optional
 
 import typer
 
-from harness.cli.options import FailAboveOption, FormatOption, JunitOption, RunRef
-from harness.cli.plan_options import ResultsDir, default_results_dir
+from harness.cli.options import FailAboveOption, FormatOption, JunitOption, ResultsDir, RunRef, default_results_dir
 from harness.core.errors import HarnessError
 from harness.core.safe_files import kind, write_bytes_atomic
-from harness.execute.results import Comparison, Run, assessed, compared, gate, read_run, run_folder, unfinished
+from harness.execute.results import Comparison, Run, assess, compared, gate, read_run, resolve_run, unfinished
 from harness.report.comparison import render_comparison
 from harness.report.exports import Format, render_run
 from harness.report.folder import write_report
@@ -43,8 +42,8 @@ def show(
     for option, given in (("--plot", plot), ("--profile", profile)):
         if given and fmt != Format.table:
             raise HarnessError(f"{option} draws text for a terminal and goes with --format table, not {fmt.value}")
-    run = whole(read_run(run_folder(run_ref, results_dir or default_results_dir())))
-    judged = assessed(run)
+    run = whole(read_run(resolve_run(run_ref, results_dir or default_results_dir())))
+    judged = assess(run)
     typer.echo(render_run(judged, fmt))
     if plot:
         typer.echo("\n" + render_plots(judged))
@@ -70,7 +69,7 @@ def compare(
     if profile and fmt != Format.table:
         raise HarnessError(f"--profile draws text for a terminal and goes with --format table, not {fmt.value}")
     base = results_dir or default_results_dir()
-    runs = [whole(read_run(run_folder(run, base))) for run in (run_a, run_b)]
+    runs = [whole(read_run(resolve_run(run, base))) for run in (run_a, run_b)]
     for run in runs:
         if (found := unfinished(run)) is not None:
             typer.echo(f"warning: {found[0]}", err=True)  # its finished jobs still compare
@@ -148,8 +147,8 @@ def report(
     results_dir: ResultsDir = None,
 ) -> None:
     """Write a self-contained report folder: report.md (tables, checks, environment) and figures."""
-    run_dir = run_folder(run_ref, results_dir or default_results_dir())
+    run_dir = resolve_run(run_ref, results_dir or default_results_dir())
     run = whole(read_run(run_dir))
-    path = write_report(assessed(run), out or run_dir / "report", figures=figures)
+    path = write_report(assess(run), out or run_dir / "report", figures=figures)
     typer.echo(f"report: {path}")
     said_unfinished(run)

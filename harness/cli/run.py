@@ -8,13 +8,13 @@ from typing import Annotated, Optional
 
 import typer
 
-from harness.cli.options import FormatOption
-from harness.cli.plan_options import (
+from harness.cli.options import (
     BackendName,
     BackendOption,
     CpusOption,
     Device,
     DeviceOption,
+    FormatOption,
     PlanOptions,
     Quiet,
     ThreadsOption,

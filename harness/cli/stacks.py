@@ -7,8 +7,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from harness.cli.options import StacksOption, Variant, VariantOption, WheelhouseOption
-from harness.cli.plan_options import default_wheelhouse
+from harness.cli.options import StacksOption, Variant, VariantOption, WheelhouseOption, default_wheelhouse
 from harness.execute.stacks import DEFAULT_BASE_IMAGE, fill_wheelhouse
 from harness.execute.stacks import build as build_stacks
 

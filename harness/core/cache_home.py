@@ -38,8 +38,7 @@ CALIBRATION, RUNS, VENVS, COMPILE, BISECT = "calibration", "runs", "venvs", "com
 def home(environ: Mapping[str, str] | None = None) -> Path:
     """The cache home named by the environment (not created here); a bad value is one HarnessError."""
     env = os.environ if environ is None else environ
-    given = env.get(ENV_VAR, "")
-    if given.strip():
+    if (given := env.get(ENV_VAR, "")).strip():
         return _check(given, ENV_VAR)
     xdg = env.get("XDG_CACHE_HOME", "")
     # The XDG spec: a relative XDG_CACHE_HOME is invalid and is ignored.
@@ -48,8 +47,7 @@ def home(environ: Mapping[str, str] | None = None) -> Path:
 
 
 def _user_home(env: Mapping[str, str]) -> Path:
-    text = env.get("HOME", "")
-    if text and os.path.isabs(text):
+    if (text := env.get("HOME", "")) and os.path.isabs(text):
         return Path(text)
     try:
         return Path.home()

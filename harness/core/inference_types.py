@@ -10,9 +10,10 @@ from __future__ import annotations
 from typing import Annotated, Literal
 
 from annotated_types import Ge, Le, MaxLen, MinLen
-from pydantic import ConfigDict, Strict, with_config
+from pydantic import Strict, with_config
 from typing_extensions import TypedDict
 
+from harness.core.parallel_types import FORBID
 from harness.core.result_types import Describe
 from suites.contract.inference import MAX_SWEEP
 
@@ -23,8 +24,6 @@ MetricName = Annotated[str, Strict(), MinLen(1), MaxLen(MAX_NAME), Describe("a m
 Unit = Annotated[str, Strict(), MinLen(1), MaxLen(40), Describe("a unit of at most 40 characters")]
 Batch = Annotated[int, Strict(), Ge(1), Le(1 << 30), Describe("a batch size (a whole number >= 1)")]
 Reason = Annotated[str, Strict(), MaxLen(MAX_REASON), Describe(f"a string of at most {MAX_REASON} characters")]
-
-FORBID = ConfigDict(extra="forbid")
 
 
 @with_config(FORBID)

@@ -51,8 +51,7 @@ def is_live(value: object) -> bool:
     not one this module writes names no live process."""
     if not isinstance(value, str) or len(value) > 100:
         return False
-    found = _OWNER.fullmatch(value)
-    if found is None:
+    if (found := _OWNER.fullmatch(value)) is None:
         return False
     boot, pid, start = found.groups()
     if boot != _boot_id() or not 0 < int(pid) <= MAX_PID:

@@ -132,8 +132,8 @@ def suite_and_framework(suite: Any, framework: Any) -> str | None:
 
 
 @functools.cache
-def _adapter() -> pydantic.TypeAdapter[Result]:
-    return pydantic.TypeAdapter(Result)
+def _adapter(tp: Any) -> pydantic.TypeAdapter[Any]:
+    return pydantic.TypeAdapter(tp)
 
 
 def _strip(tp: Any) -> tuple[Any, list[Any], bool]:
@@ -220,8 +220,7 @@ def _shape_message(error: Any, doc: Any, root: Any = Result, where: str = "") ->
     tp: Any = root
     node, field = doc, ""
     for key in error["loc"]:
-        step = _step(tp, node, key)
-        if step is None:
+        if (step := _step(tp, node, key)) is None:
             break
         tp, node = step
         if isinstance(key, int):
@@ -244,11 +243,10 @@ def _shape_message(error: Any, doc: Any, root: Any = Result, where: str = "") ->
 
 def _shape_problem(doc: dict[str, Any]) -> str | None:
     try:
-        _adapter().validate_python(doc)
+        _adapter(Result).validate_python(doc)
     except pydantic.ValidationError as invalid:
         errors = invalid.errors(include_url=False, include_context=False)
-        missing = [str(e["loc"][0]) for e in errors if e["type"] == "missing" and len(e["loc"]) == 1]
-        if missing:
+        if missing := [str(e["loc"][0]) for e in errors if e["type"] == "missing" and len(e["loc"]) == 1]:
             return "missing field(s): " + ", ".join(missing)
         return _shape_message(errors[0], doc)
     return None
@@ -313,8 +311,7 @@ def _contention_problem(seen: dict[str, Any] | None, n: int, where: str) -> str 
     if seen is None:
         return None
     for key in PER_SAMPLE:
-        values = seen.get(key)
-        if values is not None and len(values) != n:
+        if (values := seen.get(key)) is not None and len(values) != n:
             return f"{where}.{key}: expected one value per sample ({n}), got {len(values)}"
     for key in ("contended", "throttled"):
         indices = seen.get(key) or []
@@ -337,16 +334,14 @@ def _derived_problem(metrics: list[Any]) -> str | None:
     of ratios whenever it keeps one of them out, so each name must be a time metric of this same result."""
     timed = {m["name"] for m in metrics if m["kind"] == "time"}
     for i, metric in enumerate(metrics):
-        sources = derived_sources(metric)
-        if not sources:
+        if not (sources := derived_sources(metric)):
             continue
         where = f"metrics[{i}] ({_name(metric['name'])}).derived_from"
         if metric["kind"] != "value":
             return f"{where}: only a value metric is derived from a time metric"
         if len(set(sources)) != len(sources):
             return f"{where}: expected distinct names"
-        missing = next((name for name in sources if name not in timed), None)
-        if missing is not None:
+        if (missing := next((name for name in sources if name not in timed), None)) is not None:
             return f"{where}: {_name(missing)} is not a time metric of this result"
     return None
 
@@ -362,8 +357,7 @@ def missing_rounds(check: Mapping[str, Any]) -> list[int]:
 
 
 def _missing_rounds_problem(check: Mapping[str, Any], rounds: Any) -> str | None:
-    missing = check.get(MISSING_ROUNDS)
-    if missing is None:
+    if (missing := check.get(MISSING_ROUNDS)) is None:
         return None
     if not _integer(rounds) or rounds < 2:
         return "only a result pooled from several rounds can miss a round"
@@ -388,33 +382,27 @@ def _problem(doc: Any, nesting_checked: bool = False) -> str | None:
     """The first thing wrong with a parsed (and migrated) result document, or None."""
     if not nesting_checked and depth(doc) > MAX_DEPTH:
         return f"nested deeper than {MAX_DEPTH} levels"
-    problem = _shape_problem(doc)
-    if problem:
+    if problem := _shape_problem(doc):
         return problem
     if not RUN_ID.fullmatch(doc["run_id"]):
         return f"run_id: {_name(doc['run_id'])} is not a run id (letters, digits, '.', '_', '-')"
-    problem = suite_and_framework(doc["suite"], doc["framework"])
-    if problem:
+    if problem := suite_and_framework(doc["suite"], doc["framework"]):
         return problem
     if doc["status"] != "ok" and doc["reason"] is None:
         return f"reason: a {doc['status']} result must say why"
-    total = sum(len(m["samples"]) for m in doc["metrics"])
-    if total > MAX_TOTAL_SAMPLES:
+    if (total := sum(len(m["samples"]) for m in doc["metrics"])) > MAX_TOTAL_SAMPLES:
         return f"metrics: {total} samples in all is more than the {MAX_TOTAL_SAMPLES} a result may hold"
     seen: set[str] = set()
     for i, metric in enumerate(doc["metrics"]):
-        problem = _metric_problem(i, metric, seen)
-        if problem:
+        if problem := _metric_problem(i, metric, seen):
             return problem
-    problem = _derived_problem(doc["metrics"])
-    if problem:
+    if problem := _derived_problem(doc["metrics"]):
         return problem
     numbers = 0
     for i, check in enumerate(doc["checks"]):
         if not _numbers(check["value"]):
             return f"checks[{i}] ({_name(check['name'])}).value: expected a finite number or list of them"
-        problem = _missing_rounds_problem(check, doc["settings"].get("rounds"))
-        if problem:
+        if problem := _missing_rounds_problem(check, doc["settings"].get("rounds")):
             return f"checks[{i}] ({_name(check['name'])}).{MISSING_ROUNDS}: {problem}"
         numbers += _count(check["value"])
         if numbers > MAX_CHECK_NUMBERS:
@@ -444,8 +432,7 @@ def _curves_problem(curves: list[dict[str, Any]]) -> str | None:
     """Learning curves (runtime/training.py), one per process: a picture plots every number."""
     for k, curve in enumerate(curves):
         where, n = f"training.curves[{k}]", len(curve["epoch_seconds"])
-        problem = _one_of(curve, CURVE_MEASURES, where)
-        if problem:
+        if problem := _one_of(curve, CURVE_MEASURES, where):
             return problem
         measure = next(key for key in CURVE_MEASURES if key in curve)
         if measure == "test_accuracy" and "train_accuracy" not in curve:  # accuracy suites always wrote it
@@ -461,8 +448,7 @@ def _curves_problem(curves: list[dict[str, Any]]) -> str | None:
                 f"{where}.evaluation_seconds: {len(curve['evaluation_seconds'])} entries, "
                 f"but {measure} has {len(curve[measure])}"
             )
-    points = sum(len(c["epoch_seconds"]) for c in curves)
-    if points > MAX_CURVE_POINTS:
+    if (points := sum(len(c["epoch_seconds"]) for c in curves)) > MAX_CURVE_POINTS:
         return f"training.curves: {points} epochs in all is more than the {MAX_CURVE_POINTS} a result may hold"
     return None
 
@@ -471,13 +457,11 @@ def _target_problem(target: dict[str, Any] | None) -> str | None:
     """A reached target has its numbers, one not reached has none; pooled rounds add up."""
     if target is None:
         return None
-    problem = _one_of(target, ("accuracy", "loss"), "training.target")
-    if problem:
+    if problem := _one_of(target, ("accuracy", "loss"), "training.target"):
         return problem
     # The other measure's record would be drawn against this target's line.
     other = ("best_loss", "loss_per_epoch") if "accuracy" in target else ("best_accuracy", "accuracy_per_epoch")
-    wrong = next((key for key in other if target.get(key) is not None), None)
-    if wrong:
+    if wrong := next((key for key in other if target.get(key) is not None), None):
         return f"training.target.{wrong}: a target of {'accuracy' if 'accuracy' in target else 'loss'} has no {wrong}"
     for key in ("seconds", "wall_seconds", "epochs"):
         if target["status"] == "reached" and target.get(key) is None:
@@ -506,11 +490,6 @@ def _measures_problem(curves: list[dict[str, Any]], target: dict[str, Any] | Non
 # -- the `parallel` block of a data-parallel job (suites/contract/ranks.py; judged in judge/parallel.py) ----
 
 
-@functools.cache
-def _parallel_adapter() -> pydantic.TypeAdapter[Parallel]:
-    return pydantic.TypeAdapter(Parallel)
-
-
 def _path(where: str, loc: Sequence[Any]) -> str:
     for key in loc:
         where += f"[{key}]" if isinstance(key, int) else f".{key if _KEY.fullmatch(str(key)) else _name(key)}"
@@ -521,23 +500,26 @@ def parallel_problem(doc: Mapping[str, Any]) -> str | None:
     """What is wrong with a result's `parallel` block, or None (also when it has none: only a
     data-parallel job's rank 0 writes one). Its shape is parallel_types.py's; the rules here tie its
     figures to each other and to the job's params, so every medium can divide by them unguarded."""
-    block = doc.get("parallel")
-    if block is None:
+    if (block := doc.get("parallel")) is None:
         return None
+    problem = _block_shape_problem(block, Parallel, "parallel", "data-parallel block (suites/contract/ranks.py)")
+    return problem or _parallel_rules(cast(Parallel, block), devices_of(doc["params"]))
+
+
+def _block_shape_problem(block: Any, tp: Any, name: str, what: str) -> str | None:
+    """The first shape error of a block with its own TypedDict (`what`: how a misspelt key's message names it)."""
     try:
-        _parallel_adapter().validate_python(block)
+        _adapter(tp).validate_python(block)
     except pydantic.ValidationError as invalid:
         error = invalid.errors(include_url=False, include_context=False)[0]
         if error["type"] == "extra_forbidden":
-            where = _path("parallel", error["loc"])
-            return f"{where}: not a field of the data-parallel block (suites/contract/ranks.py)"
-        return _shape_message(error, block, Parallel, "parallel")
-    return _parallel_rules(cast(Parallel, block), devices_of(doc["params"]))
+            return f"{_path(name, error['loc'])}: not a field of the {what}"
+        return _shape_message(error, block, tp, name)
+    return None
 
 
 def _parallel_rules(block: Parallel, asked: int) -> str | None:
-    devices = block["devices"]
-    if devices != asked:
+    if (devices := block["devices"]) != asked:
         return f"parallel.devices: {devices}, but the job's params ask for devices={asked}"
     if block["global_batch"] != devices * block["per_device_batch"]:
         return (
@@ -562,8 +544,7 @@ def _parallel_rules(block: Parallel, asked: int) -> str | None:
             return f"parallel.ranks[{i}].rank: expected {i} (one entry per rank, in rank order)"
     if len(block["ranks"]) != devices:
         return f"parallel.ranks: {len(block['ranks'])} entries, but devices is {devices} (one per rank)"
-    straggler = block["straggler"]
-    if straggler is not None and straggler["rank"] >= devices:
+    if (straggler := block["straggler"]) is not None and straggler["rank"] >= devices:
         return f"parallel.straggler.rank: {straggler['rank']} is not a rank of {devices}"
     return _single_problem(block["single"], block["global_batch"])
 
@@ -596,11 +577,6 @@ def _single_problem(single: Any, global_batch: int) -> str | None:
 # -- the `inference` block of an inference job (suites/contract/inference.py; judged in judge/inference.py) ----
 
 
-@functools.cache
-def _inference_adapter() -> pydantic.TypeAdapter[Inference]:
-    return pydantic.TypeAdapter(Inference)
-
-
 def inference_problem(doc: Mapping[str, Any]) -> str | None:
     """What is wrong with a result's `inference` block, or None. Only an ok job of `mode=infer` has one,
     and it must: the block is how every medium finds the latency, its percentiles and the sweep, so
@@ -611,23 +587,15 @@ def inference_problem(doc: Mapping[str, Any]) -> str | None:
         if mode in ("infer", "generate") and doc.get("status") == "ok":
             return f"inference: missing, but the job ran mode={mode} (its latency metrics are unnamed)"
         return None
-    try:
-        _inference_adapter().validate_python(block)
-    except pydantic.ValidationError as invalid:
-        error = invalid.errors(include_url=False, include_context=False)[0]
-        if error["type"] == "extra_forbidden":
-            return (
-                f"{_path('inference', error['loc'])}: not a field of the inference block (suites/contract/inference.py)"
-            )
-        return _shape_message(error, block, Inference, "inference")
+    if problem := _block_shape_problem(block, Inference, "inference", "inference block (suites/contract/inference.py)"):
+        return problem
     if block["mode"] != mode:
         return f"inference.mode: {block['mode']}, but the job's params say mode={_name(str(mode))}"
     metrics = {m["name"]: m for m in doc["metrics"]}
     latency = block["latency"]
 
     def kind_problem(where: str, name: str, kind: str, source: str | None) -> str | None:
-        metric = metrics.get(name)
-        if metric is None:
+        if (metric := metrics.get(name)) is None:
             return f"{where}: {_name(name)} is not a metric of this result"
         if metric["kind"] != kind:
             return f"{where}: {_name(name)} is a {metric['kind']} metric, expected a {kind} metric"
@@ -717,11 +685,9 @@ def summary_problem(doc: Any) -> str | None:
         return "expected an object with a jobs list"
     if not isinstance(doc.get("run_id"), str) or not RUN_ID.fullmatch(doc["run_id"]):
         return f"run_id: {_name(doc.get('run_id'))} is not a run id"
-    names = suite_and_framework(doc.get("suite"), None)
-    if names:
+    if names := suite_and_framework(doc.get("suite"), None):
         return names
-    baseline = doc.get("baseline")
-    if baseline is not None and suite_and_framework(doc["suite"], baseline):
+    if (baseline := doc.get("baseline")) is not None and suite_and_framework(doc["suite"], baseline):
         return f"baseline: {_name(baseline)} is not a framework of suite {doc['suite']}"
     for key in ("backend", "harness_version", "started_at", "finished_at"):
         if doc.get(key) is not None and not isinstance(doc[key], str):
@@ -733,17 +699,14 @@ def summary_problem(doc: Any) -> str | None:
     command = doc.get("command")
     if command is not None and not (isinstance(command, list) and all(isinstance(a, str) for a in command)):
         return "command: expected a list of strings"
-    if doc.get("interleaved") is not None:
-        found = interleaved_problem(doc["interleaved"])
-        if found:
+    for key, check in (
+        ("interleaved", interleaved_problem),
+        ("budget", budget_problem),
+        ("sequential", sequential_problem),
+        ("code", code_problem),
+    ):
+        if doc.get(key) is not None and (found := check(doc[key])):
             return found
-    for key, check in (("budget", budget_problem), ("sequential", sequential_problem)):
-        if doc.get(key) is not None:
-            found = check(doc[key])
-            if found:
-                return found
-    if doc.get("code") is not None:
-        return code_problem(doc["code"])
     return None
 
 
@@ -848,8 +811,7 @@ def load_summary(path: Path) -> dict[str, Any]:
         doc = parse_json(read_bytes(path, MAX_SUMMARY_BYTES, what="run summary"), str(path))
     except HarnessError as error:
         raise HarnessError(f"unreadable run summary: {error}") from None
-    problem = summary_problem(doc)
-    if problem:
+    if problem := summary_problem(doc):
         raise HarnessError(f"{path}: unreadable run summary ({problem}); the file was edited or is corrupt")
     return cast(dict[str, Any], doc)
 

@@ -143,8 +143,7 @@ def bootstrap_ratio_ci(a: Sequence[float], b: Sequence[float], seed: int = 0) ->
 def outliers(samples: Sequence[float]) -> tuple[int, ...]:
     """Indices with a modified z-score above OUTLIER_Z; MAD = 0 falls back to the mean deviation."""
     med = median(samples)
-    scale = 1.4826 * median(abs(x - med) for x in samples)
-    if scale == 0:
+    if (scale := 1.4826 * median(abs(x - med) for x in samples)) == 0:
         scale = MEANAD_SCALE * sum(abs(x - med) for x in samples) / len(samples)
     if scale == 0:
         return ()  # every sample equal
@@ -183,8 +182,7 @@ def ratio_interval(a: Sequence[float], b: Sequence[float], seed: int = 0) -> Int
     is at least the product of the two (independent) coverages.
     """
     if min(len(a), len(b)) >= BOOTSTRAP_MIN_N:
-        low, high = bootstrap_ratio_ci(a, b, seed)
-        return Interval(low, high, CONFIDENCE, "bootstrap")
+        return Interval(*bootstrap_ratio_ci(a, b, seed), CONFIDENCE, "bootstrap")
     side = math.sqrt(CONFIDENCE)
     sa, sb = sorted(a), sorted(b)
     ka, kb = order_statistic_rank(len(sa), side), order_statistic_rank(len(sb), side)
@@ -316,8 +314,7 @@ def _select_pairwise(xs: Sequence[float], ys: Sequence[float], k: int) -> float:
 def median_interval(samples: Sequence[float]) -> Interval:
     """Interval of the median: bootstrap from BOOTSTRAP_MIN_N samples, order statistics below."""
     if len(samples) >= BOOTSTRAP_MIN_N:
-        low, high = bootstrap_median_ci(samples)
-        return Interval(low, high, CONFIDENCE, "bootstrap")
+        return Interval(*bootstrap_median_ci(samples), CONFIDENCE, "bootstrap")
     data = sorted(samples)
     k = order_statistic_rank(len(data), CONFIDENCE)
     coverage = median_coverage(len(data), k) if len(data) > 1 else 0.0

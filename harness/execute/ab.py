@@ -206,8 +206,7 @@ class Looks:
         # The next round is planned at the slowest of the last few (a look included): one slow round
         # must not carry the session past its budget. A budget that cannot buy the rounds any verdict
         # needs at this pace is spent: the last look now, not rounds past the budget.
-        short = self.clock.cannot_reach(number)
-        due = True if short else self.schedule.due(elapsed, self.clock.planned_s())
+        due = self.clock.cannot_reach(number) or self.schedule.due(elapsed, self.clock.planned_s())
         stop = False
         if due is not None:
             look = self.schedule.look(number, elapsed, due, self.changes())

@@ -130,27 +130,19 @@ class RoundClock:
         return f"budget: {rounds} round(s) in {spent}"
 
 
-def known_round_s(plan: Plan) -> tuple[float, str] | None:
-    """What one round of this plan's jobs took on this machine before, and where that was measured:
-    the noise run of this workload (`harness noise`), or None where none was stored."""
+def refuse_short(plan: Plan, budget_s: float, least: int, sides: int = 1) -> None:
+    """Up front: refuse a budget that, at this workload's known cost of a round here (what a round of
+    its noise run, `harness noise`, took), cannot buy the `least` rounds (of `sides` run folders each)
+    the command needs for a verdict. Nothing has started."""
     job = plan.jobs[0]
     try:
         entries = noise_floor.load(noise_floor.host_fingerprint(job.device, job.threads))
     except HarnessError:
-        return None  # an unreadable floor is reported by the commands that need it; this is only a forecast
+        return  # an unreadable floor is reported by the commands that need it; this is only a forecast
     entry = entries.get(noise_floor.key(plan.suite, job.params, job.precision, job.device))
     if entry is None:
-        return None
-    return float(entry["seconds_per_round"]), f"the noise run {plain(entry['run_id'])}"
-
-
-def refuse_short(plan: Plan, budget_s: float, least: int, sides: int = 1) -> None:
-    """Up front: refuse a budget that, at this workload's known cost of a round here, cannot buy the
-    `least` rounds (of `sides` run folders each) the command needs for a verdict. Nothing has started."""
-    known = known_round_s(plan)
-    if known is None:
-        return
-    each_s, where = known
+        return  # no noise run of this workload stored here: no cost known
+    each_s, where = float(entry["seconds_per_round"]), f"the noise run {plain(entry['run_id'])}"
     need = least * sides * each_s
     if need > budget_s:
         raise HarnessError(

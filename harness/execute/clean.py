@@ -41,20 +41,17 @@ def clean(run_id: str | None = None) -> Cleaned:
                 continue
             container.remove(force=True)  # a stopped one, or one whose harness died
             cleaned.containers.append(plain(container.name))
-        for volume in engine.client.volumes.list(filters={"label": selector}):
-            attrs = volume.attrs if isinstance(volume.attrs, dict) else {}
-            if owner.is_live(_owner(attrs.get("Labels"))):
-                cleaned.kept.append(plain(volume.name))
-                continue
-            volume.remove(force=True)
-            cleaned.volumes.append(plain(volume.name))
-        for network in engine.client.networks.list(filters={"label": selector}):  # after its containers
-            attrs = network.attrs if isinstance(network.attrs, dict) else {}
-            if owner.is_live(_owner(attrs.get("Labels"))):
-                cleaned.kept.append(plain(network.name))
-                continue
-            network.remove()
-            cleaned.networks.append(plain(network.name))
+        for listed, removed, options in (
+            (engine.client.volumes.list, cleaned.volumes, {"force": True}),
+            (engine.client.networks.list, cleaned.networks, {}),  # a network after its containers
+        ):
+            for thing in listed(filters={"label": selector}):
+                attrs = thing.attrs if isinstance(thing.attrs, dict) else {}
+                if owner.is_live(_owner(attrs.get("Labels"))):
+                    cleaned.kept.append(plain(thing.name))
+                    continue
+                thing.remove(**options)
+                removed.append(plain(thing.name))
     return cleaned
 
 

@@ -3,25 +3,17 @@ returns what cli/data.py prints (a summary line, the rows of the listing)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from harness.core.errors import HarnessError
 from harness.store.data import fetch as fetching
 from harness.store.data import hub, imports, store
-from harness.store.data.sources import IMPORTED, SOURCES
+from harness.store.data.fetch import fetchable as fetchable  # re-exported: what `data fetch` knows
+from harness.store.data.sources import IMPORTED as IMPORTED  # re-exported: what `data import` stores
+from harness.store.data.sources import SOURCES
 from harness.text.numbers import fmt_bytes
 from suites.contract.datasets import fetch_command
-
-
-def fetchable() -> list[str]:
-    """The datasets `data fetch` knows (the hub's catalogue and the canonical archives)."""
-    return fetching.fetchable()
-
-
-def importable() -> list[str]:
-    """The datasets `data import` stores from a local folder of labelled images."""
-    return list(IMPORTED)
 
 
 def _summary(written: store.Written) -> str:
@@ -34,36 +26,12 @@ def _summary(written: store.Written) -> str:
     )
 
 
-def fetch(
-    name: str,
-    data_dir: Path,
-    *,
-    source: str | None,
-    revision: str | None,
-    mirrors: Sequence[str],
-    from_dir: Path | None,
-    force: bool,
-    keep_archives: bool,
-    size: int,
-    test_fraction: float,
-    seed: int,
-) -> str:
+def fetch(name: str, data_dir: Path, *, size: int, test_fraction: float, **options: Any) -> str:
     """Download a dataset (the hub by default), check it, store it: the line that says what was stored.
+    `options`: store/data/fetch.py's (source, revision, mirrors, from_dir, force, keep_archives, seed).
     `data_dir` is resolved only once the options passed, so a bad option is said first."""
     imports.check_split_options(size, test_fraction)  # before minutes of downloading, not after
-    written = fetching.fetch(
-        name,
-        data_dir.resolve(),
-        source=source,
-        revision=revision,
-        mirrors=mirrors,
-        from_dir=from_dir,
-        force=force,
-        keep_archives=keep_archives,
-        size=size,
-        test_fraction=test_fraction,
-        seed=seed,
-    )
+    written = fetching.fetch(name, data_dir.resolve(), size=size, test_fraction=test_fraction, **options)
     skipped = written.manifest.get("skipped_count") or 0
     return _summary(written) + (f"; skipped {skipped} unreadable images" if skipped else "")
 

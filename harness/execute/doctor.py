@@ -33,10 +33,8 @@ class Check:
     fix: str = ""
 
     def line(self) -> str:
-        mark = "PASS" if self.passed else "FAIL"
-        return f"{mark}  {self.name}: {self.detail}" + (
-            f"\n      fix: {self.fix}" if self.fix and not self.passed else ""
-        )
+        fix = f"\n      fix: {self.fix}" if self.fix and not self.passed else ""
+        return f"{'PASS' if self.passed else 'FAIL'}  {self.name}: {self.detail}{fix}"
 
 
 def _engine_check() -> tuple[Check, Engine | None]:
@@ -44,12 +42,8 @@ def _engine_check() -> tuple[Check, Engine | None]:
         engine = connect(timeout=10)
     except HarnessError as error:
         host = os.environ.get("DOCKER_HOST", "the default socket")
-        return Check(
-            "docker engine",
-            False,
-            f"not reachable at {host}: {error}",
-            "start Docker, or set DOCKER_HOST / `docker context use`",
-        ), None
+        fix = "start Docker, or set DOCKER_HOST / `docker context use`"
+        return Check("docker engine", False, f"not reachable at {host}: {error}", fix), None
     version = engine.client.version()
     where = os.environ.get("DOCKER_HOST") or "local socket"
     detail = f"Docker {version.get('Version')} ({version.get('Os')}/{version.get('Arch')}) at {where}"
@@ -57,14 +51,13 @@ def _engine_check() -> tuple[Check, Engine | None]:
 
 
 def _compose_check() -> Check:
+    fix = "install the Docker Compose v2 plugin"
     try:
         proc = subprocess.run(["docker", "compose", "version", "--short"], capture_output=True, text=True, timeout=30)
     except (OSError, subprocess.TimeoutExpired) as error:
-        return Check(
-            "compose v2", False, f"`docker compose` did not run ({error})", "install the Docker Compose v2 plugin"
-        )
+        return Check("compose v2", False, f"`docker compose` did not run ({error})", fix)
     if proc.returncode != 0:
-        return Check("compose v2", False, "`docker compose` is missing", "install the Docker Compose v2 plugin")
+        return Check("compose v2", False, "`docker compose` is missing", fix)
     return Check("compose v2", True, f"docker compose {proc.stdout.strip()}")
 
 
@@ -121,9 +114,8 @@ def _stack_check(engine: Engine, stack: str, device: str) -> Check:
     variant = variant_for(device)
     image = stack_image(stack, variant)
     if existing_image_id(engine, image) is None:
-        return Check(
-            f"{stack} image", False, f"{image.tag} is not built", f"harness build --stacks {stack} --variant {variant}"
-        )
+        fix = f"harness build --stacks {stack} --variant {variant}"
+        return Check(f"{stack} image", False, f"{image.tag} is not built", fix)
     kwargs: dict[str, Any] = {"device_requests": [GpuRequest().device_request()]} if device == "gpu" else {}
     try:
         seen = probe(engine, image.tag, stack, **kwargs)
@@ -139,12 +131,8 @@ def _stack_check(engine: Engine, stack: str, device: str) -> Check:
     detail += f" sees {len(gpus)} GPU(s): {clean(gpus[0].get('name'))} (compute capability {capability})"
     problem = gpu_kernel_problem(seen, capability)
     if problem is not None:
-        return Check(
-            f"{stack} sees GPU",
-            False,
-            f"{detail}, but {problem}",
-            f"use a {stack} release built for compute capability {capability} (update the lock: images/lock.sh)",
-        )
+        fix = f"use a {stack} release built for compute capability {capability} (update the lock: images/lock.sh)"
+        return Check(f"{stack} sees GPU", False, f"{detail}, but {problem}", fix)
     return Check(f"{stack} sees GPU", True, detail)
 
 

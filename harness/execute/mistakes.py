@@ -46,25 +46,17 @@ def guard_names() -> dict[str, str]:
 
 
 @dataclass(frozen=True)
-class Mistake:
-    name: str  # the suite's `mistake` parameter
-    what: str  # the mistake, as a user would recognise it
-    culprit: str  # the framework that makes it
-    honest: str  # the framework beside it, honest: the baseline and the reference of the checks
-    guard: str  # the guard that must catch it (`Guard.name`)
-    devices: tuple[str, ...] = ("cpu", "gpu")
-    threads: int | None = None  # the run's --threads
-    params: tuple[str, ...] = ()  # more of the suite's parameters, key=value
-    cores: int = 1  # usable cores the mistake needs to show at all
+class Mistake(guards.Planted):
+    guard: str = ""  # the guard that must catch it (`Guard.name`); the control's: none
 
 
-CONTROL = Mistake("none", "none: every framework honest (the control)", "none", "numpy", "")
+CONTROL = Mistake("none", "none: every framework honest (the control)", "none", "numpy")
 
 
 def planted_corpus() -> tuple[Mistake, ...]:
     """Every guard's planted rows (`Guard.planted`), in the registry's order: a new guard brings its own."""
     return tuple(
-        Mistake(p.name, p.what, p.culprit, p.honest, g.name, p.devices, p.threads, p.params, p.cores)
+        Mistake(p.name, p.what, p.culprit, p.honest, p.devices, p.threads, p.params, p.cores, g.name)
         for g in guards.registered()
         for p in g.planted
     )
@@ -231,17 +223,15 @@ def run_mistakes(
 
 
 def line(o: Outcome) -> str:
-    mark = f"{o.mark:<6}"
     who = "all" if o.mistake is CONTROL else o.mistake.culprit
+    head = f"{o.mark:<6}  {o.mistake.name:<15} {who:<8}"
     if not o.ran:
-        return f"{mark}  {o.mistake.name:<15} {who:<8} {o.why}"
+        return f"{head} {o.why}"
     got = ", ".join(o.raised) or "nothing"
     extra = f"; against the honest {o.mistake.honest}: {', '.join(o.honest_raised)}" if o.honest_raised else ""
     wanted = f"must raise {o.mistake.guard}" if o.mistake.guard else "must raise nothing"
     why = f" ({o.undecided}; rerun on a quiet machine)" if o.undecided else ""
-    return (
-        f"{mark}  {o.mistake.name:<15} {who:<8} {wanted}; raised {got}{extra}{why} (exit {o.exit_code}, run {o.run_id})"
-    )
+    return f"{head} {wanted}; raised {got}{extra}{why} (exit {o.exit_code}, run {o.run_id})"
 
 
 def exit_status(outcomes: list[Outcome]) -> int:

@@ -9,16 +9,25 @@ otherwise the current lock is used and the user is warned that the stacks differ
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, cast
 
+from harness.backends.base import FACTORIES, make_backend
 from harness.core.errors import HarnessError
 from harness.core.result_types import Result
 from harness.core.safe_files import is_regular
 from harness.core.schema import InvalidResult, load_result
+from harness.execute.runner import execute
+from harness.execute.session import Finished, Settings
+from harness.judge import conclusion
+from harness.judge.assessment import Assessment as Assessment  # re-exported: what the renderers take
+from harness.judge.assessment import assess
+from harness.judge.compare import Comparison
 from harness.store.plan import Job, Plan, get_framework, get_suite, make_job, new_run_id
-from harness.store.run_folder import Run, load_run, resolve_run
+from harness.store.run_folder import Run as Run  # re-exported: the recorded run
+from harness.store.run_folder import load_run, resolve_run
+from harness.text.escape import plain
 from suites.contract.spec import SpecError
 
 
@@ -141,3 +150,37 @@ def _match_images(repro: Reproduction, docs: Sequence[Mapping[str, Any]]) -> Non
                     f"{doc['framework']}: recorded image {record.get('tag')} is gone and its lock "
                     f"({str(record.get('lock_hash'))[:12]}) is not the checked-in one; using {current.tag} instead"
                 )
+
+
+class ReproduceSession:
+    """`harness reproduce` as a session (execute/session.py): `ref` (a result file, or a run folder or
+    id) planned again on `backend` (None: where it ran) and `device` (None: the recorded one), with the
+    jobs' data in `data_dir`; `settings` say where the new run goes and how its jobs run."""
+
+    def __init__(
+        self, ref: str, *, backend: str | None, device: str | None, data_dir: Path, settings: Settings
+    ) -> None:
+        if backend is not None and backend not in FACTORIES:
+            raise HarnessError(f"--backend {plain(backend)!r} is not one of {', '.join(FACTORIES)}")
+        # The options are refused first, then the data folder is resolved, then the files are read:
+        # the order `reproduce` has always said its refusals in.
+        self.settings, self.options = settings, settings.options()
+        data = str(data_dir.resolve())
+        self.repro = repro = plan_reproduction(ref, settings.results_dir, backend, data, device)
+        self.old: Run = repro.old  # the recorded run
+        self.warnings: list[str] = repro.warnings  # what differs from it (a device, an image): text from a file
+        gpus = settings.gpus
+        if gpus is not None and (repro.backend != "docker" or any(j.device != "gpu" for j in repro.plan.jobs)):
+            raise HarnessError(f"--gpus {gpus} selects GPUs for docker jobs on --device gpu; drop --gpus")
+
+    def run(self, argv: list[str]) -> Finished:
+        chosen = make_backend(self.repro.backend, replace(self.options, pinned=self.repro.pinned))
+        run_dir = execute(self.repro.plan, chosen, self.settings.results_dir, argv=argv)
+        return Finished(run_dir, assess(load_run(run_dir)), None)
+
+
+def reproduction_comparison(old: Run, judged: Assessment) -> Comparison:
+    """The recorded run against its reproduction, finished as `harness compare OLD NEW` finishes it
+    (judge/conclusion.py: the noise floor of the machine included); HarnessError when the two share
+    nothing to compare (e.g. the new jobs all failed)."""
+    return conclusion.finish(assess(old), judged)

@@ -13,16 +13,13 @@ from harness.core.errors import HarnessError
 from harness.core.exit_codes import FAILED, INTERRUPTED
 from harness.judge import conclusion
 from harness.judge.assessment import Assessment as Assessment  # re-exported: what the renderers take
-from harness.judge.assessment import assess
+from harness.judge.assessment import assess as assess  # re-exported: every renderer prints from it
 from harness.judge.compare import Comparison as Comparison  # re-exported: what the renderers take
+from harness.judge.conclusion import gate as gate  # re-exported: --fail-above's exit status, and why
 from harness.store.run_folder import Run as Run  # re-exported: a run folder as read back
-from harness.store.run_folder import load_run, resolve_run
+from harness.store.run_folder import load_run
+from harness.store.run_folder import resolve_run as resolve_run  # re-exported: the folder a RUN argument names
 from harness.text.escape import plain
-
-
-def run_folder(ref: str, results_dir: Path) -> Path:
-    """The folder a RUN argument names: a path, or a run id under the results folder."""
-    return resolve_run(ref, results_dir)
 
 
 def read_run(folder: Path) -> Run:
@@ -62,11 +59,6 @@ def unfinished(run: Run) -> tuple[str, int] | None:
     return None
 
 
-def assessed(run: Run) -> Assessment:
-    """The run's assessment, worked out once: every renderer prints from it."""
-    return assess(run)
-
-
 @dataclass(frozen=True)
 class Compared:
     """Two runs judged, and the first against the second, finished (judge/conclusion.py `finish`: the
@@ -80,8 +72,3 @@ class Compared:
 def compared(before: Run, after: Run) -> Compared:
     a, b = assess(before), assess(after)
     return Compared(a, b, conclusion.finish(a, b))
-
-
-def gate(comparison: Comparison, fail_above: float | None) -> conclusion.Gate:
-    """The exit status of `--fail-above` over a finished comparison (0 without it), and why, a line each."""
-    return conclusion.gate(comparison, fail_above)

@@ -9,7 +9,6 @@ from __future__ import annotations
 import contextlib
 import copy
 import os
-import stat
 import statistics
 import sys
 from collections.abc import Iterator
@@ -20,7 +19,7 @@ from typing import Any, cast
 from harness.backends.base import Backend, serving
 from harness.core.errors import HarnessError
 from harness.core.result_types import Check, Metric, Result, Stats
-from harness.core.safe_files import NoSpace, is_regular, remove_tree
+from harness.core.safe_files import NoSpace, remove_tree
 from harness.core.schema import MISSING_ROUNDS, PER_SAMPLE, InvalidResult, derived_sources, load_result, load_summary
 from harness.execute.budget import Stop
 from harness.execute.runner import FIRST, execute, sigterm_as_interrupt, warn
@@ -31,12 +30,13 @@ from harness.store.run_folder import (
     ROUNDS_DIR,
     SUMMARY_FILE,
     RunWriter,
+    finished_round,
     mismatch,
     open_run_folder,
     round_folder,
-    run_lock,
+    round_to_resume,
+    writing,
 )
-from harness.text.escape import plain
 from suites.contract.stats import summarize
 
 # A side of a session whose budget ran out inside the first round, before this side began.
@@ -273,17 +273,24 @@ def execute_interleaved(
     budget spent, a sequential design's look); `rounds` is then the most it may run, plan.json
     records the budget instead of a round count, and summary.json what `stop.record()` says."""
     with contextlib.ExitStack() as stack:
-        for side in sides:
-            stack.enter_context(run_lock(side.run_dir))
         # The sides' servers, shared where their code before the fork is the same (harness ab)
         stack.enter_context(serving(*(side.backend for side in sides)))
-        writers = []
-        for side in sides:
-            writer = RunWriter(side.run_dir, side.plan, side.backend.name, argv, side.code)
-            writer.summary.update(side.extra)
-            limit = {"rounds": rounds} if stop is None else {"budget_s": stop.budget_s, "max_rounds": rounds}
-            writer.start(plan_extra={**limit, **side.extra}, write_plan=not resume)
-            writers.append(writer)
+        limit = {"rounds": rounds} if stop is None else {"budget_s": stop.budget_s, "max_rounds": rounds}
+        writers = [
+            stack.enter_context(
+                writing(
+                    side.run_dir,
+                    side.plan,
+                    side.backend.name,
+                    argv,
+                    side.code,
+                    extra=side.extra,
+                    limit=limit,
+                    write_plan=not resume,
+                )
+            )
+            for side in sides
+        ]
         full: NoSpace | None = None
         refused: HarnessError | None = None
         try:
@@ -352,40 +359,24 @@ def _round_plan(side: Side, number: int) -> Plan:
 def _kept_round(side: Side, number: int) -> bool:
     """On resume: whether round `number` of this side finished before (every job ok or skipped), and
     so is kept as it is. A round folder that is a link, or whose summary is unreadable, is not kept."""
-    folder = round_folder(side.run_dir, number)
-    if not (_real_folder(folder.parent) and _real_folder(folder)):
-        return False
-    try:
-        summary = load_summary(folder / SUMMARY_FILE)
-    except HarnessError:
-        return False
-    done = not summary.get("interrupted") and {j.framework for j in side.plan.jobs} == {
-        e.get("framework") for e in summary["jobs"] if isinstance(e, dict) and e.get("status") in ("ok", "skipped")
-    }
+    summary = finished_round(side.run_dir, number)
+    done = (
+        summary is not None
+        and not summary.get("interrupted")
+        and {j.framework for j in side.plan.jobs}
+        == {e.get("framework") for e in summary["jobs"] if isinstance(e, dict) and e.get("status") in ("ok", "skipped")}
+    )
     if done:
-        side.round_dirs.append(folder)
+        side.round_dirs.append(round_folder(side.run_dir, number))
     return done
-
-
-def _real_folder(path: Path) -> bool:
-    try:
-        return stat.S_ISDIR(os.lstat(path).st_mode)
-    except OSError:
-        return False
 
 
 def _run_round(side: Side, number: int, argv: list[str] | None, resume: bool = False) -> bool:
     """Round `number` of one side; True when it was interrupted (or its summary is unreadable).
     `resume`: a round folder left by an interrupted run is resumed (its ok jobs kept), not made again."""
-    folder = round_folder(side.run_dir, number)
-    for path in (folder.parent, folder):
-        if resume and os.path.lexists(path) and not _real_folder(path):  # never written through
-            raise HarnessError(f"{plain(path)} is not a folder of this run (a link or a file); remove it, then resume")
-    again = folder if resume and os.path.lexists(folder) else None
-    if again is not None and not is_regular(folder / SUMMARY_FILE):
-        remove_tree(folder)  # cut short before its summary was written: nothing of it to keep
-        again = None
-    round_dir = execute(_round_plan(side, number), side.backend, folder.parent, argv, resume_dir=again, code=side.code)
+    again = round_to_resume(side.run_dir, number) if resume else None
+    parent = round_folder(side.run_dir, number).parent
+    round_dir = execute(_round_plan(side, number), side.backend, parent, argv, resume_dir=again, code=side.code)
     side.round_dirs.append(round_dir)
     try:
         return bool(load_summary(round_dir / SUMMARY_FILE).get("interrupted"))

@@ -41,7 +41,7 @@ from harness.store.calibration import (
 )
 from harness.store.peaks import machine_limits
 from harness.store.plan import Plan, PlanRequest, make_plan
-from harness.store.run_folder import SUMMARY_FILE, RunWriter, mismatch, open_run_folder, run_lock
+from harness.store.run_folder import SUMMARY_FILE, RunWriter, mismatch, open_run_folder, writing
 from harness.text.escape import plain
 from suites.contract import machine
 
@@ -119,8 +119,9 @@ def execute(
     describes the suites the backend runs (default: this checkout's)."""
     run_dir = open_run_folder(results_dir, plan.run_id, "run", resume_dir)
     try:
-        with run_lock(run_dir):
-            return _execute(plan, backend, run_dir, argv, resume=resume_dir is not None, code=code)
+        # Written before the first job: a harness killed during it leaves a run `--resume` can finish.
+        with writing(run_dir, plan, backend.name, argv, code, write_plan=resume_dir is None) as writer:
+            return _execute(plan, backend, writer, resume=resume_dir is not None)
     except NoSpace as error:
         if is_regular(run_dir / SUMMARY_FILE):
             raise  # the summary on disk is whole (each write is a rename): the run can be resumed
@@ -129,13 +130,9 @@ def execute(
         raise NoSpace(error.path, error.strerror, "nothing was run: free some space and run again") from None
 
 
-def _execute(
-    plan: Plan, backend: Backend, run_dir: Path, argv: list[str] | None, resume: bool, code: dict[str, Any] | None
-) -> Path:
+def _execute(plan: Plan, backend: Backend, writer: RunWriter, resume: bool) -> Path:
+    run_dir = writer.dir
     previous = _previous_results(run_dir, plan) if resume else {}
-    writer = RunWriter(run_dir, plan, backend.name, argv, code)
-    # Written before the first job: a harness killed during it leaves a run `--resume` can finish.
-    writer.start(write_plan=not resume)
     interrupted = False
     full: NoSpace | None = None
     with sigterm_as_interrupt():

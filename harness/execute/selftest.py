@@ -23,6 +23,7 @@ from __future__ import annotations
 import importlib.util
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -63,10 +64,7 @@ def installed(framework: str) -> bool:
 
 def check_result(suite: str, fw: str, result: Result, judged: Assessment) -> Iterator[Check]:
     """The checks of one job's result; `judged`: its run's assessment (the lints need the whole run)."""
-
-    def check(name: str, passed: bool | None, detail: str) -> Check:
-        return Check(suite, fw, name, passed, detail)
-
+    check = partial(Check, suite, fw)
     if result["status"] != "ok":
         skipped = result["status"] == "skipped"
         yield check("finished", None if skipped else False, f"{result['status']}: {result.get('reason') or ''}")
@@ -74,7 +72,7 @@ def check_result(suite: str, fw: str, result: Result, judged: Assessment) -> Ite
     yield check("finished", True, f"{len(result['metrics'])} metrics")
     if judged.crowded:
         # Not a failure of the code: the run's numbers measured the neighbours (exit 3, as `run`).
-        yield Check(suite, fw, "quiet", None, judged.crowded, disturbed=True)
+        yield check("quiet", None, judged.crowded, disturbed=True)
     times = [m for m in result["metrics"] if m["kind"] == "time"]
     states = {m["name"]: judged.sync(fw, m["name"]) for m in times}
     bad = [name for name, state in states.items() if state == "escaped"]
@@ -90,16 +88,12 @@ def check_result(suite: str, fw: str, result: Result, judged: Assessment) -> Ite
     if not got:
         yield check("precision", False, "no precision probe in the result")
     else:
-        off = {op: c for op, c in got.items() if c != wanted}
         text = ", ".join(f"{op} {c}" for op, c in got.items())
-        yield check("precision", not off, f"asked {wanted}, measured {text}")
+        yield check("precision", all(c == wanted for c in got.values()), f"asked {wanted}, measured {text}")
     findings = [f for f in judged.findings if f.framework == fw]
     implausible = [f.metric for f in findings if not f.plausible]
-    yield check(
-        "plausible",
-        not implausible if findings else None,
-        f"above the peak: {', '.join(implausible)}" if implausible else f"{len(findings)} rates below the peak",
-    )
+    said = f"above the peak: {', '.join(implausible)}" if implausible else f"{len(findings)} rates below the peak"
+    yield check("plausible", not implausible if findings else None, said)
     shares = [f for f in findings if f.quantity == "flops" and f.plausible]
     if shares:
         # Above 100 % passes (the datasheet peak is the hard limit) but is flagged, never plain.
@@ -154,7 +148,7 @@ def run_selftest(
 
     `precision` applies to the suites with a precision axis (the training suites); the others run
     their declared arithmetic and are checked against fp32. `request`: the plan's options the command
-    line gave (cli/plan_options.py: threads, timeout, cache, profile ...), each suite's plan made from
+    line gave (cli/options.py: threads, timeout, cache, profile ...), each suite's plan made from
     it at the smoke size; its device and precision are then the ones that count."""
     if request is not None:
         device, precision = request.device, request.precision

@@ -32,7 +32,7 @@ from harness.store.calibration import describe as describe_calibration
 from harness.store.data.store import require as require_dataset
 from harness.store.images import stack_image, variant_for
 from harness.store.plan import Plan, check_timeout, frameworks_for, make_plan, parse_frameworks, planned_rounds
-from harness.store.plan import PlanRequest as PlanRequest  # re-exported: what cli/plan_options.py builds
+from harness.store.plan import PlanRequest as PlanRequest  # re-exported: what cli/options.py builds
 from harness.store.run_folder import load_run, prepare_results_dir, resolve_run, resume_plan, suites_digest
 from harness.text.escape import plain
 from suites.contract.frameworks import STACKS
@@ -40,7 +40,7 @@ from suites.contract.frameworks import STACKS
 
 @dataclass(frozen=True)
 class Settings:
-    """How the planned jobs run (cli/plan_options.py SESSION_OPTIONS), as given; None: the command's default."""
+    """How the planned jobs run (cli/options.py SESSION_OPTIONS), as given; None: the command's default."""
 
     results_dir: Path
     backend: str = "auto"

@@ -42,13 +42,10 @@ from harness.judge.guards.agreement import (  # re-exported (`as`): the check ro
     CheckRow as CheckRow,
 )
 from harness.judge.guards.agreement import agrees as agrees
-from harness.judge.guards.agreement import choose_reference as choose_reference
 from harness.judge.guards.agreement import declared_checks as declared_checks
 from harness.judge.guards.agreement import evaluate as evaluate
 from harness.judge.guards.agreement import failing_frameworks as failing_frameworks
-from harness.judge.guards.agreement import max_rel_diff as max_rel_diff
 from harness.judge.guards.agreement import reference_framework as reference_framework
-from harness.judge.guards.agreement import run_params as run_params
 from harness.judge.guards.agreement import tolerance_text as tolerance_text
 from harness.judge.guards.contention import REASON as CONTENDED
 from harness.judge.guards.contention import (
@@ -60,8 +57,7 @@ from harness.judge.guards.contention import (
 )
 from harness.judge.guards.precision import measured_precision
 from harness.judge.guards.recompiled import REASON as RECOMPILED
-from harness.judge.guards.sync_escape import REASON as SYNC_ESCAPED
-from harness.judge.guards.threads import MIN_WALL_S, THREADS_SLACK_CORES
+from harness.judge.guards.threads import MIN_WALL_S
 from harness.judge.guards.threads import REASON as OVER_THREADS
 from harness.judge.inference import InferenceJudgement
 from harness.judge.parallel import Parallel
@@ -71,8 +67,8 @@ from harness.store.run_folder import Run
 from suites.contract.ranks import data_parallel
 
 # The guards' words, re-exported: every medium and test names them from here.
-__all__ = ["CONTENDED", "GATE", "MIN_WALL_S", "OVER_THREADS", "RECOMPILED", "SYNC_ESCAPED", "THREADS_SLACK_CORES",
-           "disturbed_samples", "measured_precision", "mostly_disturbed", "ok_metrics"]  # fmt: skip
+__all__ = ["CONTENDED", "GATE", "MIN_WALL_S", "OVER_THREADS", "RECOMPILED", "disturbed_samples", "measured_precision",
+           "mostly_disturbed", "ok_metrics"]  # fmt: skip
 
 Key = tuple[str, str]  # (framework, metric)
 
@@ -206,11 +202,6 @@ class Assessment:
         return frozenset(key for key, state in self.sync_states.items() if state == "escaped")
 
     @cached_property
-    def implausible_findings(self) -> tuple[Finding, ...]:
-        """Rates above their ceiling, in the order `findings` holds them."""
-        return tuple(f for f in self.findings if not f.plausible)
-
-    @cached_property
     def implausible(self) -> frozenset[Key]:
         """(framework, metric) pairs the code made untrustworthy (every guard but the machine's
         disturbance): never printed as records or used in ratios, and the run fails."""
@@ -270,9 +261,8 @@ class Assessment:
 
     def _work_out_ratio(self, framework: str, metric: str) -> Ratio | None:
         baseline = self.run.baseline
-        if (framework, metric) in self.exclusions or (baseline, metric) in self.exclusions:
-            return None
-        if not (self.comparable(framework) and self.comparable(baseline)):
+        excluded = (framework, metric) in self.exclusions or (baseline, metric) in self.exclusions
+        if excluded or not (self.comparable(framework) and self.comparable(baseline)):
             return None
         ours, base = self._metrics.get((framework, metric)), self._metrics.get((baseline, metric))
         if ours is None or base is None or not base["stats"]["median"]:
@@ -381,8 +371,7 @@ def derived_exclusions(run: Run, exclusions: dict[Key, str], flagged_by: dict[Ke
         key = (fw, m["name"])
         if m["kind"] != "value" or key in exclusions:
             continue
-        source = next((name for name in derived_sources(m) if (fw, name) in exclusions), None)
-        if source is not None:
+        if (source := next((name for name in derived_sources(m) if (fw, name) in exclusions), None)) is not None:
             exclusions[key] = exclusions[(fw, source)]
             if (fw, source) in flagged_by:
                 flagged_by[key] = flagged_by[(fw, source)]
@@ -408,8 +397,7 @@ def disturbed_rounds(metric: Metric, tail: float | None = None) -> set[int] | No
     if not all(isinstance(s, int) and not isinstance(s, bool) and s > 0 for s in sizes):
         return None
     if tail is not None:
-        tails = disturbed_tails(metric, tail)
-        return None if tails is None else tails[0]
+        return None if (tails := disturbed_tails(metric, tail)) is None else tails[0]
     disturbed = disturbed_samples(metric)
     found, start = set(), 0
     for i, size in enumerate(sizes):
@@ -425,8 +413,7 @@ def quiet_rounds(metric: Metric, sources: Sequence[Metric] = (), tail: float | N
     samples (`derived_from`: throughput, tokens/s) loses the rounds its `sources` lost: its own
     record carries no contention readings, theirs do, and round i is one process for all of them.
     A tail percentile (`tail`: its q) loses those whose q-tail was disturbed (guards/contention.py)."""
-    medians = _finite_medians(metric)
-    if medians is None:
+    if (medians := _finite_medians(metric)) is None:
         return [], 0
     left: set[int] = set()
     for measured in (metric, *sources):
@@ -442,9 +429,7 @@ def kept_rounds(result: Result, metric: Metric) -> tuple[list[float], int]:
     `compare`, the noise floor and its explanation all use, so they rest on the same rounds."""
     names = derived_sources(metric)
     tail = tail_quantile(result, metric["name"])
-    return quiet_rounds(
-        metric, [m for m in result["metrics"] if m["name"] in names] if names else [], tail[1] if tail else None
-    )
+    return quiet_rounds(metric, [m for m in result["metrics"] if m["name"] in names], tail[1] if tail else None)
 
 
 def run_exit_code(judged: Assessment) -> int:

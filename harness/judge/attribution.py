@@ -27,7 +27,7 @@ from __future__ import annotations
 import math
 import statistics
 from collections import defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -69,10 +69,6 @@ class Attribution:
     def step_us(self) -> float:
         return statistics.median(end - start for start, end in self.windows)
 
-    @property
-    def total_us(self) -> float:
-        return math.fsum(self.totals.values())
-
 
 @dataclass(frozen=True)
 class Profiles:
@@ -108,16 +104,13 @@ class _Classifier:
         key = (event.pid, event.tid, event.cat, hlo_op is not None)
         if key not in self._lanes:
             self._lanes[key] = self._select(event, hlo_op is not None)
-        chosen = self._lanes[key]
-        if chosen is None:
+        if (chosen := self._lanes[key]) is None:
             return None
         tier, lane = chosen
         own = None
         if tier != _CONTEXT:
             own = self._by_contents(lane, event.name, hlo_op, module)
-        if tier != _CONTEXT and own is None:
-            own = _first(lane.rules, self._key(event.name), module)
-            for value in (hlo_op if field == "hlo_op" else event.arg(field) for field in lane.fields):
+            for value in (event.name, *(hlo_op if field == "hlo_op" else event.arg(field) for field in lane.fields)):
                 if own is None and value is not None:
                     own = _first(lane.rules, self._key(value), module)
         enclosing = _first(table.enclosing, event.name, None) if table.enclosing else None
@@ -130,10 +123,7 @@ class _Classifier:
         opcodes = self.contents.get(module, {}).get(hlo_op)
         if not opcodes or (lane.by_name is not None and lane.by_name.fullmatch(self._key(name))):
             return None
-        for rule in lane.contents:
-            if any(rule.name.fullmatch(opcode) for opcode in opcodes):
-                return rule.category
-        return None
+        return next((rule.category for rule in lane.contents if any(rule.name.fullmatch(op) for op in opcodes)), None)
 
     def _select(self, event: Event, has_op: bool) -> tuple[int, Lanes] | None:
         process, thread = self.trace.process(event.pid), self.trace.thread(event.pid, event.tid)
@@ -163,16 +153,14 @@ def _first(rules: Iterable[Rule], name: str, module: str | None) -> str | None:
 
 def step_windows(trace: Trace, table: Table) -> tuple[tuple[float, float], ...]:
     """The step annotations (start, end) in time order; overlapping ones are refused."""
-    found = []
-    for event in trace.events:
-        if event.name != STEP:
-            continue
-        lane = table.steps
-        if (lane.cat is None or lane.cat.fullmatch(event.cat)) and (
-            lane.process is None or lane.process.fullmatch(trace.process(event.pid))
-        ):
-            found.append((event.ts, event.end))
-    found.sort()
+    lane = table.steps
+    found = sorted(
+        (event.ts, event.end)
+        for event in trace.events
+        if event.name == STEP
+        and (lane.cat is None or lane.cat.fullmatch(event.cat))
+        and (lane.process is None or lane.process.fullmatch(trace.process(event.pid)))
+    )
     if not found:
         raise ProfileError(f"{plain(trace.path)}: holds no {STEP!r} annotation, so no step to attribute")
     if len(found) > MAX_STEPS:
@@ -222,8 +210,7 @@ def _select(classifier: _Classifier, lo: float, hi: float) -> dict[tuple[Pid, Pi
             elif name in (link_work, link_host):
                 link = value
         key = (event.pid, event.tid, event.cat, event.name, op, module)
-        kind = kinds.get(key, _MISSING)
-        if kind is _MISSING:
+        if (kind := kinds.get(key, _MISSING)) is _MISSING:
             kind = kinds[key] = classifier.kind(event, op, module)
         if kind is not None:
             lanes[(event.pid, event.tid)].append((ts, -dur, seq, kind, link))  # type: ignore[arg-type]
@@ -238,10 +225,7 @@ def _classify(items: list[Item], linked: dict[str, str]) -> list[str | None]:
     for ts, negative_dur, _, (tier, own, default, enclosing, _), link in items:
         while stack and stack[-1][0] <= ts:
             stack.pop()
-        if stack:
-            _, parent_enclosing, parent_named = stack[-1]
-        else:
-            parent_enclosing = parent_named = None
+        _, parent_enclosing, parent_named = stack[-1] if stack else (0.0, None, None)
         enclosing = enclosing or parent_enclosing
         if enclosing is None and link is not None and tier == _WORK:
             enclosing = linked.get(link)
@@ -368,9 +352,7 @@ def breakdown(run: Run, framework: str, entry: Mapping[str, Any]) -> Breakdown:
     profiler, trace_name, steps = entry.get("profiler"), entry.get("trace"), entry.get("steps")
     if not isinstance(trace_name, str) or not isinstance(profiler, str):
         raise ProfileError(f"{where}: the entry names no trace and no error")
-    name = family(profiler)
-    table = TABLES.get((name or "", str(entry.get("device_kind"))))
-    if table is None:
+    if (table := TABLES.get((family(profiler) or "", str(entry.get("device_kind"))))) is None:
         kind = plain(entry.get("device_kind"))
         raise ProfileError(f"{where}: profiler {plain(profiler)[:80]!r} on {kind} is not one the harness reads")
     try:
@@ -380,8 +362,7 @@ def breakdown(run: Run, framework: str, entry: Mapping[str, Any]) -> Breakdown:
         attribution = attribute(trace, table, contents)
     except HarnessError as error:
         raise ProfileError(f"{where}: {error}") from None
-    result = run.results[framework]
-    found = _breakdown(framework, entry, trace, attribution, result, steps)
+    found = _breakdown(framework, entry, trace, attribution, run.results[framework], steps)
     return replace(found, trace=prefix + found.trace, notes=(*found.notes, *said))
 
 
@@ -405,21 +386,15 @@ def _breakdown(
 ) -> Breakdown:
     metric_name = str(entry["metric"])
     step_s = attribution.step_us * 1e-6
-    total = attribution.total_us
+    total = math.fsum(attribution.totals.values())
     scale = step_s / total if total > 0 else 0.0
-
-    def seconds(us: float) -> float:
-        return us * scale
-
     categories = []
     for key, _ in CATEGORIES:
         us = attribution.totals.get(key, 0.0)
         top = _top(attribution.operations.get(key, {}), scale)
-        categories.append(Category(key=key, seconds=seconds(us), share=us / total if total > 0 else 0.0, top=top))
+        categories.append(Category(key=key, seconds=us * scale, share=us / total if total > 0 else 0.0, top=top))
     unattributed_us = attribution.totals.get(UNATTRIBUTED, 0.0)
-    unattributed_s = seconds(unattributed_us)
-
-    metric = _time_metric(result, metric_name)
+    metric = next((m for m in result["metrics"] if m["name"] == metric_name and m["kind"] == "time"), None)
     timed = _timed_step(metric, entry)
     notes = _notes(attribution, trace, scale)
     reasons = _reasons(attribution, entry, metric, timed, step_s, steps, unattributed_us, total)
@@ -432,7 +407,7 @@ def _breakdown(
         step_s=step_s,
         timed_step_s=timed,
         categories=tuple(categories),
-        unattributed_s=unattributed_s,
+        unattributed_s=unattributed_us * scale,
         trace=trace.path,
         flag="; ".join(reasons) or None,
         notes=tuple(notes),
@@ -442,10 +417,6 @@ def _breakdown(
 def _top(operations: Mapping[str, float], scale: float) -> tuple[Operation, ...]:
     ranked = sorted(operations.items(), key=lambda item: (-item[1], item[0]))[:TOP]
     return tuple(Operation(name=name, seconds=us * scale) for name, us in ranked)
-
-
-def _time_metric(result: Result, name: str) -> Metric | None:
-    return next((m for m in result["metrics"] if m["name"] == name and m["kind"] == "time"), None)
 
 
 def _timed_step(metric: Metric | None, entry: Mapping[str, Any]) -> float | None:
@@ -466,17 +437,16 @@ def _reasons(
     steps: Any,
     unattributed_us: float,
     total: float,
-) -> list[str]:
+) -> Iterator[str]:
     """Why the breakdown cannot be stood behind, each as its flag word and one clause."""
-    reasons = []
     if timed is not None and timed > 0 and abs(step_s / timed - 1) > OVERHEAD_BOUND:
-        reasons.append(
+        yield (
             f"OVERHEAD: the profiled step took {_over(step_s / timed - 1)} the timed step (bound "
             f"{100 * OVERHEAD_BOUND:.0f} %): its shares describe a {'slower' if step_s > timed else 'faster'} program"
         )
     if total > 0 and unattributed_us / total > UNATTRIBUTED_BOUND:
         names = ", ".join(plain(op.name) for op in _top(attribution.operations.get(UNATTRIBUTED, {}), 1.0)[:3])
-        reasons.append(
+        yield (
             f"UNATTRIBUTED: {100 * unattributed_us / total:.0f} % of the profiled step is work no rule names "
             f"({names}; bound {100 * UNATTRIBUTED_BOUND:.0f} %)"
         )
@@ -484,21 +454,18 @@ def _reasons(
         n = len(metric["samples"])
         disturbed = disturbed_samples(metric) | indices((metric.get("marks") or {}).get("contended"), n)
         if mostly_disturbed(len(disturbed), n):
-            reasons.append(
+            yield (
                 f"CONTENDED: {len(disturbed)} of {n} timed samples were taken while the machine disturbed them: "
                 "the profile ran on the same machine right after"
             )
     found = len(attribution.windows)
     if isinstance(steps, int) and found != steps:
-        reasons.append(f"STEPS: the trace holds {found} step annotations, the result recorded {steps} profiled steps")
+        yield f"STEPS: the trace holds {found} step annotations, the result recorded {steps} profiled steps"
     walls = entry.get("step_s")
     if isinstance(walls, list) and walls and all(isinstance(w, (int, float)) for w in walls):
         recorded = statistics.median(walls)
         if recorded > 0 and abs(step_s / recorded - 1) > STEP_MISMATCH:
-            reasons.append(
-                f"STEPS: the trace's median step ({_ms(step_s)}) is not the result's recorded one ({_ms(recorded)})"
-            )
-    return reasons
+            yield f"STEPS: the trace's median step ({_ms(step_s)}) is not the result's recorded one ({_ms(recorded)})"
 
 
 def _over(ratio: float) -> str:
@@ -510,26 +477,21 @@ def _ms(seconds: float) -> str:
     return f"{seconds:.3g} s" if seconds >= 1 else f"{seconds * 1e3:.3g} ms"
 
 
-def _notes(attribution: Attribution, trace: Trace, scale: float) -> list[str]:
-    notes = []
+def _notes(attribution: Attribution, trace: Trace, scale: float) -> Iterator[str]:
     kept = set(attribution.kept)
-    left = [i for i in range(len(attribution.windows)) if i not in kept]
-    if left:
-        median = attribution.step_us
+    if left := [i for i in range(len(attribution.windows)) if i not in kept]:
         shown = ", ".join(
             f"step {i} ({_ms((attribution.windows[i][1] - attribution.windows[i][0]) * 1e-6)})" for i in left
         )
-        notes.append(
-            f"{shown} left out of the shares: longer than {OUTLIER:g} x the median step ({_ms(median * 1e-6)}), "
+        yield (
+            f"{shown} left out of the shares: longer than {OUTLIER:g} x the median step ({_ms(attribution.step_us * 1e-6)}), "
             "a retrace or a pause, not the steady step"
         )
-    unnamed = _top(attribution.operations.get(UNATTRIBUTED, {}), scale)
-    if unnamed:
+    if unnamed := _top(attribution.operations.get(UNATTRIBUTED, {}), scale):
         listed = ", ".join(f"{plain(op.name)} ({op.seconds * 1e6:.3g} us)" for op in unnamed)
-        notes.append(f"unattributed (no rule names them): {listed}")
+        yield f"unattributed (no rule names them): {listed}"
     if trace.dropped:
-        notes.append(f"{trace.dropped} trace events with an invalid time or name were ignored")
-    return notes
+        yield f"{trace.dropped} trace events with an invalid time or name were ignored"
 
 
 def profiles(run: Run) -> Profiles:

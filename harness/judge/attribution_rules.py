@@ -486,8 +486,7 @@ def _check() -> None:
         named = [r.category for r in table.enclosing] + [r.category for lane in lanes for r in lane.rules]
         named += [r.category for lane in lanes for r in lane.contents]
         named += [lane.default for lane in lanes if lane.default is not None]
-        unknown = set(named) - keys
-        if unknown:
+        if unknown := set(named) - keys:
             raise AssertionError(f"{table.family}/{table.device_kind}: unknown categories {sorted(unknown)}")
         if any(lane.arg not in (None, "hlo_op") for lane in lanes):
             raise AssertionError(f"{table.family}/{table.device_kind}: a lane selects by an argument other than hlo_op")

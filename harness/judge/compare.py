@@ -230,20 +230,17 @@ def family(changes: list[Change], what: str = "a side", option: str = "--rounds"
 def paired_metrics(a: Run, b: Run) -> Iterator[tuple[str, Result, Result, Metric, Metric]]:
     """(framework, result A, result B, metric A, metric B) for every metric both runs measured with an ok job."""
     for fw, result_a in a.results.items():
-        result_b = b.results.get(fw)
-        if result_b is None or result_a["status"] != "ok" or result_b["status"] != "ok":
+        if (result_b := b.results.get(fw)) is None or result_a["status"] != "ok" or result_b["status"] != "ok":
             continue
         metrics_b = {m["name"]: m for m in result_b["metrics"]}
         for ma in result_a["metrics"]:
-            mb = metrics_b.get(ma["name"])
-            if mb is not None:
+            if (mb := metrics_b.get(ma["name"])) is not None:
                 yield fw, result_a, result_b, ma, mb
 
 
 def _why_absent(run: Run, side: str, framework: str, metric: str | None = None) -> str | None:
     """Why `run` has no number for the framework (or one metric of it), in words; None when it has one."""
-    result = run.results.get(framework)
-    if result is None:
+    if (result := run.results.get(framework)) is None:
         return f"missing in {side} (no {framework} job)"
     if result["status"] != "ok":  # skipped, failed, interrupted, ...
         return f"{result['status']} in {side}: {plain(result.get('reason') or 'no reason given')}"
@@ -260,20 +257,18 @@ def _absent_rows(a: Run, b: Run) -> list[Change]:
     for fw in dict.fromkeys([*a.results, *b.results]):
         ok = [run.results.get(fw) is not None and run.results[fw]["status"] == "ok" for run in (a, b)]
         if all(ok):  # both measured it: any metric one of them lacks
-            names_a = [m["name"] for m in a.results[fw]["metrics"]]
-            names_b = [m["name"] for m in b.results[fw]["metrics"]]
-            for name in dict.fromkeys([*names_a, *names_b]):
-                why = _why_absent(a, "A", fw, name) or _why_absent(b, "B", fw, name)
-                source = a.results[fw] if name in names_a else b.results[fw]
-                if why is not None:
-                    rows.append(_absent(fw, next(m for m in source["metrics"] if m["name"] == name), why))
+            first: dict[str, Metric] = {}  # each name's metric, A's where A has it
+            for metric in [*a.results[fw]["metrics"], *b.results[fw]["metrics"]]:
+                first.setdefault(metric["name"], metric)
+            for name, metric in first.items():
+                if (why := _why_absent(a, "A", fw, name) or _why_absent(b, "B", fw, name)) is not None:
+                    rows.append(_absent(fw, metric, why))
             continue
         whys = [w for w in (_why_absent(a, "A", fw), _why_absent(b, "B", fw)) if w is not None]
         if all(run.results.get(fw) is None or run.results[fw]["status"] == "skipped" for run in (a, b)):
             continue  # skipped (or not planned) on both sides: nothing was asked of it here
         measured = a.results[fw] if ok[0] else b.results[fw] if ok[1] else None
-        for m in measured["metrics"] if measured is not None else [None]:
-            rows.append(_absent(fw, m, "; ".join(whys)))
+        rows += [_absent(fw, m, "; ".join(whys)) for m in (measured["metrics"] if measured is not None else [None])]
     return rows
 
 
@@ -301,8 +296,7 @@ def evidence(
     one process a side: the ratio of the medians and its interval (those rows never get a verdict).
     """
     if rounds:
-        ratio, interval = shift_ratio(xa, xb)
-        return ratio, interval, beyond_margin_p(xa, xb, margin)
+        return *shift_ratio(xa, xb), beyond_margin_p(xa, xb, margin)
     _, p = mann_whitney_u(xa, xb)
     return statistics.median(xb) / statistics.median(xa), ratio_interval(xa, xb), p
 
@@ -343,8 +337,7 @@ def compare_runs(judged_a: Assessment, judged_b: Assessment) -> Comparison:
         if fw in off_a or fw in off_b:
             excluded = f"not comparable in run {'A' if fw in off_a else 'B'} ({(off_a.get(fw) or off_b.get(fw))})"
             disturbed = False
-        differs = workload.differences(result_a, result_b, ma, mb)
-        if differs:
+        if differs := workload.differences(result_a, result_b, ma, mb):
             excluded = f"not the same workload ({'; '.join(differs)})"
             disturbed = False
         changes.append(

@@ -51,26 +51,22 @@ def gate(comparison: Comparison, fail_above: float | None) -> Gate:
     if fail_above is None:
         return Gate(0, ())
     codes, reasons = [0], []
-    missing = comparison.without_verdict
-    if missing:
+    if missing := comparison.without_verdict:
         reasons.append(f"--fail-above cannot judge {len(missing)} row(s) without a verdict ({missing[0].no_verdict})")
-    failed = comparison.failed
-    if failed:
+    if failed := comparison.failed:
         first = failed[0]
         reasons.append(
             f"{len(failed)} row(s) with no number on one side: {first.framework} {first.metric}: {first.failed}"
         )
         codes.append(FAILED)
-    over = [c for c in comparison.changes if c.failed is None and c.fails(fail_above)]
-    if over:
+    if over := [c for c in comparison.changes if c.failed is None and c.fails(fail_above)]:
         row = max(over, key=lambda c: c.slowdown)
         reasons.append(
             f"significant slowdown above {fail_above:g} %: {row.framework} {row.metric} "
             f"{row.slowdown:.1%} worse (p={row.p_value:.3g}, Holm-adjusted {row.p_adjusted:.3g})"
         )
         codes.append(FAILED)
-    disturbed = comparison.disturbed
-    if disturbed:
+    if disturbed := comparison.disturbed:
         reasons.append(
             f"--fail-above cannot judge {len(disturbed)} row(s) the machine disturbed "
             f"({disturbed[0].framework} {disturbed[0].metric}: {disturbed[0].excluded}); rerun on a quiet machine"

@@ -13,7 +13,7 @@ between them: stack versions, the suites' code, the machine, the measured precis
 from __future__ import annotations
 
 import statistics
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -148,19 +148,17 @@ def _fact(point: Point, source: str, path: tuple[str, ...], cut: int) -> Any:
     return str(value)[:cut] if cut and value is not None else value
 
 
-def provenance_diff(a: Point, b: Point) -> list[str]:
+def provenance_diff(a: Point, b: Point) -> Iterator[str]:
     """What differs between two runs of one series, in words: where to look for the cause."""
-    changed = []
     versions_a = machine_id.field_at(a.result, "environment", "versions") or {}
     versions_b = machine_id.field_at(b.result, "environment", "versions") or {}
     for package in dict.fromkeys([*versions_a, *versions_b]):
         if versions_a.get(package) != versions_b.get(package):
-            changed.append(f"{package} {versions_a.get(package, '-')} -> {versions_b.get(package, '-')}")
+            yield plain(f"{package} {versions_a.get(package, '-')} -> {versions_b.get(package, '-')}")
     for label, source, path, cut in FACTS:
         before, after = _fact(a, source, path, cut), _fact(b, source, path, cut)
         if before != after:
-            changed.append(f"{label} {before if before is not None else '-'} -> {after if after is not None else '-'}")
-    return [plain(c) for c in changed]
+            yield plain(f"{label} {before if before is not None else '-'} -> {after if after is not None else '-'}")
 
 
 def find_changes(series: Series) -> list[ChangePoint]:

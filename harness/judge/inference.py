@@ -80,10 +80,7 @@ def figures_of(framework: str, result: Result, excluded: Callable[[str, str], st
     metrics = {m["name"]: m for m in result["metrics"]}
     latency = metrics[block["latency"]["metric"]]
     samples = latency["samples"]
-    tails = []
-    for label, q in PERCENTILES:
-        low, high, coverage = quantile_interval(samples, q)
-        tails.append(Tail(label, percentile(samples, q), low, high, coverage))
+    tails = [Tail(label, percentile(samples, q), *quantile_interval(samples, q)) for label, q in PERCENTILES]
     tails.append(Tail("max", max(samples), None, None, None))
     points = []
     for point in block["sweep"]:
@@ -92,8 +89,7 @@ def figures_of(framework: str, result: Result, excluded: Callable[[str, str], st
         points.append(Point(point["batch"], stats["median"], stats["q1"], stats["q3"], reason))
     kept = [(p.batch, p.rate) for p in points if p.excluded is None]
     generation = None
-    shape = block.get("generate")
-    if shape:
+    if shape := block.get("generate"):
         prefill = metrics[shape["prefill"]]
         generation = Generation(
             batch=shape["batch"],
@@ -129,8 +125,7 @@ def judge(run: Run, excluded: Callable[[str, str], str | None]) -> InferenceJudg
 def pooled_block(blocks: Sequence[Mapping[str, Any] | None], kept: set[str]) -> dict[str, Any] | None:
     """The `inference` block of pooled rounds: round 1's, with the sweep's points every round timed
     (a sweep a time cap ended earlier in one round loses its larger batches), and every round's reason."""
-    first = blocks[0]
-    if first is None:
+    if (first := blocks[0]) is None:
         return None
     sweep = [p for p in first["sweep"] if p["time"] in kept and p["throughput"] in kept]
     stopped = sorted({str(b["stopped"]) for b in blocks if b is not None and b.get("stopped")})

@@ -22,6 +22,7 @@ import random
 import statistics
 from collections.abc import Mapping
 from dataclasses import replace
+from itertools import accumulate
 from pathlib import Path
 from statistics import NormalDist
 from typing import Any, cast
@@ -95,8 +96,7 @@ def between_processes(run: Run) -> dict[str, dict[str, float]]:
     exactly the rounds `compare` judges with (a contended or throttled round is left out of both)."""
     found: dict[str, dict[str, float]] = {}
     for fw, result, metric in assessment.ok_metrics(run):
-        kept = _kept(result, metric["name"])
-        if kept:
+        if kept := _kept(result, metric["name"]):
             found.setdefault(fw, {})[metric["name"]] = statistics.stdev(math.log(m) for m in kept)
     return found
 
@@ -119,8 +119,7 @@ def _identity(result: Result) -> dict[str, Any]:
 def check_alike(runs: list[Run]) -> Result:
     """The first ok result of these runs, once every ok result is of one workload, measured on one
     machine, each framework on one stack; else a HarnessError naming the difference."""
-    ok = [(run, fw, r) for run in runs for fw, r in run.results.items() if r["status"] == "ok"]
-    if not ok:
+    if not (ok := [(run, fw, r) for run in runs for fw, r in run.results.items() if r["status"] == "ok"]):
         raise HarnessError(f"run {plain(runs[0].summary.get('run_id'))} has no successful job to read noise from")
     first_run, first_fw, first = ok[0]
     stacks: dict[str, tuple[Run, Result]] = {}
@@ -132,8 +131,7 @@ def check_alike(runs: list[Run]) -> Result:
                 f"{where} ({plain(first_fw)}) measured different workloads ({plain('; '.join(differs))}); a noise floor is "
                 "of one workload: give runs of one suite, parameters, precision and device"
             )
-        machines = machine_id.differences(first, result)
-        if machines:
+        if machines := machine_id.differences(first, result):
             raise HarnessError(
                 f"{where} ({plain(first_fw)}) were measured on different machines ({plain('; '.join(machines))}); a "
                 "noise floor is of one machine: give runs measured on one"
@@ -157,8 +155,7 @@ def load(fingerprint: str) -> dict[str, Any]:
         raise HarnessError(f"{plain(path)}: {plain(error)}; delete it and run `harness noise` again") from None
     if doc is None:
         return {}
-    problem = _problem(doc)
-    if problem:
+    if problem := _problem(doc):
         raise HarnessError(f"{plain(path)}: {problem}; delete it and run `harness noise` again")
     return dict(doc["workloads"])
 
@@ -188,18 +185,12 @@ def _problem(doc: Any) -> str | None:
         for field in ("noise", "sessions", "degrees"):
             # sessions: absent before --sessions; degrees: absent before floors counted them
             found = entry.get(field, {} if field in ("sessions", "degrees") else None)
+            limit = MAX_NOISE if field != "degrees" else MAX_DEGREES
             if not isinstance(found, dict) or not all(
-                isinstance(per, dict)
-                and all(
-                    isinstance(m, str) and _number(v, MAX_NOISE if field != "degrees" else MAX_DEGREES)
-                    for m, v in per.items()
-                )  # fmt: skip
+                isinstance(per, dict) and all(isinstance(m, str) and _number(v, limit) for m, v in per.items())
                 for per in found.values()
             ):
-                return (
-                    f"workloads[{plain(name)!r}].{field}: expected framework -> metric -> a number "
-                    f"(at most {MAX_NOISE if field != 'degrees' else MAX_DEGREES})"
-                )
+                return f"workloads[{plain(name)!r}].{field}: expected framework -> metric -> a number (at most {limit})"
     return None
 
 
@@ -209,16 +200,10 @@ def between_sessions(runs: list[Run], within: dict[str, dict[str, float]]) -> di
     found: dict[str, dict[str, float]] = {}
     for fw, per in within.items():
         for metric, process in per.items():
-            levels: list[float] = []
-            counts: list[int] = []
-            for run in runs:
-                result = run.results.get(fw)
-                kept = _kept(result, metric) if result is not None else []
-                if kept:
-                    levels.append(statistics.fmean(math.log(m) for m in kept))
-                    counts.append(len(kept))
-            if len(levels) >= 2:
-                extra = statistics.variance(levels) - process**2 / statistics.fmean(counts)
+            kept = [k for run in runs if fw in run.results and (k := _kept(run.results[fw], metric))]
+            if len(kept) >= 2:
+                levels = [statistics.fmean(math.log(m) for m in k) for k in kept]
+                extra = statistics.variance(levels) - process**2 / statistics.fmean(len(k) for k in kept)
                 found.setdefault(fw, {})[metric] = math.sqrt(max(extra, 0.0))
     return found
 
@@ -228,8 +213,7 @@ def degrees(runs: list[Run]) -> dict[str, dict[str, int]]:
     found: dict[str, dict[str, int]] = {}
     for run in runs:
         for fw, result, metric in assessment.ok_metrics(run):
-            kept = _kept(result, metric["name"])
-            if kept:
+            if kept := _kept(result, metric["name"]):
                 per = found.setdefault(fw, {})
                 per[metric["name"]] = per.get(metric["name"], 0) + len(kept) - 1
     return found
@@ -252,8 +236,7 @@ def store(runs: list[Run], rounds: int, seconds: float) -> tuple[str, dict[str, 
             "left alone (contended or throttled rounds are left out); measure again on a quiet machine"
         )
     sessions = between_sessions(runs, noise) if len(runs) >= 2 else {}
-    wild = _beyond(noise) or _beyond(sessions)
-    if wild:
+    if wild := _beyond(noise) or _beyond(sessions):
         raise HarnessError(
             f"{plain(wild)}: the round medians spread by more than a factor of e^{MAX_NOISE:g} (one standard "
             "deviation): that is not the noise of one machine; check the runs with `harness show RUN`"
@@ -294,8 +277,7 @@ def drift(entry: dict[str, Any], framework: str, metric: str) -> float | None:
     noise. A few runs measure drift poorly: three A/A runs here measured none for a metric whose later
     runs sat 25 % apart (a run lands in a fast or a slow mode and stays there), so a run's level is
     taken to be at least as uncertain as one of its processes."""
-    process = (entry["noise"].get(framework) or {}).get(metric)
-    if process is None:
+    if (process := (entry["noise"].get(framework) or {}).get(metric)) is None:
         return None
     measured = (entry.get("sessions", {}).get(framework) or {}).get(metric)
     return max(float(process), float(measured or 0.0))
@@ -335,8 +317,7 @@ def apply(comparison: Comparison) -> Comparison:
     first_a, first = _first_ok(comparison.a), _first_ok(comparison.b)
     if first is None or first_a is None:
         return comparison
-    machines = machine_id.differences(first_a, first)
-    if machines:
+    if machines := machine_id.differences(first_a, first):
         return replace(comparison, floor=comparison.floor + [
             f"runs A and B were measured on different machines ({plain('; '.join(machines))}): no machine's noise floor "
             "applies, so no verdict is held as run-to-run drift; each verdict says whether these processes differ, "
@@ -356,19 +337,17 @@ def apply(comparison: Comparison) -> Comparison:
     held, uncertain, beyond = 0, [], []
     for c in comparison.changes:
         sigma = drift(entry, c.framework, c.metric)
-        if not (c.significant and sigma is not None and c.ratio > 0):
-            changes.append(c)
-            continue
-        gate, change = session_gate(sigma, family), abs(math.log(c.ratio))
-        if change >= gate:
-            pass  # beyond the drift: the verdict stands
-        elif degrees_of(entry, c.framework, c.metric) < MIN_DEGREES:
-            uncertain.append(c)
-        elif change >= math.log1p(MAX_HELD):
-            beyond.append(c)  # never drift, whatever the floor says
-        else:
-            c = replace(c, within_sessions=math.exp(gate) - 1)
-            held += 1
+        if c.significant and sigma is not None and c.ratio > 0:
+            gate, change = session_gate(sigma, family), abs(math.log(c.ratio))
+            if change >= gate:
+                pass  # beyond the drift: the verdict stands
+            elif degrees_of(entry, c.framework, c.metric) < MIN_DEGREES:
+                uncertain.append(c)
+            elif change >= math.log1p(MAX_HELD):
+                beyond.append(c)  # never drift, whatever the floor says
+            else:
+                c = replace(c, within_sessions=math.exp(gate) - 1)
+                held += 1
         changes.append(c)
     if held:
         lines.append(
@@ -416,10 +395,7 @@ def detectable_shift(rounds: int, family: int) -> float | None:
             ranked = sorted([(x, 1) for x in a] + [(y, 0) for y in b])
             u = sum(rank for rank, (_, mine) in enumerate(ranked, 1) if mine) - rounds * (rounds + 1) // 2
             hits += u <= critical or u >= rounds * rounds - critical
-        if hits >= POWER * SIMULATIONS:
-            high = shift
-        else:
-            low = shift
+        low, high = (low, shift) if hits >= POWER * SIMULATIONS else (shift, high)
     return high
 
 
@@ -427,14 +403,8 @@ def _critical_u(n: int, threshold: float) -> int:
     """The largest U whose exact two-sided p (n vs n, no ties) is below `threshold`."""
     counts = u_distribution(n, n)
     total = sum(counts)
-    tail, critical = 0, -1
-    for u, c in enumerate(counts):
-        tail += c
-        if 2 * tail / total < threshold:
-            critical = u
-        else:
-            break
-    return critical
+    # The cumulative tail only grows: the U below the threshold are a prefix of 0, 1, 2, ...
+    return sum(1 for tail in accumulate(counts) if 2 * tail / total < threshold) - 1
 
 
 def detectable(sigma: float, rounds: int, family: int, margin: float = 0.0) -> float | None:
@@ -501,8 +471,7 @@ def plan_rounds(
     if entry is None:
         raise HarnessError(f"--detect needs this machine's noise floor for this workload; measure it first: {how}")
     planned = {j.framework for j in plan.jobs if j.skip_reason is None}
-    sigmas = [s for fw, per in entry["noise"].items() if fw in planned for s in per.values()]
-    if not sigmas:
+    if not (sigmas := [s for fw, per in entry["noise"].items() if fw in planned for s in per.values()]):
         raise HarnessError(f"the noise floor has none of {', '.join(sorted(planned))}; measure them: {how}")
     if not interleaved:
         drifts = [d for fw, per in entry["noise"].items() if fw in planned for m in per if (d := drift(entry, fw, m))]
@@ -517,8 +486,7 @@ def plan_rounds(
     if budget_s is not None and interleaved:
         family = sequential.family_at(family, sequential.last_alpha())
     most = MAX_ROUNDS if budget_s is None else sequential.MAX_ROUNDS
-    found = rounds_for(sigmas, target, family, most, margin if interleaved else 0.0)
-    if found is None:
+    if (found := rounds_for(sigmas, target, family, most, margin if interleaved else 0.0)) is None:
         raise HarnessError(
             f"--detect {detect}: even {most} rounds cannot see a change that small here "
             f"(between-process noise up to {fmt_share(max(sigmas))}); ask for a larger change"
@@ -543,19 +511,16 @@ def explain(comparison: Comparison, entry: dict[str, Any] | None, first: Result,
     """Lines for `compare`: the smallest change its verdicts can see, or that no floor exists
     (`session`: the runs are one interleaved session, so no run-to-run allowance applies)."""
     family = comparison.family_size
-    margin = comparison.margin
     alpha = sequential.recorded_alpha(comparison.a.summary, comparison.b.summary)
     if alpha is not None and alpha > 0:  # a budgeted session's verdicts were made at its last look's alpha
         family = sequential.family_at(family, alpha)
     if entry is None:
         how = command(first["suite"], first["params"])
-        if session:
-            own = _own_spread(comparison, family, margin)
-            if own:
-                return [
-                    "smallest change a verdict here detects (80 % of the time; from the spread of these runs' own "
-                    f"round medians, no noise floor for this machine at {workload.label(first)}): " + ", ".join(own)
-                ]
+        if session and (own := _own_spread(comparison, family, comparison.margin)):
+            return [
+                "smallest change a verdict here detects (80 % of the time; from the spread of these runs' own "
+                f"round medians, no noise floor for this machine at {workload.label(first)}): " + ", ".join(own)
+            ]
         unknown = "" if session else ", and so is the run-to-run noise they cannot tell from a change"
         return [
             f"no noise floor for this machine at {workload.label(first)}: how small a change these verdicts can see "
@@ -583,7 +548,16 @@ def _own_spread(comparison: Comparison, family: int, margin: float = 0.0) -> lis
     medians (the standard deviation of their logs, each side about its own mean, pooled); the two
     sides of one session share the machine's states, so their spread is what the test faced."""
     found = []
-    for c, (xa, xb) in _round_medians(comparison):
+    for c in comparison.changes:
+        if not c.tested or c.basis != ROUNDS:
+            continue
+        sides = []  # the round medians its test used (the quiet rounds)
+        for run in (comparison.a, comparison.b):
+            result = run.results.get(c.framework)
+            metrics = result["metrics"] if result is not None and result["status"] == "ok" else []
+            metric = next((m for m in metrics if m["name"] == c.metric), None)
+            sides.append(assessment.kept_rounds(result, metric)[0] if result is not None and metric is not None else [])
+        xa, xb = sides
         if len(xa) < MIN_ROUNDS or len(xb) < MIN_ROUNDS or min(xa + xb) <= 0:
             continue
         logs = [[math.log(x) for x in side] for side in (xa, xb)]
@@ -591,19 +565,3 @@ def _own_spread(comparison: Comparison, family: int, margin: float = 0.0) -> lis
         seen = detectable(sigma, min(len(xa), len(xb)), family, margin)
         found.append(f"{c.framework} {c.metric} {fmt_share(seen) if seen is not None else 'none'}")
     return found
-
-
-def _round_medians(comparison: Comparison) -> list[tuple[Change, tuple[list[float], list[float]]]]:
-    """Each tested rounds row with the round medians its test used (the quiet rounds)."""
-    rows = []
-    for c in comparison.changes:
-        if not c.tested or c.basis != ROUNDS:
-            continue
-        sides = []
-        for run in (comparison.a, comparison.b):
-            result = run.results.get(c.framework)
-            metrics = result["metrics"] if result is not None and result["status"] == "ok" else []
-            metric = next((m for m in metrics if m["name"] == c.metric), None)
-            sides.append(assessment.kept_rounds(result, metric)[0] if result is not None and metric is not None else [])
-        rows.append((c, (sides[0], sides[1])))
-    return rows

@@ -38,7 +38,6 @@ from suites.contract.spec import CheckSpec
 # The job's ordinary metrics beside the block (suites/runtime/data_parallel.py records them).
 STEP_METRIC = "dp step"
 SINGLE_METRIC = "dp step (1-way)"
-THROUGHPUT_METRIC = "dp throughput"
 # How far the job's own efficiency or exposed communication may be from the host's before a note says
 # so: both come from the same medians, so only a different formula (or an edit) moves them this far.
 RECOMPUTED_RTOL = 1e-3
@@ -107,15 +106,12 @@ class Figures:
     @property
     def peak_share(self) -> float | None:
         """Bus bandwidth as a share of the link's peak; None where the peak is unknown."""
-        if self.busbw_Bps is None or self.peak_Bps is None:
-            return None
-        return self.busbw_Bps / self.peak_Bps
+        return None if self.busbw_Bps is None or self.peak_Bps is None else self.busbw_Bps / self.peak_Bps
 
     @property
     def over_peak(self) -> bool:
         """Bus bandwidth above the link's physical peak: a measurement bug, never a record."""
-        share = self.peak_share
-        return share is not None and share > 1.0
+        return (share := self.peak_share) is not None and share > 1.0
 
 
 @dataclass
@@ -144,17 +140,8 @@ class Parallel:
 
 def _ok_parallel(run: Run) -> dict[str, Result]:
     """The ok jobs of the run that ran the data-parallel loop, in run order."""
-    return {fw: r for fw, r in run.results.items() if r["status"] == "ok" and data_parallel(_params(r))}
-
-
-def _params(result: Result) -> Mapping[str, Any]:
-    return result["params"]  # a Scalar may be null, which data_parallel reads as "not a count" too
-
-
-def _tolerances(run: Run) -> dict[str, CheckSpec]:
-    """name -> the declared CheckSpec of each data-parallel check (the suite's, else the contract's)."""
-    declared = declared_checks(run)
-    return {c.name: declared.get(c.name, c) for c in parallel_checks()}
+    # A parameter (a Scalar) may be null, which data_parallel reads as "not a count" too.
+    return {fw: r for fw, r in run.results.items() if r["status"] == "ok" and data_parallel(r["params"])}
 
 
 def gate_rows(run: Run) -> tuple[GateRow, ...]:
@@ -164,8 +151,9 @@ def gate_rows(run: Run) -> tuple[GateRow, ...]:
     the value the other has, or (rows of their own) when an ok data-parallel job recorded no block or
     no checks at all: a gate with nothing to compare passes nothing. A job on one device has no 1-way
     step apart from its N-way one, and no row."""
-    jobs = _ok_parallel(run)
-    specs = _tolerances(run)
+    declared = declared_checks(run)
+    # name -> the declared CheckSpec of each data-parallel check (the suite's, else the contract's)
+    specs = {c.name: declared.get(c.name, c) for c in parallel_checks()}
     rows: dict[str, GateRow] = {}
 
     def row(name: str) -> GateRow:
@@ -175,7 +163,7 @@ def gate_rows(run: Run) -> tuple[GateRow, ...]:
             rows[name] = GateRow(name, spec.help if spec else "", tolerance_text({**tol, "limit": None}, "N-way"))
         return rows[name]
 
-    for fw, result in jobs.items():
+    for fw, result in _ok_parallel(run).items():
         block = result.get("parallel")
         if not isinstance(block, dict):
             gate = row(BLOCK_ROW)
@@ -186,15 +174,13 @@ def gate_rows(run: Run) -> tuple[GateRow, ...]:
         nway = {c["name"]: _round_one(c, result) for c in result["checks"] if c["name"] in PARALLEL_CHECKS}
         single = block.get("single")
         one_way = {c["name"]: c["value"] for c in single["checks"]} if isinstance(single, dict) else {}
-        names = [n for n in PARALLEL_CHECKS if n in nway or n in one_way]
-        if not names:
+        if not (names := [n for n in PARALLEL_CHECKS if n in nway or n in one_way]):
             gate = row(NO_CHECKS_ROW)
             gate.passed[fw], gate.why[fw] = False, "neither the N-way nor the 1-way step recorded a data-parallel check"
             continue
         for name in names:
             _judge_cell(row(name), fw, nway.get(name), one_way.get(name), specs.get(name), single is None)
-    order = [BLOCK_ROW, NO_CHECKS_ROW, *PARALLEL_CHECKS]
-    return tuple(rows[n] for n in order if n in rows)
+    return tuple(rows[n] for n in (BLOCK_ROW, NO_CHECKS_ROW, *PARALLEL_CHECKS) if n in rows)
 
 
 def _round_one(check: Check, result: Result) -> Any:
@@ -208,14 +194,13 @@ def _round_one(check: Check, result: Result) -> Any:
 
 
 def _judge_cell(gate: GateRow, fw: str, nway: Any, single: Any, spec: CheckSpec | None, no_single: bool) -> None:
-    if single is not None:
-        gate.values[fw] = single
     if nway is not None:
         gate.nway[fw] = nway
     if single is None:
         gate.passed[fw] = False
         gate.why[fw] = "no 1-way value (parallel.single is null)" if no_single else "no 1-way value"
         return
+    gate.values[fw] = single
     if nway is None:
         gate.passed[fw], gate.why[fw] = False, "no N-way value to hold it to"
         return
@@ -267,9 +252,7 @@ def _efficiency_flag(fw: str, result: Result, flagged_by: Mapping[Key, str]) -> 
         for name in (STEP_METRIC, SINGLE_METRIC)
         if name in metrics and (found := disturbed_samples(metrics[name]))
     ]
-    if disturbed:
-        return CONTENTION.word, "; ".join(disturbed)
-    return None, None
+    return (CONTENTION.word, "; ".join(disturbed)) if disturbed else (None, None)
 
 
 def figures_of(fw: str, result: Result, flagged_by: Mapping[Key, str]) -> Figures | None:
@@ -296,8 +279,7 @@ def figures_of(fw: str, result: Result, flagged_by: Mapping[Key, str]) -> Figure
     host = straggler_of([r.get("compute_samples") or r["compute_s"] for r in block["ranks"]])
     recorded = block["straggler"]
     job = Straggler(recorded["rank"], recorded["ratio"]) if recorded is not None else None
-    note = _straggler_note(host, job)
-    if note:
+    if note := _straggler_note(host, job):
         notes.append(note)
     rounds = result["settings"].get("rounds")
     if isinstance(rounds, int) and rounds >= 2:
@@ -348,8 +330,7 @@ def judge(run: Run, gate: Sequence[GateRow], flagged_by: Mapping[Key, str]) -> P
 
     `gate`: `gate_rows(run)`, worked out before the guards (its failures join theirs); `flagged_by`:
     (framework, metric) -> the guard that flagged it, which flags an efficiency built on that metric."""
-    jobs = _ok_parallel(run)
-    if not jobs and not any(isinstance(r.get("parallel"), dict) for r in run.results.values()):
+    if not (jobs := _ok_parallel(run)) and not any(isinstance(r.get("parallel"), dict) for r in run.results.values()):
         return None
     figures = [f for fw, r in jobs.items() if (f := figures_of(fw, r, flagged_by)) is not None]
     missing = tuple(fw for fw, r in jobs.items() if not isinstance(r.get("parallel"), dict))

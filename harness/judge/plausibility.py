@@ -78,8 +78,7 @@ class Finding:
     def achievable_text(self) -> str | None:
         """ "% of achievable" as every renderer shows it: flagged above 100 %, or why there is no ceiling;
         None when the run was not calibrated."""
-        fraction = self.achievable_fraction
-        if fraction is None:
+        if (fraction := self.achievable_fraction) is None:
             return self.achievable_missing
         text = f"{fmt_share(fraction)} of achievable"
         return f"{text} ({ABOVE_ACHIEVABLE})" if self.above_achievable else text
@@ -135,8 +134,7 @@ def _finding(
 def _flops_ceiling(ceilings: Ceilings | None, result: Mapping[str, Any], dtype: Any) -> tuple[float | None, str | None]:
     if ceilings is None:
         return None, None
-    key = achievable_key(result, dtype)
-    if key is None:
+    if (key := achievable_key(result, dtype)) is None:
         why = "float32 arithmetic not measured" if ceiling_key(dtype, "fp32") else "undeclared or unknown dtype"
         return None, f"no ceiling ({why})"
     value = ceilings.flops(key)

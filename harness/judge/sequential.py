@@ -59,8 +59,7 @@ _SECONDS = {None: 1.0, "s": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0}
 
 def parse_budget(text: str) -> float:
     """Seconds from '180', '90s', '3m' or '1.5h'; anything else, or out of range, is one line."""
-    found = _BUDGET.match(text)
-    if not found:
+    if not (found := _BUDGET.match(text)):
         raise HarnessError(f"--budget {text[:40]!r} is not a duration; give seconds or a unit, e.g. 90s, 3m, 1h")
     seconds = float(found.group(1)) * _SECONDS[found.group(2)]
     if not MIN_BUDGET_S <= seconds <= MAX_BUDGET_S:
@@ -137,10 +136,7 @@ class Schedule:
 
     def look(self, rounds: int, elapsed_s: float, last: bool, changes: Sequence[Change]) -> Look:
         """Take a look: this look's alpha, and the rows past their boundary at it."""
-        if last:
-            alpha = max(self.alpha - self.used, 0.0)
-        else:
-            alpha = max(spent(elapsed_s / self.budget_s, self.alpha) - self.used, 0.0)
+        alpha = max((self.alpha if last else spent(elapsed_s / self.budget_s, self.alpha)) - self.used, 0.0)
         if not last and not reachable(changes, alpha):
             made = Look(len(self.looks) + 1, rounds, elapsed_s, 0.0, last, deferred=alpha)
         else:
@@ -160,8 +156,7 @@ def reachable(changes: Sequence[Change], alpha: float) -> bool:
 
 def past_boundary(changes: Sequence[Change], alpha: float) -> list[Change]:
     """The rows Holm-significant at `alpha` with their interval excluding 1 (rows `compare` tests)."""
-    judged = at_alpha(list(changes), alpha)
-    return [c for c in judged if c.significant]
+    return [c for c in at_alpha(list(changes), alpha) if c.significant]
 
 
 def at_alpha(changes: list[Change], alpha: float) -> list[Change]:
@@ -204,10 +199,8 @@ def judged(comparison: Comparison, alpha: float) -> Comparison:
     ]
     doubts = list(comparison.doubts)
     for i in out_of_reach:
-        fewest = min(changes[i].processes)
-        changes[i] = replace(
-            changes[i], no_verdict=f"{fewest} rounds a side cannot reach the session's recorded alpha {alpha:.3g}"
-        )
+        why = f"{min(changes[i].processes)} rounds a side cannot reach the session's recorded alpha {alpha:.3g}"
+        changes[i] = replace(changes[i], no_verdict=why)
     if out_of_reach:
         doubts.append(
             f"the session's recorded alpha {alpha:.3g} (summary.json sequential.alpha) leaves "
@@ -252,9 +245,7 @@ def recordable(alpha: float) -> float:
 
 def _why(schedule: Schedule) -> str:
     looks = schedule.looks
-    if looks and looks[-1].crossed:
-        return CALLED
-    return SPENT if looks and looks[-1].last else INTERRUPTED
+    return CALLED if looks and looks[-1].crossed else SPENT if looks and looks[-1].last else INTERRUPTED
 
 
 def summary_line(schedule: Schedule, seconds: float) -> str:

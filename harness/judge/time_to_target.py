@@ -110,7 +110,3 @@ def pool(docs: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
             interval = median_interval(seconds)
             pooled.update(seconds_interval=[interval.low, interval.high], seconds_interval_coverage=interval.coverage)
     return pooled
-
-
-def _number(value: Any) -> float | None:
-    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None

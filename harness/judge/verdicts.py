@@ -43,6 +43,5 @@ class Verdicts:
         return self._series[key]
 
     def change_points(self, runs: Sequence[Run]) -> list[ChangePoint]:
-        """Every level shift of every series of these runs; HarnessError when the change-point search
-        is not installed."""
+        """Every level shift of every series of these runs."""
         return [shift for series in self.series(runs) for shift in find_changes(series)]

@@ -15,7 +15,6 @@ import stat
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from harness.core import workload
 from harness.core.errors import HarnessError
@@ -89,29 +88,13 @@ def parse_time(value: object) -> dt.datetime | None:
     return parsed.replace(tzinfo=dt.timezone.utc) if parsed.tzinfo is None else parsed.astimezone(dt.timezone.utc)
 
 
-def _started(run: Run) -> dt.datetime | None:
-    times = [t for t in (parse_time(r.get("started_at")) for r in run.results.values()) if t is not None]
-    return min(times, default=None)
-
-
-def _problem(path: Path, what: str = "run folder") -> str | None:
+def _problem(path: Path, what: str) -> str | None:
     """Why `path` is not a folder to read runs (or a bisect) from, or None."""
     try:
         mode = os.lstat(path).st_mode
     except OSError as error:
         return f"cannot be read ({error.strerror})"
     return None if stat.S_ISDIR(mode) else f"is a {kind(mode)}, not a {what}"
-
-
-def _bisect_problem(path: Path) -> tuple[dict[str, Any] | None, str | None]:
-    """The bisect record in `path`, or why it cannot be read."""
-    problem = _problem(path, "bisect folder")
-    if problem is not None:
-        return None, problem
-    try:
-        return load_bisect(path), None
-    except HarnessError as error:
-        return None, str(error)
 
 
 def collect(
@@ -135,19 +118,21 @@ def collect(
             progress(len(names))
         if name.startswith("."):  # the harness's own caches (.calibration, .cache), never runs
             continue
-        problem = _problem(path)
+        bisect = name.startswith(PREFIX)
+        problem = _problem(path, "bisect folder" if bisect else "run folder")
         if problem is None and skip is not None and path.resolve() == skip:
             continue
-        if name.startswith(PREFIX) and suite is not None:
+        if bisect and suite is not None:
             continue  # a bisect is no run of a suite's history
-        if name.startswith(PREFIX):
-            doc, problem = _bisect_problem(path)
-            if doc is not None:
-                catalogue.bisects.append(PublishedBisect(key=len(catalogue.bisects), folder=plain(name), doc=doc))
+        if problem is None and bisect:
+            try:
+                doc = load_bisect(path)
+            except HarnessError as error:
+                problem = str(error)
             else:
-                catalogue.skipped.append(f"skipped {plain(name)}: {plain(problem)}")
-            continue
-        if problem is None:
+                catalogue.bisects.append(PublishedBisect(key=len(catalogue.bisects), folder=plain(name), doc=doc))
+                continue
+        elif problem is None:
             try:
                 summary = load_summary(path / "summary.json")
                 catalogue.seen.add(str(summary["suite"]))
@@ -157,7 +142,8 @@ def collect(
             except HarnessError as error:
                 problem = str(error)
             else:
-                started = _started(run)
+                times = [t for r in run.results.values() if (t := parse_time(r.get("started_at"))) is not None]
+                started = min(times, default=None)
                 order = started.timestamp() if started else float("inf")
                 loaded.append((order, plain(run.summary.get("run_id")), name, run, started))
                 continue

@@ -87,5 +87,4 @@ class FlagBook:
         return self._notes[entry.key]
 
     def count(self, entry: PublishedRun) -> int:
-        """How many flags the run carries in all."""
         return sum(len(found) for found in self.flags(entry).values())

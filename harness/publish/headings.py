@@ -12,17 +12,13 @@ Every string here comes from a result file and is made inert (`plain`).
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
 
 from harness.core.result_types import Metric, Result
+from harness.core.stack_facts.facts import as_dict
 from harness.text.escape import plain
 
 # --precision's modes as the arithmetic they run (suites/contract/settings.py PRECISIONS).
 _MODES = {"fp32": "float32", "tf32": "float32 (TF32 allowed)", "bf16": "bfloat16"}
-
-
-def _dict(value: Any) -> dict[str, Any]:
-    return value if isinstance(value, dict) else {}
 
 
 def arithmetic(result: Result, metric: Metric | None) -> str:
@@ -30,29 +26,20 @@ def arithmetic(result: Result, metric: Metric | None) -> str:
     dtype = metric.get("dtype") if metric is not None else None
     if isinstance(dtype, str) and dtype.strip():
         return plain(dtype.strip())
-    mode = _dict(result.get("settings")).get("precision") or "fp32"
+    mode = as_dict(result.get("settings")).get("precision") or "fp32"
     return plain(_MODES.get(str(mode), str(mode)))
-
-
-def _params(result: Result) -> dict[str, str]:
-    return {f"param {plain(k)}": plain(f"{k}={v}") for k, v in sorted(_dict(result.get("params")).items())}
-
-
-def _dataset(result: Result) -> str:
-    dataset = _dict(result.get("dataset"))
-    found = next((dataset[k] for k in ("used_fingerprint", "fingerprint", "sha256", "name") if dataset.get(k)), None)
-    return plain(f"data {str(found)[:12]}") if found else ""
 
 
 def fields(result: Result, arithmetics: Iterable[str], machine: str) -> dict[str, str]:
     """Every field that defines a chart, name -> its words (`param matrix_size` -> `matrix_size=128`).
     `arithmetics`: what each of the chart's points ran (two frameworks may declare different dtypes)."""
-    found = _params(result)
+    found = {f"param {plain(k)}": plain(f"{k}={v}") for k, v in sorted(as_dict(result.get("params")).items())}
     found["arithmetic"] = " / ".join(sorted(set(arithmetics))) or "unknown arithmetic"
     found["device"] = plain(result.get("device"))
-    dataset = _dataset(result)
-    if dataset:
-        found["dataset"] = dataset
+    dataset = as_dict(result.get("dataset"))
+    data = next((dataset[k] for k in ("used_fingerprint", "fingerprint", "sha256", "name") if dataset.get(k)), None)
+    if data:
+        found["dataset"] = plain(f"data {str(data)[:12]}")
     if machine:
         found["machine"] = plain(machine)
     return found

@@ -49,15 +49,22 @@ def inference_pictures(judged: Assessment) -> InferencePictures | None:
     return InferencePictures(plain(judged.run.summary.get("suite")), judged.inference)
 
 
-def _finite(value: float | None) -> float | None:
+def finite(value: float | None) -> float | None:
+    """A number JSON can hold (a quotient of two huge declared counts may not be)."""
     return value if value is not None and math.isfinite(value) else None
 
 
-def _words(items: Sequence[str]) -> str:
+def words(items: Sequence[str]) -> str:
     """`a`, `a and b`, `a, b and c` (items already inert)."""
     if len(items) < 2:
         return items[0] if items else "nothing"
     return ", ".join(items[:-1]) + " and " + items[-1]
+
+
+def figure(chart_id: str, alt: str, read: str, extra: Markup = Markup("")) -> Markup:
+    """A chart's figure: the container site.js draws into, what it shows (aria-label), how to read it."""
+    chart = tag("div", "", id=chart_id, class_="chart picture", role="img", aria_label=alt)
+    return tag("figure", join([chart, extra, tag("figcaption", read)]), class_="picture")
 
 
 def rate_unit(figures: Sequence[Figures]) -> str:
@@ -79,9 +86,9 @@ def _series(f: Figures) -> dict[str, Any]:
         "colour": palette.colour(f.framework),
         "unit": f"{plain(f.unit)}/s",
         "batches": [p.batch for p in f.sweep],
-        "rates": [_finite(p.rate) for p in f.sweep],
-        "low": [_finite(p.low) for p in f.sweep],
-        "high": [_finite(p.high) for p in f.sweep],
+        "rates": [finite(p.rate) for p in f.sweep],
+        "low": [finite(p.low) for p in f.sweep],
+        "high": [finite(p.high) for p in f.sweep],
         "flags": [plain(p.excluded) if p.excluded is not None else None for p in f.sweep],
         "saturation": f.saturation,
         "saturation_label": f"{fw} saturates at batch {f.saturation}" if f.saturation is not None else None,
@@ -108,21 +115,19 @@ def throughput_data(pictures: InferencePictures) -> dict[str, Any] | None:
     }
 
 
-def _flagged_points(f: Figures) -> list[str]:
-    return [f"{plain(f.framework)} batch {p.batch} ({plain(p.excluded)})" for p in f.sweep if p.excluded]
-
-
 def _throughput_alt(swept: Sequence[Figures]) -> str:
     unit = rate_unit(swept)
-    alt = f"Throughput ({unit}, median) against batch size for {_words([plain(f.framework) for f in swept])}"
+    alt = f"Throughput ({unit}, median) against batch size for {words([plain(f.framework) for f in swept])}"
     batches = sorted({p.batch for f in swept for p in f.sweep})
     alt += f"; batch sizes {', '.join(str(b) for b in batches)}"
     saturated = [f"{plain(f.framework)} at batch {f.saturation}" for f in swept if f.saturation is not None]
     if saturated:
-        alt += f"; saturates: {_words(saturated)}"
-    flagged = [text for f in swept for text in _flagged_points(f)]
+        alt += f"; saturates: {words(saturated)}"
+    flagged = [
+        f"{plain(f.framework)} batch {p.batch} ({plain(p.excluded)})" for f in swept for p in f.sweep if p.excluded
+    ]
     if flagged:
-        alt += f"; FLAGGED: {_words(flagged)}"
+        alt += f"; FLAGGED: {words(flagged)}"
     return alt
 
 
@@ -152,10 +157,7 @@ def _throughput_figure(swept: Sequence[Figures]) -> Markup:
             " A point ringed in red (in its framework's colour, joined by a dashed line) is FLAGGED: a guard keeps "
             "it out of comparisons, and the words under the chart say why."
         )
-    chart = tag("div", "", id=CHART_ID, class_="chart picture", role="img", aria_label=_throughput_alt(swept))
-    notes = _throughput_notes(swept)
-    extra = lines(notes, class_="flags") if notes else Markup("")
-    return tag("figure", join([chart, extra, tag("figcaption", read)]), class_="picture")
+    return figure(CHART_ID, _throughput_alt(swept), read, lines(_throughput_notes(swept), class_="flags"))
 
 
 # ---------------------------------------------------------------------------------------------

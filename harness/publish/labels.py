@@ -7,25 +7,20 @@ field is looked up defensively and made inert.
 
 from __future__ import annotations
 
-from typing import Any
-
 from harness.core.result_types import Result
 from harness.core.stack_facts import FRAMEWORKS
+from harness.core.stack_facts.facts import as_dict
 from harness.store.run_folder import Run
 from harness.text.escape import plain
 
 
-def _dict(value: Any) -> dict[str, Any]:
-    return value if isinstance(value, dict) else {}
-
-
 def machine(result: Result) -> str:
     """`AMD EPYC 7B13 (2 cores)`, or the GPU's name for a GPU job."""
-    env = _dict(result.get("environment"))
-    device = _dict(env.get("device"))
+    env = as_dict(result.get("environment"))
+    device = as_dict(env.get("device"))
     if result["device"] == "gpu" and device.get("name"):
         return plain(device["name"])
-    cpu = _dict(_dict(env.get("machine")).get("cpu"))
+    cpu = as_dict(as_dict(env.get("machine")).get("cpu"))
     model = plain(cpu.get("model") or "unknown CPU")
     # The machine's own cores, not those a job was pinned to (--threads/--cpus): one machine, one series.
     cores = cpu.get("logical_cores")
@@ -36,7 +31,7 @@ def machine(result: Result) -> str:
 
 def version(result: Result) -> str:
     """`jax 0.4.30`: the framework's own package and version, else every version recorded."""
-    versions = {str(k): v for k, v in _dict(_dict(result.get("environment")).get("versions")).items() if v}
+    versions = {str(k): v for k, v in as_dict(as_dict(result.get("environment")).get("versions")).items() if v}
     framework = result["framework"]
     declared = FRAMEWORKS.get(framework)  # its package (torch for pytorch), from its stack's declaration
     package = framework if framework in versions or declared is None else declared.package

@@ -150,8 +150,7 @@ def _metric(metric: str, group: Group, baseline: str | None, trace_base: str | N
     words = [_text(reconciliation(b)) for b in group.values()]
     words += [_text(differences_sentence(b, group[base])) for fw, b in group.items() if base is not None and fw != base]
     figure = tag("figure", join([_bars(metric, group), tag("figcaption", lines(words))]), class_="picture profile")
-    parts = [tag("h3", _text(metric)), figure, _operations(group)]
-    return join([*parts, _traces(group, trace_base)])
+    return join([tag("h3", _text(metric)), figure, _operations(group), _traces(group, trace_base)])
 
 
 def profile_section(

@@ -13,7 +13,6 @@ flag colour, and says FLAGGED: the flag is a mark on the framework, never its re
 
 from __future__ import annotations
 
-import math
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -21,11 +20,10 @@ from typing import Any
 
 from harness.judge.assessment import Assessment
 from harness.publish import inference_charts
-from harness.publish.inference_charts import InferencePictures, inference_pictures
+from harness.publish.inference_charts import InferencePictures, figure, finite, inference_pictures, words
 from harness.publish.page import Markup, join, lines, tag
 from harness.report import palette
 from harness.report.pictures import (
-    ACCURACY,
     Band,
     Curve,
     Key,
@@ -47,16 +45,6 @@ TRAINING_TIME = "cumulative training time (s), evaluations excluded"
 # values, so a thousand rounds would be a thousand columns of that length; the median and its
 # band still cover every round, and the PNG draws every line.
 MAX_ROUND_LINES = 20
-
-
-def _drawn_curves(curves: LearningCurves) -> list[Curve]:
-    count: dict[str, int] = {}
-    drawn = []
-    for c in curves.curves:
-        count[c.framework] = count.get(c.framework, 0) + 1
-        if count[c.framework] <= MAX_ROUND_LINES:
-            drawn.append(c)
-    return drawn
 
 
 def _undrawn_words(curves: LearningCurves) -> str:
@@ -90,21 +78,13 @@ def run_pictures(judged: Assessment, flags: Mapping[Key, Sequence[str]]) -> RunP
     )
 
 
-def _finite(value: float | None) -> float | None:
-    """A number JSON can hold (a quotient of two huge declared counts may not be)."""
-    return value if value is not None and math.isfinite(value) else None
-
-
 def _words(items: Sequence[str]) -> str:
-    """`a`, `a and b`, `a, b and c`."""
-    found = [plain(i) for i in items]
-    if len(found) < 2:
-        return found[0] if found else "nothing"
-    return ", ".join(found[:-1]) + " and " + found[-1]
+    """`a`, `a and b`, `a, b and c`, each made inert."""
+    return words([plain(i) for i in items])
 
 
 def _flagged(name: str, flags: Sequence[str]) -> str:
-    return f"{name} (FLAGGED: {'; '.join(plain(f) for f in flags)})"
+    return f"{name} (FLAGGED: {'; '.join(plain(f) for f in flags)})" if flags else name
 
 
 def _count(n: int, what: str) -> str:
@@ -114,7 +94,7 @@ def _count(n: int, what: str) -> str:
     return f"{n} {what[:-1]}ies" if what.endswith("y") else f"{n} {what}s"
 
 
-def target_label(target: float, measure: Measure = ACCURACY) -> str:
+def target_label(target: float, measure: Measure) -> str:
     """`target 75 %`, `target val loss 1.80`."""
     return f"target {measure.show(target)}"
 
@@ -130,32 +110,31 @@ def _curve_data(curves: LearningCurves, curve: Curve, banded: bool) -> dict[str,
     return {
         "framework": fw,
         "process": curve.process,
-        "label": _flagged(name, flags) if flags else name,
+        "label": _flagged(name, flags),
         "colour": palette.colour(curve.framework),
         "flagged": bool(flags),
         "thin": banded,
-        "seconds": [_finite(p.seconds) for p in curve.points],
-        "loss": [_finite(p.train_loss) for p in curve.points],
-        "accuracy": [_finite(p.test_accuracy) for p in curve.points],
-        "val_loss": [_finite(p.val_loss) for p in curve.points],
+        "seconds": [finite(p.seconds) for p in curve.points],
+        "loss": [finite(p.train_loss) for p in curve.points],
+        "accuracy": [finite(p.test_accuracy) for p in curve.points],
+        "val_loss": [finite(p.val_loss) for p in curve.points],
     }
 
 
 def _spread(value: tuple[float, float, float] | None) -> list[float | None] | None:
-    return None if value is None else [_finite(v) for v in value]
+    return None if value is None else [finite(v) for v in value]
 
 
 def _band_data(curves: LearningCurves, band: Band) -> dict[str, Any]:
     fw = plain(band.framework)
     flags = curves.flags.get(band.framework, ())
-    name = _flagged(fw, flags) if flags else fw
     return {
         "framework": fw,
         "rounds": band.rounds,
-        "label": f"{name}: median of {band.rounds} rounds (band: min-max)",
+        "label": f"{_flagged(fw, flags)}: median of {band.rounds} rounds (band: min-max)",
         "colour": palette.colour(band.framework),
         "flagged": bool(flags),
-        "seconds": [_finite(s) for s in band.seconds],
+        "seconds": [finite(s) for s in band.seconds],
         "loss": [_spread(v) for v in band.loss],
         "accuracy": [_spread(v) for v in band.accuracy],
         "val_loss": [_spread(v) for v in band.val_loss],
@@ -171,10 +150,13 @@ def _learning_data(curves: LearningCurves) -> dict[str, Any]:
     measure = curves.measure
     return {
         "log_x": log,
-        "target": _finite(curves.target),
+        "target": finite(curves.target),
         "target_label": target_label(curves.target, measure) if curves.target is not None else None,
         "target_field": measure.field,  # the chart the target line is drawn on
-        "curves": [_curve_data(curves, c, c.framework in banded) for c in _drawn_curves(curves)],
+        # `process` numbers each framework's rounds from 1: the first MAX_ROUND_LINES of each are drawn.
+        "curves": [
+            _curve_data(curves, c, c.framework in banded) for c in curves.curves if c.process <= MAX_ROUND_LINES
+        ],
         "bands": [_band_data(curves, b) for b in curves.bands],
         "charts": [
             {
@@ -201,16 +183,15 @@ def _rounds_words(curves: LearningCurves) -> str:
     )
 
 
-def _flag_words(flags: Mapping[str, Sequence[str]]) -> str:
-    return "".join(f"; {plain(name)} FLAGGED ({'; '.join(plain(f) for f in why)})" for name, why in flags.items())
-
-
 def _learning_figures(curves: LearningCurves) -> Markup:
     names = _words(curves.frameworks)
     measure = curves.measure
     target = f"; {target_label(curves.target, measure)}" if curves.target is not None else ""
     tested = any(curves.evaluated(p) is not None for c in curves.curves for p in c.points)
-    rounds, flags = _rounds_words(curves), _flag_words(curves.flags)
+    rounds = _rounds_words(curves)
+    flags = "".join(
+        f"; {plain(name)} FLAGGED ({'; '.join(plain(f) for f in why)})" for name, why in curves.flags.items()
+    )
     lines_read = (
         "Each line is one training process, a point at the end of each epoch; x is the training time so far "
         "(epoch 1 with its compilation, evaluations left out), so a line further left got there sooner."
@@ -241,14 +222,12 @@ def _learning_figures(curves: LearningCurves) -> Markup:
         )
     return join(
         [
-            _figure(
+            figure(
                 f"chart-{measure.field}",
                 f"{measure.name.capitalize()} against cumulative training time for {names}{rounds}{target}{flags}",
                 evaluated_read,
             ),
-            _figure(
-                "chart-loss", f"Train loss against cumulative training time for {names}{rounds}{flags}", lines_read
-            ),
+            figure("chart-loss", f"Train loss against cumulative training time for {names}{rounds}{flags}", lines_read),
         ]
     )
 
@@ -267,10 +246,10 @@ def _roofline_data(roof: Roofline) -> dict[str, Any]:
                 "framework": fw,
                 "metric": metric,
                 "dtype": plain(p.dtype) if p.dtype is not None else None,
-                "flops": _finite(p.flops),
-                "bytes": _finite(p.bytes),
-                "intensity": _finite(p.intensity),
-                "rate": _finite(p.rate),
+                "flops": finite(p.flops),
+                "bytes": finite(p.bytes),
+                "intensity": finite(p.intensity),
+                "rate": finite(p.rate),
                 "flags": flags,
                 "colour": palette.colour(p.framework),
                 "label": f"{fw} {metric}: FLAGGED (not a normal point)" if flags else f"{fw} {metric}",
@@ -280,8 +259,8 @@ def _roofline_data(roof: Roofline) -> dict[str, Any]:
         {
             "kind": r.kind,
             "dtype": plain(r.dtype) if r.dtype is not None else None,
-            "flops": _finite(r.flops),
-            "bandwidth": _finite(r.bandwidth),
+            "flops": finite(r.flops),
+            "bandwidth": finite(r.bandwidth),
             "label": plain(r.label),
             "dashed": r.kind != "measured",
         }
@@ -318,7 +297,7 @@ def _roofline_figure(roof: Roofline) -> Markup:
     extra = Markup("")
     if roof.left_out:
         extra = join([tag("p", "Not on the roofline:", class_="left-out"), lines([plain(t) for t in roof.left_out])])
-    return _figure("chart-roofline", alt, read, extra)
+    return figure("chart-roofline", alt, read, extra)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -338,12 +317,12 @@ def _series_data(timeline: Timeline, series: TimelineSeries) -> dict[str, Any]:
             )
     return {
         "framework": fw,
-        "label": _flagged(fw, flags) if flags else fw,
+        "label": _flagged(fw, flags),
         "colour": palette.colour(series.framework),
         "flagged": bool(flags),
-        "samples": [_finite(s) for s in series.samples],
+        "samples": [finite(s) for s in series.samples],
         "round_sizes": list(series.round_sizes),
-        "first_calls": [_finite(f) for f in series.first_calls],
+        "first_calls": [finite(f) for f in series.first_calls],
         "marks": [[i, [plain(r) for r in reasons]] for i, reasons in series.marks.items()],
         "marked": marked,
         "flags": flags,
@@ -416,16 +395,10 @@ def _timeline_figure(number: int, timeline: Timeline) -> Markup:
         )
     read += " The first calls (tracing, compilation and one run) are left off the chart, listed beside it."
     beside = tag("p", first_calls_line(timeline), class_="first-calls")
-    return _figure(f"chart-timeline-{number}", alt, read, beside)
+    return figure(f"chart-timeline-{number}", alt, read, beside)
 
 
 # ---------------------------------------------------------------------------------------------
-
-
-def _figure(chart_id: str, alt: str, read: str, extra: Markup = Markup("")) -> Markup:
-    """A chart's figure: the container site.js draws into, what it shows (aria-label), how to read it."""
-    chart = tag("div", "", id=chart_id, class_="chart picture", role="img", aria_label=alt)
-    return tag("figure", join([chart, extra, tag("figcaption", read)]), class_="picture")
 
 
 def chart_data(pictures: RunPictures) -> dict[str, Any]:

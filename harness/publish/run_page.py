@@ -63,9 +63,7 @@ def _settings(entry: PublishedRun) -> Markup:
     headers = ["field", *(plain(fw) for fw in frameworks), "differs"]
     parts = []
     for title, fairness in (("Fairness settings", True), ("Environment", False)):
-        chosen = [
-            (key, values, differs) for key, values, differs in rows if key.startswith(FAIRNESS_PREFIXES) == fairness
-        ]
+        chosen = [row for row in rows if row[0].startswith(FAIRNESS_PREFIXES) == fairness]
         cells = [
             [plain(key), *(plain(v) for v in values), "DIFFERS" if differs else ""] for key, values, differs in chosen
         ]

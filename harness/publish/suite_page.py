@@ -25,10 +25,6 @@ from harness.text.numbers import fmt_ratio
 SERIES_BY = (("framework", "framework"), ("machine", "framework on each machine"), ("version", "framework version"))
 
 
-def _tick(entry: PublishedRun, position: int) -> str:
-    return entry.started.strftime("%m-%d %H:%M") if entry.started else f"run {position + 1}"
-
-
 Changes = dict[tuple[str, str], list[ChangePoint]]  # (metric name, workload.series_key) -> its change points
 
 
@@ -96,7 +92,7 @@ def chart_data(
     return {
         "runs": [
             {
-                "tick": _tick(e, i),
+                "tick": e.started.strftime("%m-%d %H:%M") if e.started else f"run {i + 1}",
                 "title": f"{e.run_id} ({e.started_text})",
                 "file": run_file(e.key),
                 "measured": e.measured,  # the picker says why a run without numbers has no comparison

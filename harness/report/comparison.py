@@ -27,9 +27,7 @@ def change_rows(comparison: Comparison) -> list[dict[str, Any]]:
         row["processes_a"], row["processes_b"] = row.pop("processes")
         row["left_out_a"], row["left_out_b"] = row.pop("left_out")
         for name in ("p_adjusted", "median_a", "median_b", "ratio", "ci_low", "ci_high", "p_value"):
-            if isinstance(row[name], float) and math.isnan(
-                row[name]
-            ):  # not measured or not corrected (JSON has no NaN)
+            if isinstance(row[name], float) and math.isnan(row[name]):  # not measured or not corrected (no NaN in JSON)
                 row[name] = None
         row["significant"] = c.significant
         row["verdict"] = c.verdict

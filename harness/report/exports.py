@@ -151,10 +151,8 @@ def profile_record(b: Breakdown) -> dict[str, Any]:
 
 
 def render_run(judged: Assessment, fmt: Format) -> str:
-    if fmt is Format.table:
-        return render(judged)
-    if fmt is Format.markdown:
-        return render(judged, tablefmt="github")
+    if fmt in (Format.table, Format.markdown):
+        return render(judged, tablefmt="github" if fmt is Format.markdown else "simple")
     if fmt is Format.csv:
         return to_csv(metric_records(judged), RECORD_FIELDS)
     if fmt is Format.json:

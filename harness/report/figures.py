@@ -8,7 +8,6 @@ from pathlib import Path
 from typing import Any
 
 from harness.core.errors import HarnessError
-from harness.core.result_types import Metric
 from harness.core.safe_files import real_folder, write_bytes_atomic
 from harness.judge.assessment import Assessment
 from harness.report import palette, pictures
@@ -28,19 +27,6 @@ def _pyplot() -> Any:
     except ImportError:
         raise HarnessError("figures need matplotlib: pip install 'fw-harness[report]' (or --no-figures)") from None
     return plt
-
-
-def _time_metrics(run: Run) -> tuple[list[str], list[str], dict[tuple[str, str], Metric]]:
-    frameworks = [fw for fw, r in run.results.items() if r["status"] == "ok"]
-    found: dict[tuple[str, str], Metric] = {}
-    names: list[str] = []
-    for fw in frameworks:
-        for metric in run.results[fw]["metrics"]:
-            if metric["kind"] == "time":
-                found[(fw, metric["name"])] = metric
-                if metric["name"] not in names:
-                    names.append(metric["name"])
-    return frameworks, names, found
 
 
 def _grouped_bars(
@@ -129,7 +115,9 @@ def _pictures(plt: Any, judged: Assessment, folder: Path, suite: str) -> list[Fi
 
 
 def _bars(plt: Any, run: Run, folder: Path, suite: str) -> list[Figure]:
-    frameworks, names, found = _time_metrics(run)
+    frameworks = [fw for fw, r in run.results.items() if r["status"] == "ok"]
+    found = {(fw, m["name"]): m for fw in frameworks for m in run.results[fw]["metrics"] if m["kind"] == "time"}
+    names = list(dict.fromkeys(name for _, name in found))
     if not names:
         return []
 

@@ -117,32 +117,36 @@ def notes(inference: InferenceJudgement) -> list[str]:
     return lines
 
 
+def section_title(text: str, tablefmt: str) -> list[str]:
+    """A blank line, then a section's heading escaped for the medium (`###` in Markdown)."""
+    esc = escape.for_tablefmt(tablefmt)
+    return ["", f"### {esc(text)}" if tablefmt == "github" else esc(text)]
+
+
+def note_lines(notes: list[str], tablefmt: str) -> list[str]:
+    """A blank line, then a section's notes escaped for the medium (a bullet list in Markdown)."""
+    esc = escape.for_tablefmt(tablefmt)
+    return ["", *(f"- {esc(line)}" if tablefmt == "github" else esc(line) for line in notes)]
+
+
 def inference_section(judged: Assessment, tablefmt: str = "simple") -> list[str]:
     """The Inference section's lines for `render` (table.py); [] for a run without an inference job."""
     inference = judged.inference
     if inference is None:
         return []
-    markdown = tablefmt == "github"
-    esc = escape.for_tablefmt(tablefmt)
-
-    def title(text: str) -> list[str]:
-        return ["", f"### {esc(text)}" if markdown else esc(text)]
-
     parts: list[str] = []
     generated = generation_rows(inference)
     if generated:
-        parts += title(f"{HEADING}: generation (greedy, KV cache)")
+        parts += section_title(f"{HEADING}: generation (greedy, KV cache)", tablefmt)
         parts.append(escape.table(generated, GENERATION_HEADERS, tablefmt))
     infer = [f for f in inference.figures if f.mode == "infer"]
     decode = [f for f in inference.figures if f.mode != "infer"]
     for heading, chosen in (("latency of single requests at batch 1", infer), ("latency per decode step", decode)):
         if chosen:
-            parts += title(f"{HEADING}: {heading}")
+            parts += section_title(f"{HEADING}: {heading}", tablefmt)
             parts.append(escape.table(latency_rows(InferenceJudgement(tuple(chosen))), LATENCY_HEADERS, tablefmt))
     if any(f.sweep for f in inference.figures):
         headers, rows = sweep_rows(InferenceJudgement(tuple(f for f in inference.figures if f.sweep)))
-        parts += title(f"{HEADING}: throughput against batch size")
+        parts += section_title(f"{HEADING}: throughput against batch size", tablefmt)
         parts.append(escape.table(rows, headers, tablefmt))
-    parts.append("")
-    parts += [f"- {esc(line)}" if markdown else esc(line) for line in notes(inference)]
-    return parts
+    return parts + note_lines(notes(inference), tablefmt)

@@ -9,12 +9,12 @@ one escaper for the medium (a host name comes from the file).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 from harness.judge.assessment import Assessment
 from harness.judge.parallel import Figures, GateRow, Parallel, RankRow
+from harness.report.inference_text import note_lines, section_title
 from harness.text import escape
-from harness.text.numbers import fmt_giga, fmt_number, fmt_rel_diff, fmt_share, fmt_time
+from harness.text.numbers import fmt_check_value, fmt_giga, fmt_rel_diff, fmt_share, fmt_time
 from suites.contract.ranks import STRAGGLER_RATIO
 
 HEADING = "Data-parallel"
@@ -119,22 +119,15 @@ def rank_rows(f: Figures) -> list[list[str]]:
     ]
 
 
-def _value(value: Any) -> str:
-    if isinstance(value, list):
-        flat = value if not any(isinstance(v, list) for v in value) else []
-        return f"[{len(value)} values]" if not flat or len(flat) > 6 else "[" + ", ".join(map(fmt_number, flat)) + "]"
-    return f"{value:.6g}"
-
-
 def gate_cell(row: GateRow, fw: str) -> str:
     """`1-way 0.693 vs N-way 0.693 (pass, rel diff 1.2e-08)`, like a check row's cell."""
     if fw not in row.passed:
         return "-"
     sides = []
     if fw in row.values:
-        sides.append(f"1-way {_value(row.values[fw])}")
+        sides.append(f"1-way {fmt_check_value(row.values[fw])}")
     if fw in row.nway:
-        sides.append(f"N-way {_value(row.nway[fw])}")
+        sides.append(f"N-way {fmt_check_value(row.nway[fw])}")
     verdict = "pass" if row.passed[fw] else f"FAIL: {row.why.get(fw, '')}"
     diff = row.rel_diff.get(fw)
     extra = f", rel diff {fmt_rel_diff(diff)}" if diff is not None else ""
@@ -171,25 +164,17 @@ def parallel_section(judged: Assessment, tablefmt: str = "simple") -> list[str]:
     parallel = judged.parallel
     if parallel is None:
         return []
-    markdown = tablefmt == "github"
-    esc = escape.for_tablefmt(tablefmt)
-
-    def title(text: str) -> list[str]:
-        return ["", f"### {esc(text)}" if markdown else esc(text)]
-
-    parts = title(HEADING)
+    parts = section_title(HEADING, tablefmt)
     if parallel.figures:
         parts.append(escape.table(figure_rows(parallel), FIGURE_HEADERS, tablefmt))
     for f in parallel.figures:
         shown = len(shown_ranks(f))
         cut = f" ({shown} of {len(f.ranks)} shown, every rank in the JSON export)" if shown < len(f.ranks) else ""
-        parts += title(f"{f.framework}: ranks{cut}")
+        parts += section_title(f"{f.framework}: ranks{cut}", tablefmt)
         parts.append(escape.table(rank_rows(f), RANK_HEADERS, tablefmt))
     if parallel.gate:
         frameworks = [fw for fw in judged.run.results if any(fw in row.passed for row in parallel.gate)]
         headers, rows = gate_table(parallel, frameworks)
-        parts += title("data-parallel gate: the 1-way step's checks against the N-way step's")
+        parts += section_title("data-parallel gate: the 1-way step's checks against the N-way step's", tablefmt)
         parts.append(escape.table(rows, headers, tablefmt))
-    parts.append("")
-    parts += [f"- {esc(line)}" if markdown else esc(line) for line in notes(parallel)]
-    return parts
+    return parts + note_lines(notes(parallel), tablefmt)

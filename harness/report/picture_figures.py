@@ -15,7 +15,7 @@ import math
 from typing import Any
 
 from harness.report import palette
-from harness.report.pictures import LearningCurves, Roofline, Timeline, TimelineSeries, wide
+from harness.report.pictures import LearningCurves, Roofline, Timeline, wide
 from harness.text.escape import plot_label
 from harness.text.numbers import fmt_time
 
@@ -138,11 +138,6 @@ def roofline_figure(plt: Any, roof: Roofline) -> Any:
     return fig
 
 
-def _boundaries(series: TimelineSeries) -> list[float]:
-    """Between the last sample of a round and the first of the next (x is the 1-based sample number)."""
-    return [total + 0.5 for total in itertools.accumulate(series.round_sizes[:-1])]
-
-
 def timeline_figure(plt: Any, timeline: Timeline, suite: str) -> Any:
     fig, (first_ax, ax) = plt.subplots(1, 2, figsize=(12, 4.4), gridspec_kw={"width_ratios": [1, 6]})
     samples: list[float] = []
@@ -160,7 +155,8 @@ def timeline_figure(plt: Any, timeline: Timeline, suite: str) -> Any:
                 xs, s.samples, "-", color=colour, lw=1, marker="o", ms=3.5, label=name, gid=f"samples:{s.framework}"
             )
         samples += s.samples
-        for edge in _boundaries(s):
+        # Between the last sample of a round and the first of the next (x is the 1-based sample number).
+        for edge in [total + 0.5 for total in itertools.accumulate(s.round_sizes[:-1])]:
             if edge not in drawn_edges:
                 label = "round boundary (a new process)" if not drawn_edges else None
                 ax.axvline(edge, color="#999999", ls="--", lw=0.9, label=label, gid=f"boundary:{edge}")

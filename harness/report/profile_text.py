@@ -71,13 +71,9 @@ def op_name(name: str) -> str:
     return name if len(name) <= OP_NAME_MAX else name[: OP_NAME_MAX - 1] + "…"
 
 
-def _steps(n: int) -> str:
-    return "1 step" if n == 1 else f"{n} steps"
-
-
 def reconciliation(b: Breakdown) -> str:
     """`flax: profiled step 12.3 ms (5 steps), timed 11.9 ms per step, profiler overhead +3%`."""
-    text = f"{b.framework}: profiled step {fmt_time(b.step_s)} ({_steps(b.steps)})"
+    text = f"{b.framework}: profiled step {fmt_time(b.step_s)} ({'1 step' if b.steps == 1 else f'{b.steps} steps'})"
     overhead = b.overhead
     if b.timed_step_s is None or overhead is None:
         text += ", no timed step to reconcile with"
@@ -213,10 +209,8 @@ def _metric_section(metric: str, group: Group, baseline: str | None, tablefmt: s
 
 
 def _render(breakdowns: Sequence[Breakdown], baseline: str | None, tablefmt: str) -> list[str]:
-    parts: list[str] = []
-    for metric, group in by_metric(breakdowns).items():
-        parts += _metric_section(metric, group, baseline, tablefmt)
-    return parts
+    groups = by_metric(breakdowns).items()
+    return [line for metric, group in groups for line in _metric_section(metric, group, baseline, tablefmt)]
 
 
 def render_breakdowns(breakdowns: Sequence[Breakdown], baseline: str | None = None) -> str:

@@ -13,9 +13,9 @@ from harness.report import inference_text, parallel_text, training_text
 from harness.store.run_folder import Run, code_label, session_label
 from harness.text import escape
 from harness.text.numbers import (
+    fmt_check_value,
     fmt_giga,
     fmt_interval,
-    fmt_number,
     fmt_ratio,
     fmt_rel_diff,
     fmt_share,
@@ -24,11 +24,6 @@ from harness.text.numbers import (
 )
 
 NOT_COMPARABLE = "†"
-
-
-def _metric_names(run: Run) -> list[str]:
-    """Metrics of the jobs that produced numbers (a failed job's partial metrics are not shown)."""
-    return list(dict.fromkeys(name for result in run.results.values() for name in _metrics(result)))
 
 
 def _metrics(result: Result) -> dict[str, Metric]:
@@ -114,7 +109,8 @@ def timing_rows(judged: Assessment) -> tuple[list[str], list[list[str]]]:
         for fw in frameworks
     ]
     rows: list[list[str]] = [["status"] + [_status(run.results[fw]) for fw in frameworks]]
-    for name in _metric_names(run):
+    # Metrics of the jobs that produced numbers (a failed job's partial metrics are not shown).
+    for name in dict.fromkeys(name for result in run.results.values() for name in _metrics(result)):
         per_fw = {fw: _metrics(run.results[fw]).get(name) for fw in frameworks}
         unit = next(m for m in per_fw.values() if m is not None)["unit"]
         label = name if unit in ("s", "") else f"{name} [{unit}]"
@@ -176,17 +172,6 @@ def _status(result: Result) -> str:
     return f"{result['status'].upper()}: {reason}"
 
 
-def _check_value(value: Any) -> str:
-    if isinstance(value, list):
-        flat = [x for x in value] if not any(isinstance(v, list) for v in value) else []
-        return (
-            f"[{len(value)} values]"
-            if not flat or len(flat) > 6
-            else "[" + ", ".join(fmt_number(v) for v in flat) + "]"
-        )
-    return f"{value:.6g}"
-
-
 def check_rows(judged: Assessment) -> tuple[list[str], list[list[str]]]:
     run = judged.run
     frameworks = [fw for fw in run.results if run.results[fw]["status"] == "ok"]
@@ -201,7 +186,7 @@ def check_rows(judged: Assessment) -> tuple[list[str], list[list[str]]]:
             verdict = "pass" if row.passed.get(fw) else f"FAIL: {row.why.get(fw, '')}"
             diff = row.rel_diff.get(fw) if " vs " in row.tolerance else None
             extra = f", rel diff {fmt_rel_diff(diff)}" if diff is not None else ""
-            cells.append(f"{_check_value(row.values[fw])} ({verdict}{extra})")
+            cells.append(f"{fmt_check_value(row.values[fw])} ({verdict}{extra})")
         rows.append(cells)
     return headers, rows
 
@@ -209,9 +194,9 @@ def check_rows(judged: Assessment) -> tuple[list[str], list[list[str]]]:
 def _differing_settings(run: Run) -> list[str]:
     """Fairness settings that are not the same for every compared framework."""
     seen: dict[str, dict[str, Any]] = {}
-    for fw, result in run.results.items():
-        if result["status"] != "ok":
-            continue
+    ok = [fw for fw in run.results if run.results[fw]["status"] == "ok"]
+    for fw in ok:
+        result = run.results[fw]
         env = result["environment"]
         precision = env.get("precision") or {}
         flat = {
@@ -226,7 +211,6 @@ def _differing_settings(run: Run) -> list[str]:
         for key, value in flat.items():
             seen.setdefault(key, {})[fw] = value
     lines = []
-    ok = [fw for fw in run.results if run.results[fw]["status"] == "ok"]
     for key, values in seen.items():
         if len(values) != len(ok) or len({repr(v) for v in values.values()}) > 1:
             lines.append(f"  {key}: " + ", ".join(f"{fw}={values.get(fw, 'unset')}" for fw in ok))
@@ -243,8 +227,9 @@ def render(judged: Assessment, tablefmt: str = "simple") -> str:
 
     esc = escape.for_tablefmt(tablefmt)
 
-    def bullet(text: str) -> str:
-        return f"- {esc(text.strip())}" if markdown else esc(text)
+    def section(heading: str, items: list[str]) -> list[str]:
+        """A footer section: its heading and one bullet per item; nothing when there are no items."""
+        return title(heading) + [f"- {esc(item.strip())}" if markdown else esc(item) for item in items] if items else []
 
     first = next(iter(run.results.values()), None)
     head = f"suite {run.summary.get('suite')} | run {run.summary.get('run_id')} | backend {run.summary.get('backend')}"
@@ -292,7 +277,7 @@ def render(judged: Assessment, tablefmt: str = "simple") -> str:
             parts.append(f"{fw}: {wanted} requested, the precision probe measured {found} (what the numbers are)")
     for fw, why in judged.not_comparable.items():
         parts.append(f"{NOT_COMPARABLE} {fw}: {why}; timings kept in the JSON but not comparable (no ratios)")
-    parts += _integrity_lines(judged, title, bullet)
+    parts += _integrity_lines(judged, section)
     if judged.checks:
         headers, rows = check_rows(judged)
         parts += title("checks") + [escape.table(rows, headers, tablefmt)]
@@ -305,19 +290,13 @@ def render(judged: Assessment, tablefmt: str = "simple") -> str:
         v = result["environment"].get("versions", {})
         named = ", ".join(f"{k} {val}" for k, val in v.items() if val) if isinstance(v, dict) else ""
         if named:  # a framework with no version recorded is no line: a heading over nothing says nothing
-            versions.append(bullet(f"  {fw}: {named}"))
+            versions.append(f"  {fw}: {named}")
     labels = (code_label(run.summary.get("code")), session_label(run.summary.get("interleaved")))
-    versions += [bullet(f"  {label}") for label in labels if label]
-    if versions:
-        parts += title("stacks") + versions
-    cold = [bullet(f"  {line}") for line in cold_path_lines(run)]
-    if cold:
-        parts += title("cold path (before the first call; first calls are in the table)") + cold
-    differing = _differing_settings(run)
-    if differing:
-        parts += title("settings that differ between frameworks") + [bullet(d) for d in differing]
-    if run.problems:
-        parts += title("rejected files") + [bullet(f"  {p}") for p in run.problems]
+    parts += section("stacks", versions + [f"  {label}" for label in labels if label])
+    cold = [f"  {line}" for line in cold_path_lines(run)]
+    parts += section("cold path (before the first call; first calls are in the table)", cold)
+    parts += section("settings that differ between frameworks", _differing_settings(run))
+    parts += section("rejected files", [f"  {p}" for p in run.problems])
     return "\n".join(parts)
 
 
@@ -350,51 +329,41 @@ def cold_path_lines(run: Run) -> list[str]:
     return lines
 
 
-def _section(
-    title: Callable[[str], list[str]], bullet: Callable[[str], str], heading: str, items: list[str]
-) -> list[str]:
-    """A footer section: its heading and one bullet per item; nothing when there are no items."""
-    return title(heading) + [bullet(item) for item in items] if items else []
-
-
-def _integrity_lines(judged: Assessment, title: Callable[[str], list[str]], bullet: Callable[[str], str]) -> list[str]:
+def _integrity_lines(judged: Assessment, section: Callable[[str, list[str]], list[str]]) -> list[str]:
     """Footer sections for every guard raised (judge/guards/), contended and throttled samples, unchecked
-    syncs and suite warnings."""
+    syncs and suite warnings; `section(heading, items)` writes one (nothing for no items)."""
     run = judged.run
     lines: list[str] = []
     for guard, hits in judged.guard_hits():  # each guard's own section, in the registry's order
-        lines += _section(title, bullet, guard.heading, [f"  {fw} {name}: {hit.footer}" for hit in hits
-                                                         for fw, name in [hit.key]])  # fmt: skip
+        lines += section(guard.heading, [f"  {fw} {name}: {hit.footer}" for hit in hits for fw, name in [hit.key]])
     # Contended samples below the guard's rule (most of a metric's): kept in the statistics, said here.
     contended = [(key, k, n) for key, (k, n) in judged.contention.items() if k and key not in judged.disturbed]
-    lines += _section(title, bullet, "contended samples (the CPU was shared while the clock ran; kept in the statistics)",
-                      [f"  {fw} {name}: {k} of {n} samples" for (fw, name), k, n in contended])  # fmt: skip
+    lines += section(
+        "contended samples (the CPU was shared while the clock ran; kept in the statistics)",
+        [f"  {fw} {name}: {k} of {n} samples" for (fw, name), k, n in contended],
+    )
     if judged.crowded:  # the run as a whole, under its own heading: there may be no sample list above it
-        lines += _section(title, bullet, "run flagged", [f"  RUN FLAGGED: {judged.crowded}"])
+        lines += section("run flagged", [f"  RUN FLAGGED: {judged.crowded}"])
     throttled = [
-        (fw, m["name"], len(found), len(m["samples"]))
+        f"  {fw} {m['name']}: {len(found)} of {len(m['samples'])} samples"
         for fw, result in run.results.items()
         for m in _metrics(result).values()
         if (found := (m.get("contention") or {}).get("throttled"))
     ]
-    if throttled:
-        lines += title("throttled samples (NVML: the GPU was held below its clocks; kept in the statistics)")
-        lines += [bullet(f"  {fw} {name}: {k} of {n} samples") for fw, name, k, n in throttled]
+    lines += section("throttled samples (NVML: the GPU was held below its clocks; kept in the statistics)", throttled)
     unchecked = [
-        f"{fw} {m['name']}: {(m.get('sync') or {}).get('why', 'no barrier evidence in the result')}"
+        f"  {fw} {m['name']}: {(m.get('sync') or {}).get('why', 'no barrier evidence in the result')}"
         for fw, result in run.results.items()
         for m in _metrics(result).values()
         if m["kind"] == "time" and judged.sync(fw, m["name"]) == "unchecked"
     ]
-    if unchecked:
-        lines += title("sync not checked") + [bullet(f"  {u}") for u in unchecked]
+    lines += section("sync not checked", unchecked)
     warnings = [
-        f"{fw} {m['name']}: {w}"
+        f"  {fw} {m['name']}: {w}"
         for fw, result in run.results.items()
         for m in _metrics(result).values()
         for w in (m.get("warnings") or [])
         if isinstance(w, str)
     ]
-    if warnings:
-        lines += title("warnings") + [bullet(f"  {w}") for w in warnings]
+    lines += section("warnings", warnings)
     return lines

@@ -53,7 +53,7 @@ SIZES = ("full", "smoke")  # the calibrate suite's size a framework's figures we
 BANDWIDTH = "bandwidth"
 MATMUL_PREFIX = "matmul "  # the calibrate suite's matmul metrics: "matmul <ceiling key>"
 # The operands' dtype -> its spelling in a ceiling key; float32 adds the measured arithmetic class.
-_DTYPES = {
+DTYPES = {
     "float64": "float64", "f64": "float64", "double": "float64",
     "float32": "float32", "f32": "float32", "float": "float32",
     "bfloat16": "bfloat16", "bf16": "bfloat16",
@@ -80,7 +80,7 @@ def ceiling_key(dtype: Any, arithmetic: str | None) -> str | None:
     """The ceiling a matmul-like rate is held to: its operands' dtype and, for float32, the arithmetic
     class the precision probe measured (suites/contract/precision.py). None: nothing to key it by (an
     undeclared dtype, or float32 whose arithmetic was not measured)."""
-    spelled = _DTYPES.get(dtype) if isinstance(dtype, str) else None
+    spelled = DTYPES.get(dtype) if isinstance(dtype, str) else None
     if spelled is None:
         return None
     if spelled != "float32":
@@ -107,8 +107,7 @@ class Ceilings:
 
 
 def gpu_names() -> list[str]:
-    exe = shutil.which("nvidia-smi")
-    if exe is None:
+    if (exe := shutil.which("nvidia-smi")) is None:
         return []
     try:
         out = subprocess.run(
@@ -168,8 +167,7 @@ def parse(doc: Any) -> Ceilings:
     """Validate a calibration document (cache file or a run's copy); raises ValueError."""
     if not isinstance(doc, dict) or doc.get("format") != FORMAT:
         raise ValueError(f"not a {FORMAT} document")
-    version = doc.get("version")
-    if version != VERSION:
+    if (version := doc.get("version")) != VERSION:
         shown = version if isinstance(version, int) and not isinstance(version, bool) else "?"
         raise ValueError(
             f"version {shown} is not read (version {VERSION} keys each ceiling by dtype and arithmetic, "
@@ -190,8 +188,7 @@ def parse(doc: Any) -> Ceilings:
             flops[key] = max(flops.get(key, 0.0), value)
         if entry.get("size", "full") not in SIZES:
             raise ValueError(f"frameworks.{name}.size: expected one of {', '.join(SIZES)}")
-        moved = entry.get(BANDWIDTH)
-        if moved is not None:
+        if (moved := entry.get(BANDWIDTH)) is not None:
             bandwidth = max(bandwidth or 0.0, _figure(f"frameworks.{name}.{BANDWIDTH}", moved, BANDWIDTH))
     return Ceilings(fp, flops, bandwidth, tuple(sorted(per_fw)))
 
@@ -243,8 +240,7 @@ def cache_problem(fp: str, limits: Limits | None = None) -> str | None:
 def _read_cache(fp: str, limits: Limits | None) -> tuple[dict[str, Any] | None, str | None]:
     path = cache_path(fp)
     try:
-        doc = read_json_file(path)
-        if doc is None:
+        if (doc := read_json_file(path)) is None:
             return None, None
         ceilings = parse(doc)
     except ValueError as error:
@@ -267,8 +263,7 @@ def above_limits(doc: dict[str, Any], limits: Limits) -> dict[str, str]:
     for name, entry in sorted(doc["frameworks"].items()):
         figures = {**entry.get("flops", {}), BANDWIDTH: entry.get(BANDWIDTH)}
         for quantity, (limit, basis) in limits.items():
-            value = figures.get(quantity)
-            if value is not None and value > limit:
+            if (value := figures.get(quantity)) is not None and value > limit:
                 found[name] = f"{name} {quantity} {value:.3g} {_unit(quantity)} is above the peak ({basis})"
                 break
     return found
@@ -280,8 +275,7 @@ def ceilings_for_run(run: Run) -> Ceilings | None:
         doc = read_json_file(run.path / RUN_FILE)
         return parse(doc) if doc is not None else None
     except ValueError as error:
-        problem = f"{RUN_FILE}: ignored ({error})"
-        if problem not in run.problems:
+        if (problem := f"{RUN_FILE}: ignored ({error})") not in run.problems:
             run.problems.append(problem)
         return None
 
@@ -294,14 +288,12 @@ def rates_from_result(result: Mapping[str, Any]) -> dict[str, Any]:
     flops: dict[str, float] = {}
     bandwidth = 0.0
     for metric in result.get("metrics", []):
-        best = best_sample(metric)
-        if best is None:
+        if (best := best_sample(metric)) is None:
             continue
         # Every metric declares both a FLOP and a byte count (for the roofline), so the stream
         # has a FLOP/s and each matmul a bandwidth: the best rate any metric reached is what is
         # achievable here, which a last-one-wins assignment would replace with whichever came last.
-        key = _matmul_key(metric)
-        if key is not None and _positive(metric.get("flops")):
+        if (key := _matmul_key(metric)) is not None and _positive(metric.get("flops")):
             flops[key] = max(flops.get(key, 0.0), float(metric["flops"]) / best)
         if _positive(metric.get("bytes")):
             bandwidth = max(bandwidth, float(metric["bytes"]) / best)
@@ -319,8 +311,7 @@ def best_sample(metric: Mapping[str, Any]) -> float | None:
     showed 227 % "of achievable". A faster sample than the machine can produce would need work
     escaping the clock, so samples the barrier caught doing that (and metrics it flagged) are left
     out; a contended sample is only ever slower, and the best of several passes it over."""
-    sync = metric.get("sync")
-    if isinstance(sync, dict) and sync.get("state") == "escaped":
+    if isinstance(sync := metric.get("sync"), dict) and sync.get("state") == "escaped":
         return None
     samples = metric.get("samples")
     if not isinstance(samples, list):
@@ -339,7 +330,7 @@ def _matmul_key(metric: Mapping[str, Any]) -> str | None:
     if not isinstance(name, str) or not name.startswith(MATMUL_PREFIX):
         return None
     key = name.removeprefix(MATMUL_PREFIX).split(" ", 1)[0]
-    if key not in CEILING_KEYS or key.split("/")[0] != _DTYPES.get(metric.get("dtype") or ""):
+    if key not in CEILING_KEYS or key.split("/")[0] != DTYPES.get(metric.get("dtype") or ""):
         return None
     return key
 

@@ -75,8 +75,7 @@ def _known_stack(info: dict[str, Any]) -> str | None:
 
 def problems(variant: str, info: dict[str, Any]) -> list[str]:
     """Why the probed image is not the variant it claims to be (empty: it is)."""
-    stack = _known_stack(info)
-    if stack is None:
+    if (stack := _known_stack(info)) is None:
         return [f"the probe reports stack {clean(info.get('stack'), 40)!r}, not one this harness declares"]
     gpu = of_stack(stack).gpu
     if variant != "cuda12" or gpu is None:  # a CPU variant, or a stack with no GPU variant at all
@@ -101,11 +100,9 @@ def summary(info: dict[str, Any]) -> list[str]:
 
 def gpu_kernel_problem(info: dict[str, Any], capability: str) -> str | None:
     """Why this image cannot run kernels on a GPU of `capability` ("9.0"); None when it can."""
-    stack = _known_stack(info)
-    if stack is None:
+    if (stack := _known_stack(info)) is None:
         return f"the probe reports stack {clean(info.get('stack'), 40)!r}, not one this harness declares"
-    gpu = of_stack(stack).gpu
-    if gpu is None or not re.fullmatch(r"\d+\.\d+", capability):
+    if (gpu := of_stack(stack).gpu) is None or not re.fullmatch(r"\d+\.\d+", capability):
         return None
     return gpu.kernel_problem(info, capability)
 

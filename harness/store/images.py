@@ -158,8 +158,7 @@ def locked_packages(lock_text: str) -> dict[str, str]:
     """name -> version of every `name==version` line of a pip lock file."""
     found: dict[str, str] = {}
     for line in lock_text.splitlines():
-        match = re.match(r"^([A-Za-z0-9][A-Za-z0-9._-]*)(?:\[[^\]]*\])?==([^\s;\\]+)", line)
-        if match:
+        if match := re.match(r"^([A-Za-z0-9][A-Za-z0-9._-]*)(?:\[[^\]]*\])?==([^\s;\\]+)", line):
             found[normalize(match.group(1))] = match.group(2)
     return found
 
@@ -188,8 +187,7 @@ def select_wheels(folder: Path, lock_text: str) -> tuple[list[Path], list[str]]:
     chosen: list[Path] = []
     have: set[str] = set()
     for path in sorted(folder.glob("*.whl")) if folder.is_dir() else []:
-        fit = wheel_fits(path.name)
-        if fit is not None and wanted.get(fit[0]) == fit[1]:
+        if (fit := wheel_fits(path.name)) is not None and wanted.get(fit[0]) == fit[1]:
             chosen.append(path)
             have.add(fit[0])
     missing = [f"{name}=={version}" for name, version in wanted.items() if name not in have]
@@ -334,8 +332,7 @@ def existing_image_id(engine: Engine, image: StackImage) -> str | None:
     labels = found.labels or {}
     if labels.get(f"{LABEL}.recipe-hash") != image.recipe_hash or labels.get(f"{LABEL}.lock-hash") != image.lock_hash:
         return None
-    base = base_image_id(engine, image.base_image)
-    if base is not None and labels.get(BASE_ID_LABEL) != base:
+    if (base := base_image_id(engine, image.base_image)) is not None and labels.get(BASE_ID_LABEL) != base:
         return None  # the base tag now names other bytes (re-pulled, or another stand-in): rebuild on them
     return str(found.id)
 
@@ -379,8 +376,7 @@ def build(engine: Engine, image: StackImage, wheels: list[Path], offline: bool, 
         "OFFLINE": "1" if offline else "0",
     }
     labels = image.labels()
-    base = base_image_id(engine, image.base_image)
-    if base is not None:
+    if (base := base_image_id(engine, image.base_image)) is not None:
         labels[BASE_ID_LABEL] = base
     tail: list[str] = []
     image_id: str | None = None
@@ -399,14 +395,12 @@ def build(engine: Engine, image: StackImage, wheels: list[Path], offline: bool, 
                     + (f" (last output: {context_lines})" if context_lines else "")
                     + "; the build log is above"
                 )
-            text = chunk.get("stream")
-            if isinstance(text, str):
+            if isinstance(text := chunk.get("stream"), str):
                 for line in text.splitlines():
                     if line.strip():
                         echo(line.rstrip())
                         tail = (tail + [line.strip()])[-10:]
-            aux = chunk.get("aux")
-            if isinstance(aux, dict) and "ID" in aux:
+            if isinstance(aux := chunk.get("aux"), dict) and "ID" in aux:
                 image_id = str(aux["ID"])
     return image_id if image_id is not None else str(engine.client.images.get(image.tag).id)
 
@@ -429,8 +423,7 @@ def ensure(
     """Reuse the tagged image when its lock and recipe match; build it otherwise (`extra`: more
     folders of wheels, see wheels_for)."""
     started = time.perf_counter()
-    found = existing_image_id(engine, image)
-    if found is not None:
+    if (found := existing_image_id(engine, image)) is not None:
         return Ensured(image, found, False, time.perf_counter() - started, built_on(engine, found))
     wheels = wheels_for(image, wheelhouse, extra)
     image_id = build(engine, image, wheels, offline=wheelhouse is not None, echo=echo)

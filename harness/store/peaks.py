@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from harness.store.calibration import ceiling_key
+from harness.store.calibration import CEILING_KEYS, DTYPES, ceiling_key
 
 NO_PEAK = "no datasheet peak"
 
@@ -108,7 +108,8 @@ TURBO_HEADROOM = 1.5
 # The float32 arithmetic classes of the precision probe -> the datasheet column they run at.
 _MEASURED_COLUMN = {"fp32": "fp32", "tf32": "tf32", "bf16x3": "bf16", "bf16": "bf16", "fp16": "bf16"}
 _HALF = ("bf16", "fp16", "bf16x3")
-_HALF_DTYPES = ("bfloat16", "bf16", "float16", "f16", "half")
+# A dtype's spelling (calibration.DTYPES) -> the datasheet figure it is held to.
+_DTYPE_CLASS = {"float64": "fp64", "float32": "fp32", "bfloat16": "half", "float16": "half"}
 
 
 @dataclass(frozen=True)
@@ -131,11 +132,8 @@ class GpuMatch:
 
 
 def _dtype_class(dtype: str | None) -> str:
-    if dtype in ("float64", "f64", "double"):
-        return "fp64"
-    if dtype in ("float32", "f32", "float"):
-        return "fp32"
-    return "any"  # unknown or half precision: hold against the highest figure
+    # "any": unknown, held (like half precision on a GPU) against the highest figure
+    return _DTYPE_CLASS.get(DTYPES.get(dtype, "") if isinstance(dtype, str) else "", "any")
 
 
 def _normal(name: str) -> str:
@@ -170,12 +168,10 @@ def match_gpu(name: str, memory_bytes: float | None = None, power_limit_w: float
 
 def _gpu_column(gpu: GpuPeak, dtype: str | None, arithmetic: str) -> tuple[float, float, str]:
     """(the datasheet figure of the arithmetic, the most a job reading as it can reach, its label), TFLOP/s."""
-    cls = _dtype_class(dtype)
-    if cls == "fp64":
+    if (cls := _dtype_class(dtype)) == "fp64":
         return gpu.fp64, gpu.fp64, "FP64"
     if cls == "fp32":
-        column = _MEASURED_COLUMN.get(arithmetic, "fp32")
-        if column == "fp32" and gpu.tf32 / 3 > gpu.fp32:
+        if (column := _MEASURED_COLUMN.get(arithmetic, "fp32")) == "fp32" and gpu.tf32 / 3 > gpu.fp32:
             # Three TF32 passes (cuBLAS/XLA's split-precision float32) keep float32's error, so the
             # probe reads them as fp32 (suites/contract/precision.py), yet they run at up to a third
             # of the TF32 rate: the float32 limit is the larger of the two. "% of peak" stays against
@@ -302,7 +298,7 @@ def peak_or_why(result: Mapping[str, Any], dtype: str | None) -> Peak | str:
     if result.get("device") == "gpu":
         arithmetic = measured_arithmetic(result) or _flagged_arithmetic(_dict(env.get("precision")))
         return gpu_peak(_gpu_of(result), dtype, arithmetic)
-    half = dtype in _HALF_DTYPES or (_dtype_class(dtype) != "fp64" and measured_arithmetic(result) in _HALF)
+    half = _dtype_class(dtype) == "half" or (_dtype_class(dtype) != "fp64" and measured_arithmetic(result) in _HALF)
     if half:
         # A CPU may run half precision on matrix units (AMX, AVX512-BF16) the vector figure below
         # does not count: 1.2 TFLOP/s of bfloat16 on two cores that peak at 0.5 TFLOP/s of float32.
@@ -339,20 +335,14 @@ def machine_limits(device: str, cpu: Mapping[str, Any], gpu_names: list[str]) ->
         # The host sees names only (nvidia-smi): every variant a name may be is a candidate.
         names = {_normal(n) for n in gpu_names}
         rows = [GpuMatch(g) for g in GPU_PEAKS if names & {_normal(r) for r in g.reported}]
-        keys = [(f"float32/{cls}", "float32", cls) for cls in _MEASURED_COLUMN]
-        keys += [
-            ("bfloat16/bf16", "bfloat16", "bf16"),
-            ("float16/fp16", "float16", "fp16"),
-            ("float64/fp64", "float64", "fp64"),
+        keys = [f"float32/{cls}" for cls in _MEASURED_COLUMN] + [
+            k for k in CEILING_KEYS if not k.startswith("float32/")
         ]
-        candidates = {key: [gpu_peak(m, dtype, arithmetic) for m in rows] for key, dtype, arithmetic in keys}
+        candidates = {key: [gpu_peak(m, *key.split("/")) for m in rows] for key in keys}
         candidates["bandwidth"] = [gpu_bandwidth(m) for m in rows]
     else:
         every_core = {k: v for k, v in cpu.items() if k != "usable_cores"}  # not this process's affinity
-        candidates = {
-            key: [cpu_peak(every_core, dtype)]
-            for key, dtype in (("float32/fp32", "float32"), ("float64/fp64", "float64"))
-        }
+        candidates = {key: [cpu_peak(every_core, key.split("/")[0])] for key in ("float32/fp32", "float64/fp64")}
         candidates["bandwidth"] = [cpu_bandwidth(every_core)]
     found: dict[str, tuple[float, str]] = {}
     for key, peaks in candidates.items():

@@ -91,8 +91,7 @@ def planned_rounds(plan: Plan) -> int | None:
             f"run {plan.run_id} is one side of a `harness ab` session; resuming one side alone would not "
             "interleave it with the other: start a new session"
         )
-    rounds = plan.extra.get("rounds")
-    if rounds is None or rounds == 1 and not isinstance(rounds, bool):
+    if (rounds := plan.extra.get("rounds")) is None or rounds == 1 and not isinstance(rounds, bool):
         return None
     if isinstance(rounds, bool) or not isinstance(rounds, int) or not 2 <= rounds <= MAX_ROUNDS:
         raise HarnessError(
@@ -155,8 +154,7 @@ def make_job(
         raise HarnessError(f"--cache {plain(cache)!r} is not one of {', '.join(CACHE_MODES)}")
     if cache_dir is not None and (cache != "warm" or not isinstance(cache_dir, str) or not os.path.isabs(cache_dir)):
         raise HarnessError(f"cache folder {plain(cache_dir)!r} is not an absolute path of a warm cache")
-    skip_reason = spec.unsupported.get(fw.name)
-    if skip_reason is None:
+    if (skip_reason := spec.unsupported.get(fw.name)) is None:
         check_device(spec, fw, device)
     if precision not in PRECISIONS:
         raise HarnessError(f"--precision {plain(precision)!r} is not one of {', '.join(PRECISIONS)}")
@@ -212,8 +210,7 @@ def parse_params(spec: SuiteSpec, pairs: list[str], base: dict[str, ParamValue] 
         if "=" not in pair:
             raise HarnessError(f"--param {pair!r} is not of the form key=value (e.g. --param matrix_size=512)")
         key, raw = pair.split("=", 1)
-        key = key.strip()
-        if key in seen:  # the last would win silently, and the record would not say which was meant
+        if (key := key.strip()) in seen:  # the last would win silently, and the record would not say which was meant
             raise HarnessError(f"--param {key} is given twice ({seen[key]!r} and {pair!r}); give it once")
         seen[key] = pair
         try:
@@ -366,11 +363,9 @@ def _plan_from_record(record: Any) -> Plan:
     names = [job.framework for job in jobs]
     if len(set(names)) != len(names):
         raise HarnessError("a framework is planned twice")
-    baseline = record.get("baseline")
-    if baseline not in names:
+    if (baseline := record.get("baseline")) not in names:
         raise HarnessError(f"baseline {plain(baseline)!r} is not one of the planned frameworks")
-    backend = record.get("backend", "local")
-    if backend not in BACKENDS:
+    if (backend := record.get("backend", "local")) not in BACKENDS:
         raise HarnessError(f"backend {plain(backend)!r} is not one of {', '.join(BACKENDS)}")
     for job in jobs:
         # The data folder is mounted into jobs: a host path must be absolute (as `run` records

@@ -20,6 +20,7 @@ import math
 import os
 import re
 import shutil
+import stat
 import subprocess
 import sys
 from collections.abc import Callable, Iterator, Mapping
@@ -38,6 +39,7 @@ from harness.core.safe_files import (
     probe,
     read_bytes,
     remove,
+    remove_tree,
     write_bytes_atomic,
     write_json_atomic,
 )
@@ -113,6 +115,42 @@ ROUND_ID = re.compile(r"round-([1-9][0-9]{0,5})")
 
 def round_folder(run_dir: Path, number: int) -> Path:
     return run_dir / ROUNDS_DIR / f"round-{number}"
+
+
+def _real_folder(path: Path) -> bool:
+    try:
+        return stat.S_ISDIR(os.lstat(path).st_mode)
+    except OSError:
+        return False
+
+
+def finished_round(run_dir: Path, number: int) -> dict[str, Any] | None:
+    """On resume: the summary round `number` of a rounds run left, or None where there is none to
+    read (never begun, unreadable, or a link or a file where its folder goes: never read through)."""
+    folder = round_folder(run_dir, number)
+    if not (_real_folder(folder.parent) and _real_folder(folder)):
+        return None
+    try:
+        return load_summary(folder / SUMMARY_FILE)
+    except HarnessError:
+        return None
+
+
+def round_to_resume(run_dir: Path, number: int) -> Path | None:
+    """On resume: round `number`'s folder as an interrupted run left it, to be resumed (its ok jobs
+    kept), or None when it is to be made anew: it never began, or it was cut short before its summary
+    was written (what it left is removed). A link or a file where it goes is refused, never written
+    through."""
+    folder = round_folder(run_dir, number)
+    for path in (folder.parent, folder):
+        if os.path.lexists(path) and not _real_folder(path):
+            raise HarnessError(f"{plain(path)} is not a folder of this run (a link or a file); remove it, then resume")
+    if not os.path.lexists(folder):
+        return None
+    if not is_regular(folder / SUMMARY_FILE):
+        remove_tree(folder)  # cut short before its summary was written: nothing of it to keep
+        return None
+    return folder
 
 
 def round_of(run_dir: Path, run_id: str) -> tuple[str, int] | None:
@@ -206,9 +244,7 @@ def write_collected(
     """A new run folder for jobs that ran elsewhere (`harness collect`: Kubernetes, Slurm), each job's
     result as `result_of(job, run_dir)` makes it from what the job left."""
     run_dir = open_run_folder(results_dir, plan.run_id, "collect")
-    with run_lock(run_dir):
-        writer = RunWriter(run_dir, plan, backend, command)
-        writer.start()
+    with writing(run_dir, plan, backend, command) as writer:
         for job in plan.jobs:
             writer.add(job, result_of(job, run_dir))
         writer.finish()
@@ -318,6 +354,29 @@ def resume_plan(run_dir: Path) -> Plan:
 # holder dies (even by SIGKILL), so a stale lock never blocks a later resume. The holder writes its
 # pid and command into the file so the refusal can name it.
 LOCK_NAME = ".lock"
+
+
+@contextlib.contextmanager
+def writing(
+    run_dir: Path,
+    plan: Plan,
+    backend: str,
+    command: list[str] | None,
+    code: dict[str, Any] | None = None,
+    *,
+    extra: dict[str, Any] | None = None,
+    limit: dict[str, Any] | None = None,
+    write_plan: bool = True,
+) -> Iterator[RunWriter]:
+    """The run folder held (`run_lock`) and its writer started (`RunWriter.start`): how every command
+    that fills a run folder begins, so a second harness is refused before anything is written.
+    `extra` goes into both the summary and plan.json (an `ab` side's partner), `limit` into plan.json
+    alone (the rounds, or the budget, a rounds run was planned with)."""
+    with run_lock(run_dir):
+        writer = RunWriter(run_dir, plan, backend, command, code)
+        writer.summary.update(extra or {})
+        writer.start(plan_extra={**(limit or {}), **(extra or {})}, write_plan=write_plan)
+        yield writer
 
 
 @contextlib.contextmanager

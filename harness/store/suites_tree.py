@@ -65,8 +65,7 @@ def revision_problem(repo: Path, sha: str) -> str | None:
             continue
         meta, _, raw = entry.partition(b"\t")
         path = raw.decode("utf-8", "backslashreplace")
-        mode = meta.split(b" ")[0].decode("ascii", "replace")
-        if mode not in _REGULAR_MODES:
+        if (mode := meta.split(b" ")[0].decode("ascii", "replace")) not in _REGULAR_MODES:
             what = "link" if mode == "120000" else "submodule" if mode == "160000" else f"entry of mode {mode}"
             return f"has a {what} at {plain(path)}; a suites tree holds folders and files only"
         paths.add(path)
@@ -75,8 +74,7 @@ def revision_problem(repo: Path, sha: str) -> str | None:
 
 
 def check_folder(suites: Path, given: str) -> None:
-    problem = folder_problem(suites)
-    if problem:
+    if problem := folder_problem(suites):
         raise HarnessError(
             f"{plain(given)} {problem}; give a checkout of this project (`git worktree add DIR REV` makes one) "
             "or a git revision"

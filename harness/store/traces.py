@@ -195,8 +195,7 @@ def _real_folder(folder: Path) -> None:
 def parse_trace(raw: bytes, name: str, where: str | None = None) -> Trace:
     """The kept events of gzipped trace JSON `raw` (`name`: the file, relative to the run folder)."""
     where = where or plain(name)
-    document = _load(_gunzip(raw, where), where)
-    if isinstance(document, dict):
+    if isinstance(document := _load(_gunzip(raw, where), where), dict):
         events = document.get("traceEvents")
         if not isinstance(events, list):
             raise BadTrace(f"{where}: has no traceEvents list; not a Chrome trace-event file")
@@ -217,8 +216,7 @@ def _gunzip(raw: bytes, where: str) -> bytes:
         with gzip.GzipFile(fileobj=io.BytesIO(raw)) as stream:
             while True:
                 # Bounded reads: a few kilobytes that inflate to gigabytes stop at the limit.
-                chunk = stream.read(_CHUNK)
-                if not chunk:
+                if not (chunk := stream.read(_CHUNK)):
                     break
                 if out.tell() + len(chunk) > MAX_JSON:
                     raise BadTrace(f"{where}: inflates to more than {MAX_JSON} bytes (limit); not a profile trace")
@@ -242,15 +240,13 @@ def _load(text: bytes, where: str) -> Any:
 
 def _number(value: Any) -> float | None:
     """A time in microseconds, or None: a bool, a string, NaN, infinity, or beyond MAX_TIME."""
-    kind = type(value)
-    if kind is float or kind is int:
+    if (kind := type(value)) is float or kind is int:
         return float(value) if -MAX_TIME < value < MAX_TIME else None  # NaN compares false
     return None
 
 
 def _lane(value: Any) -> Pid | None:
-    kind = type(value)
-    if kind is int:
+    if (kind := type(value)) is int:
         return value  # type: ignore[no-any-return]
     if kind is str:
         return value[:MAX_NAME]  # type: ignore[no-any-return]
@@ -267,8 +263,7 @@ def _keep(events: list[Any], name: str) -> Trace:
     for raw in events:
         if type(raw) is not dict:
             continue
-        phase = raw.get("ph")
-        if phase != "X":
+        if (phase := raw.get("ph")) != "X":
             if phase == "M":
                 _metadata(raw, processes, threads)
             continue
@@ -282,8 +277,7 @@ def _keep(events: list[Any], name: str) -> Trace:
             pid = lane(pid)
         if type(tid) is not int:
             tid = lane(tid)
-        label = raw.get("name")
-        if type(label) is str:
+        if type(label := raw.get("name")) is str:
             short = strings.get(label)
             label = short if short is not None else strings.setdefault(label, label[:MAX_NAME])
         else:
@@ -291,8 +285,7 @@ def _keep(events: list[Any], name: str) -> Trace:
         if ts is None or dur is None or dur < 0 or label is None or pid is None or tid is None:
             dropped += 1
             continue
-        cat = raw.get("cat")
-        if type(cat) is str:
+        if type(cat := raw.get("cat")) is str:
             short = strings.get(cat)
             cat = short if short is not None else strings.setdefault(cat, cat[:MAX_NAME])
         else:
@@ -305,8 +298,7 @@ def _keep(events: list[Any], name: str) -> Trace:
 def _args(args: dict[str, Any]) -> tuple[tuple[str, str], ...]:
     found = []
     for key in KEPT_ARGS:
-        value = args.get(key)
-        if value is None or type(value) in (dict, list):
+        if (value := args.get(key)) is None or type(value) in (dict, list):
             continue
         text = value if type(value) is str else json.dumps(value) if isinstance(value, (int, float, bool)) else ""
         found.append((key, text[:MAX_ARG]))

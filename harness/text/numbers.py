@@ -13,10 +13,13 @@ another:
 - p-values: 3 significant digits (`fmt_p`); percentages: 4 (`fmt_percent`); losses: 3, trailing
   zeros kept (`fmt_loss`, `1.80`); shares of a peak
   and interval coverages as whole percents (`fmt_share`); relative changes to one decimal
-  (`fmt_change`); relative differences of check values to 2 significant digits (`fmt_rel_diff`).
+  (`fmt_change`); relative differences of check values to 2 significant digits (`fmt_rel_diff`);
+  a check value in a cell: 6 significant digits, a list of more than six counted (`fmt_check_value`).
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 _TIME_SCALES = ((1.0, "s"), (1e-3, "ms"), (1e-6, "us"), (1e-9, "ns"))
 _BYTE_UNITS = ("B", "KiB", "MiB", "GiB", "TiB")
@@ -68,11 +71,11 @@ def fmt_giga(value: float) -> str:
 
 def fmt_bytes(size: float) -> str:
     """`512 B`, `1.5 KiB`, `6.3 GiB`: binary units, like `du -h` and the data manifests."""
-    for unit in _BYTE_UNITS:
-        if abs(size) < 1024 or unit == _BYTE_UNITS[-1]:
+    for unit in _BYTE_UNITS[:-1]:
+        if abs(size) < 1024:
             return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
         size /= 1024
-    raise AssertionError("unreachable")  # pragma: no cover
+    return f"{size:.1f} {_BYTE_UNITS[-1]}"
 
 
 def fmt_share(fraction: float) -> str:
@@ -106,3 +109,12 @@ def fmt_loss(value: float) -> str:
 def fmt_number(value: float) -> str:
     """A bare measured number (check values, limits): 4 significant digits."""
     return f"{value:.4g}"
+
+
+def fmt_check_value(value: Any) -> str:
+    """A check's value in a cell (the run table's, the data-parallel gate's): a short list in full, a long
+    one counted."""
+    if isinstance(value, list):
+        flat = value if not any(isinstance(v, list) for v in value) else []
+        return f"[{len(value)} values]" if not flat or len(flat) > 6 else "[" + ", ".join(map(fmt_number, flat)) + "]"
+    return f"{value:.6g}"

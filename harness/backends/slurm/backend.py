@@ -17,6 +17,7 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -139,8 +140,7 @@ class SlurmBackend:
             data=job.data_dir,
             cache=cache,
         )
-        world = processes(job.params)
-        if world > 1:
+        if (world := processes(job.params)) > 1:
             annotations["slurm"]["ranks"] = world
         try:
             text = batch_script(
@@ -252,8 +252,7 @@ class SlurmBackend:
                 self.say(f"   Slurm job {job_id} pending ({plain(state.reason)})")
             pause = delay
             if running_since is not None and not stopped:
-                left = running_since + job.timeout_s - now
-                if left <= 0:
+                if (left := running_since + job.timeout_s - now) <= 0:
                     control.cancel(job_id)  # our own deadline: Slurm's --time is only the backstop
                     stopped = True
                 else:
@@ -271,9 +270,8 @@ class SlurmBackend:
         logs: Path,
         state: control.JobState | None,
     ) -> tuple[str, str | None]:
-        """A data-parallel job's logs into logs/: rank 0's with the batch script's own (env builds, srun's
-        report, slurmstepd) as the job's usual logs, each other rank's under `rank_log_names`. Returns the
-        stderr tail and, when a rank failed, the failed result's reason (tasks.failure)."""
+        """A data-parallel job's logs into logs/ (keep_rank_logs), each rank's from the job's folder. Returns
+        the stderr tail and, when a rank failed, the failed result's reason (tasks.failure)."""
 
         def task(rank: int, stream: str) -> bytes:
             try:
@@ -281,52 +279,68 @@ class SlurmBackend:
             except UnsafeFile as error:
                 return f"harness: rank {rank}'s {stream} was not read: {error}\n".encode()
 
-        batch: dict[str, bytes] = {}
-        for stream, source in (("stdout", slurm_out), ("stderr", slurm_err)):
-            try:
-                batch[stream] = read_tail(source, MAX_LOG_BYTES)
-            except UnsafeFile as error:
-                batch[stream] = f"harness: Slurm's output file was not read: {error}\n".encode()
+        batch = {"stdout": _slurm_output(slurm_out), "stderr": _slurm_output(slurm_err)}
         started = any(os.path.lexists(work / tasks.job_folder_log(0, s)) for s in ("stdout", "stderr"))
-        failed = None
-        named: int | None = None
-        if started and state is not None and state.finished:
-            code = -state.signal if state.signal else state.exit_code
-            found = tasks.failure(batch["stderr"].decode("utf-8", "replace"), world, code, lambda r: task(r, "stderr"))
-            if found is not None:
-                failed, named = found
-        for rank in range(world):
-            out_name, err_name = rank_log_names(job.framework, rank)
-            out, err = task(rank, "stdout"), task(rank, "stderr")
-            if rank == 0:  # the script's own output around rank 0's: env building first, srun's report last
-                out = tasks.joined(batch["stdout"], out, "rank 0")
-                err = tasks.joined(err, batch["stderr"], tasks.BATCH_HEADING)
-            for name, data in ((out_name, out), (err_name, err)):
-                with job_folder.open_log(logs, name) as sink:
-                    sink.write(data)
-            if rank == 0 and self.echo:
-                for line in tail_text(out, lines=40, max_chars=8000).splitlines():
-                    self.say("  " + plain(line))
-        # The failed rank's own last words, then what Slurm said about the ranks.
-        last = task(named, "stderr") if named is not None and named > 0 else task(0, "stderr")
-        return tail_text(tasks.joined(last, batch["stderr"], tasks.BATCH_HEADING)), failed
+        judge = started and state is not None and state.finished
+        code = None if state is None else (-state.signal if state.signal else state.exit_code)
+        stderr, failed, shown = keep_rank_logs(logs, job.framework, range(world), world, batch, task, judge, code)
+        if self.echo:
+            for line in tail_text(shown, lines=40, max_chars=8000).splitlines():
+                self.say("  " + plain(line))
+        return tail_text(stderr), failed
 
     def _keep_logs(self, slurm_out: Path, slurm_err: Path, logs: Path, stdout_log: Path, stderr_log: Path) -> str:
         """Copy the tails of Slurm's output files into logs/ (never through a link the job planted)."""
-        tail = ""
         for source, target in ((slurm_out, stdout_log), (slurm_err, stderr_log)):
-            try:
-                data = read_tail(source, MAX_LOG_BYTES)
-            except UnsafeFile as error:
-                data = f"harness: Slurm's output file was not read: {error}\n".encode()
+            data = _slurm_output(source)
             with job_folder.open_log(logs, target.name) as sink:
                 sink.write(data)
             if source is slurm_out and self.echo:
                 for line in tail_text(data, lines=40, max_chars=8000).splitlines():
                     self.say("  " + plain(line))
-            if source is slurm_err:
-                tail = tail_text(data)
-        return tail
+        return tail_text(data)  # Slurm's stderr, the last copied
+
+
+def _slurm_output(path: Path) -> bytes:
+    """The tail of one of Slurm's output files, read without following a link."""
+    try:
+        return read_tail(path, MAX_LOG_BYTES)
+    except UnsafeFile as error:
+        return f"harness: Slurm's output file was not read: {error}\n".encode()
+
+
+def keep_rank_logs(
+    logs: Path,
+    framework: str,
+    ranks: Iterable[int],
+    world: int,
+    batch: dict[str, bytes],
+    read: Callable[[int, str], bytes],
+    judge: bool,
+    exit_code: int | None = None,
+) -> tuple[bytes, str | None, bytes]:
+    """A data-parallel job's logs into `logs`, for the backend and for an export's collect: rank 0's with
+    the batch script's own (`batch`: env builds, srun's report, slurmstepd) as the job's usual logs, each
+    other rank of `ranks` under `rank_log_names`; `read(rank, stream)` is what the rank itself wrote.
+    Returns the stderr for a failed result's tail, the failed result's reason when `judge` and a rank
+    failed (tasks.failure, given the batch script's `exit_code`), and rank 0's stdout log as kept."""
+    failed: str | None = None
+    named: int | None = None
+    if judge:
+        found = tasks.failure(batch["stderr"].decode("utf-8", "replace"), world, exit_code, lambda r: read(r, "stderr"))
+        if found is not None:
+            failed, named = found
+    shown = b""
+    for rank in ranks:
+        out, err = read(rank, "stdout"), read(rank, "stderr")
+        if rank == 0:  # the script's own output around rank 0's: env building first, srun's report last
+            out = shown = tasks.joined(batch["stdout"], out, "rank 0")
+            err = tasks.joined(err, batch["stderr"], tasks.BATCH_HEADING)
+        for name, data in zip(rank_log_names(framework, rank), (out, err), strict=True):
+            with job_folder.open_log(logs, name) as sink:
+                sink.write(data)
+    # The failed rank's own last words, then what Slurm said about the ranks.
+    return tasks.joined(read(named or 0, "stderr"), batch["stderr"], tasks.BATCH_HEADING), failed, shown
 
 
 def check_options(options: BackendOptions) -> SlurmSettings:

@@ -53,8 +53,7 @@ class Ending:
 
 def parse_exit(text: str) -> tuple[int | None, int | None]:
     """Slurm's `ExitCode=status:signal`."""
-    match = re.fullmatch(r"(\d+):(\d+)", text.strip())
-    if not match:
+    if not (match := re.fullmatch(r"(\d+):(\d+)", text.strip())):
         return None, None
     return int(match.group(1)), int(match.group(2))
 
@@ -62,8 +61,7 @@ def parse_exit(text: str) -> tuple[int | None, int | None]:
 def parse_scontrol(text: str) -> JobState | None:
     """One job from `scontrol show job -o ID` (space-separated Key=Value pairs on one line)."""
     fields = dict(re.findall(r"(\w+)=(\S*)", text))
-    state = fields.get("JobState")
-    if not state:
+    if not (state := fields.get("JobState")):
         return None
     code, signal = parse_exit(fields.get("ExitCode", ""))
     reason = fields.get("Reason", "")
@@ -112,8 +110,7 @@ def _run(args: list[str]) -> subprocess.CompletedProcess[str]:
 
 
 def require_slurm() -> None:
-    missing = [name for name in ("sbatch", "scontrol", "scancel") if shutil.which(name) is None]
-    if missing:
+    if missing := [name for name in ("sbatch", "scontrol", "scancel") if shutil.which(name) is None]:
         raise HarnessError(
             f"{', '.join(missing)} not on PATH: the slurm backend runs on a Slurm login node "
             "(or write the jobs with `harness export slurm`)"
@@ -150,8 +147,7 @@ def query(job_id: str) -> JobState | None:
 
 def jobs_with_comment(comment: str) -> list[tuple[str, str, str]]:
     """(job id, job name, state) of this user's jobs that Slurm still lists with this comment."""
-    proc = _run(["squeue", f"--user={os.getuid()}", "--noheader", "--format=%i|%j|%k|%T"])
-    if proc.returncode != 0:
+    if (proc := _run(["squeue", f"--user={os.getuid()}", "--noheader", "--format=%i|%j|%k|%T"])).returncode != 0:
         raise HarnessError(f"squeue failed: {plain(proc.stderr.strip())[-300:] or f'exit code {proc.returncode}'}")
     rows = [[part.strip() for part in line.split("|")] for line in proc.stdout.splitlines()]
     return [(parts[0], parts[1], parts[3]) for parts in rows if len(parts) == 4 and parts[2] == comment and parts[0]]

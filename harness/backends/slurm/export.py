@@ -26,8 +26,8 @@ from typing import Any
 from harness.backends import job_folder
 from harness.backends.base import Limits
 from harness.backends.job_folder import tail_text
-from harness.backends.ranks import rank_log_names
 from harness.backends.slurm import tasks
+from harness.backends.slurm.backend import keep_rank_logs
 from harness.backends.slurm.script import Layout, Stack, batch_script, job_spec_for, literal, prepare_script
 from harness.backends.slurm.settings import RUNTIMES, SlurmSettings
 from harness.core.errors import HarnessError
@@ -170,8 +170,7 @@ def export(plan: Plan, out: Path, settings: SlurmSettings, limits: Limits, nodes
 
 def ended_by(stderr: str) -> tuple[str, str] | None:
     """(status, reason) from slurmstepd's last word in a job's stderr, when it ended the job."""
-    found = STEPD_END.findall(stderr)
-    if not found:
+    if not (found := STEPD_END.findall(stderr)):
         return None
     job_id, why = found[-1]
     if why == "TIME LIMIT":
@@ -241,36 +240,18 @@ def _collect_rank_logs(folder: Path, job: Job, run_dir: Path, batch: dict[str, b
     """A data-parallel job's logs, kept as the slurm backend keeps them: (the stderr for a failed result's
     tail, the failed result's reason when srun said that a rank failed)."""
     world = min(processes(job.params), MAX_DEVICES)
-    exported = {
-        (rank, stream): f"{job.framework}.rank{rank}.{stream}.log"
-        for rank in range(world)
-        for stream in ("stdout", "stderr")
-    }
-    started = any(os.path.lexists(folder / "logs" / exported[0, stream]) for stream in ("stdout", "stderr"))
-    kept = b""
-    for rank in range(world):
-        names = rank_log_names(job.framework, rank)
-        if rank > 0 and not any(os.path.lexists(folder / "logs" / exported[rank, s]) for s in ("stdout", "stderr")):
-            continue  # this rank never started: no empty logs for it
-        for stream, name in zip(("stdout", "stderr"), names, strict=True):
-            data = _read_log(folder, exported[rank, stream])
-            if rank == 0 and stream == "stdout":
-                data = tasks.joined(batch["stdout"], data, "rank 0")
-            elif rank == 0:
-                data = kept = tasks.joined(data, batch["stderr"], tasks.BATCH_HEADING)
-            with create(run_dir / "logs", name, anchor=within(run_dir)) as sink:
-                sink.write(data)
-    if not started:
-        return kept, None
+
+    def exported(rank: int, stream: str) -> str:
+        return f"{job.framework}.rank{rank}.{stream}.log"
+
+    def left(rank: int) -> bool:
+        return any(os.path.lexists(folder / "logs" / exported(rank, stream)) for stream in ("stdout", "stderr"))
+
+    ranks = [rank for rank in range(world) if rank == 0 or left(rank)]  # a rank that never started: no empty logs
     # An exported script's exit code is Slurm's to keep; srun's report in its stderr names the rank.
-    found = tasks.failure(
-        batch["stderr"].decode("utf-8", "replace"), world, None, lambda r: _read_log(folder, exported[r, "stderr"])
+    kept, reason, _ = keep_rank_logs(
+        run_dir / "logs", job.framework, ranks, world, batch, lambda r, s: _read_log(folder, exported(r, s)), left(0)
     )
-    if found is None:
-        return kept, None
-    reason, named = found
-    if named is not None and named > 0:  # the failed rank's own last words, then what Slurm said
-        kept = tasks.joined(_read_log(folder, exported[named, "stderr"]), batch["stderr"], tasks.BATCH_HEADING)
     return kept, reason
 
 
@@ -300,8 +281,7 @@ def _collect_job(plan: Plan, record: Any, job: Job, folder: Path, run_dir: Path)
     else:
         try:
             result = load_result(out)
-            wrong = mismatch(result, job.framework, plan.suite, plan.run_id)
-            if wrong:
+            if wrong := mismatch(result, job.framework, plan.suite, plan.run_id):
                 raise InvalidResult(f"{job.result_file()}: the result {wrong}")
         except InvalidResult as error:
             reason = str(error) if out.exists() else "no result file: the job did not finish (see its stderr log)"

@@ -107,8 +107,7 @@ class Layout:
 
 
 def literal(path: object) -> str:
-    text = str(path)
-    if "\n" in text or "\0" in text:
+    if "\n" in (text := str(path)) or "\0" in text:
         raise HarnessError(f"the path {text!r} holds a newline; Slurm scripts cannot name it")
     return shlex.quote(text)
 
@@ -404,8 +403,7 @@ def batch_script(
     rank on `nodes` nodes, started by one srun (harness/backends/slurm/tasks.py), each task's logs at
     `task_logs` (srun --output/--error words with %t; default: the job's folder). `fault`: FAULT_VAR
     from the harness's environment, handed on to every rank of a data-parallel job."""
-    runtime = settings.runtime
-    if runtime != "venv" and any(c in text for text in (layout.code, layout.out) for c in ":,"):
+    if (runtime := settings.runtime) != "venv" and any(c in text for text in (layout.code, layout.out) for c in ":,"):
         raise HarnessError(f"a folder with ':' or ',' cannot be bound into a container: {layout.out}")
     place = tasks.placement(job, nodes)
     ranked = place.world > 1

@@ -27,7 +27,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from harness.backends.job_folder import tail_text
-from harness.backends.ranks import Supervised
+from harness.backends.ranks import RANK_LOGS, Supervised
 from harness.core.errors import HarnessError
 from harness.store.plan import Job
 from harness.text.escape import plain
@@ -209,8 +209,7 @@ def _tasks(text: str, world: int) -> list[int]:
 
 def _code(how: str) -> int | None:
     """A task's end as subprocess reports it (-signal for a signal); None: words we do not know."""
-    exited = _EXITED.fullmatch(how)
-    if exited:
+    if exited := _EXITED.fullmatch(how):
         return int(exited.group(1))
     if how == "Out Of Memory":
         return -int(signal.SIGKILL)
@@ -228,17 +227,16 @@ class Report:
 
     def reason(self) -> str | None:
         world = len(self.supervised.exit_codes)
-        logs = "(each rank's log is in the run's logs/)"
         if self.supervised.first_failed is not None:
             return self.supervised.reason()
         if self.unknown:
             rank, how = self.unknown[0]
-            return f"rank {rank} of {world} ended: {plain(how)[:200]} {logs}"
+            return f"rank {rank} of {world} ended: {plain(how)[:200]} {RANK_LOGS}"
         if self.outlived:
             names = ", ".join(map(str, self.outlived))
             return (
                 f"ranks {names} of {world} were still running {OUTLIVE_S} s after the first rank ended, "
-                f"and srun stopped them {logs}"
+                f"and srun stopped them {RANK_LOGS}"
             )
         return None
 
@@ -252,15 +250,13 @@ def report(batch_stderr: str, world: int) -> Report | None:
     outlived = _FIRST_ENDED in batch_stderr
     said = False
     for line in batch_stderr.splitlines():
-        match = _TASK_LINE.search(line)
-        if match is None:
+        if (match := _TASK_LINE.search(line)) is None:
             continue
         how = match.group(2).strip()
         code = _code(how)
         for task in _tasks(match.group(1), world):
             said = True
-            stopped = code is not None and -code in _STOPPED and (first is not None or outlived)
-            if stopped:
+            if code is not None and -code in _STOPPED and (first is not None or outlived):
                 codes[task] = None
                 killed.append(task)
             elif code is None:
@@ -278,8 +274,7 @@ def report(batch_stderr: str, world: int) -> Report | None:
 def ended_at(data: bytes, rank: int) -> tuple[int, float] | None:
     """(exit code, epoch seconds) from the line `exit_lines` wrote last into rank `rank`'s stderr."""
     for line in reversed(data.splitlines()[-20:]):
-        match = _ENDED.fullmatch(line.strip())
-        if match is not None and int(match.group(1)) == rank:
+        if (match := _ENDED.fullmatch(line.strip())) is not None and int(match.group(1)) == rank:
             return int(match.group(2)), float(match.group(3))
     return None
 
@@ -298,36 +293,27 @@ def failure(
     script still fails the job, naming a rank whose log ends with a Python exception if one does."""
     ranks = range(min(world, MAX_DEVICES))
     ends = {r: end for r in ranks if (end := ended_at(task_stderr(r), r)) is not None and end[0] != 0}
-    told = report(batch_stderr, world)
-    if told is not None and told.supervised.first_failed is not None:
+    if (told := report(batch_stderr, world)) is not None and told.supervised.first_failed is not None:
         codes = told.supervised.exit_codes
-        heard = [r for r in ends if codes[r] not in (0, None)]
-        if heard:
+        if heard := [r for r in ends if codes[r] not in (0, None)]:
             first = min(heard, key=lambda r: ends[r][1])
             told = replace(told, supervised=replace(told.supervised, first_failed=first))
     reason = told.reason() if told is not None else None
     if told is not None and reason is not None:
-        named = told.supervised.first_failed
-        if named is None and told.unknown:
+        if (named := told.supervised.first_failed) is None and told.unknown:
             named = told.unknown[0][0]
         return reason, named
-    logs = "(each rank's log is in the run's logs/)"
     if ends:
         first = min(ends, key=lambda r: ends[r][1])
-        return f"rank {first} of {world} exited with code {ends[first][0]} (srun did not report it) {logs}", first
+        return f"rank {first} of {world} exited with code {ends[first][0]} (srun did not report it) {RANK_LOGS}", first
     if not exit_code:
         return None
+    failed = f"a task of the job's {world} ranks failed (the batch script exited with code {exit_code}; srun did not say which)"
     for rank in ranks:
         last = tail_text(task_stderr(rank), lines=1).strip()
         if re.match(r"[A-Za-z_][\w.]*(Error|Exception|Interrupt)\b", last):
-            return (
-                f"a task of the job's {world} ranks failed (the batch script exited with code {exit_code}; srun did not "
-                f"say which): rank {rank}'s log ends with {plain(last)[:200]} {logs}"
-            ), rank
-    return (
-        f"a task of the job's {world} ranks failed (the batch script exited with code {exit_code}; srun did not say "
-        "which); each rank's log is in the run's logs/"
-    ), None
+            return f"{failed}: rank {rank}'s log ends with {plain(last)[:200]} {RANK_LOGS}", rank
+    return f"{failed}; each rank's log is in the run's logs/", None
 
 
 def joined(first: bytes, second: bytes, heading: str) -> bytes:

@@ -13,8 +13,7 @@ FRAMEWORKS: dict[str, FrameworkFacts] = {name: f for s in STACKS.values() for na
 
 def of_stack(stack: str) -> StackFacts:
     """The stack's declaration; a stack without one is refused, never left unchecked."""
-    facts = STACKS.get(stack)
-    if facts is None:
+    if (facts := STACKS.get(stack)) is None:
         raise HarnessError(
             f"stack {plain(stack)!r} has no host declaration (its image checks, colours, version package): add "
             f"harness/core/stack_facts/stack_{stack}.py and list it in harness/core/stack_facts/__init__.py"

@@ -23,8 +23,7 @@ def _plugins(report: Report) -> dict[str, dict[str, object]]:
 
 def _build_problems(wanted: str, report: Report) -> list[str]:
     found = []
-    plugin = _plugins(report).get(f"cuda{wanted}_plugin")
-    if plugin is None:
+    if (plugin := _plugins(report).get(f"cuda{wanted}_plugin")) is None:
         found.append(f"no jax-cuda{wanted}-plugin package")
     else:
         build = plugin.get("cuda_build")
@@ -38,13 +37,11 @@ def _build_problems(wanted: str, report: Report) -> list[str]:
 
 
 def _kernel_problem(report: Report, capability: str) -> str | None:
-    ptxas = strings(as_dict(report.get("ptxas")).get("targets"))
-    if ptxas and not covers(ptxas, capability):
+    if (ptxas := strings(as_dict(report.get("ptxas")).get("targets"))) and not covers(ptxas, capability):
         return f"the image's ptxas cannot compile for compute capability {capability}"
     for name, plugin in _plugins(report).items():
         kernels = as_dict(plugin.get("kernels"))
-        targets = strings(kernels.get("sm")) + strings(kernels.get("ptx"))
-        if targets and not covers(targets, capability):
+        if (targets := strings(kernels.get("sm")) + strings(kernels.get("ptx"))) and not covers(targets, capability):
             return f"the {name.replace('_', '-')} carries kernels for {' '.join(targets)} only"
     return None
 

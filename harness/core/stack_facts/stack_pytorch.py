@@ -28,8 +28,7 @@ def _build_problems(wanted: str, report: Report) -> list[str]:
 
 
 def _kernel_problem(report: Report, capability: str) -> str | None:
-    targets = strings(report.get("arch_list"))
-    if targets and not covers(targets, capability):
+    if (targets := strings(report.get("arch_list"))) and not covers(targets, capability):
         return f"torch was built for {' '.join(targets)} only"
     return None
 

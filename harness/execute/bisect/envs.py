@@ -55,11 +55,6 @@ def env_for(stack: str, lock_text: str) -> Env:
     return Env(stack, digest, cache_home.bisect_venvs_dir() / f"{stack}-{digest[:12]}")
 
 
-def host_pip() -> bool:
-    """Whether this interpreter has pip: then it installs into a venv made without one (`pip --python`)."""
-    return importlib.util.find_spec("pip") is not None
-
-
 def venv_command(folder: Path, with_pip: bool) -> list[str]:
     # A venv's own pip (ensurepip) costs 5.6 s a version here and installs nothing the job uses.
     return [sys.executable, "-m", "venv", *([] if with_pip else ["--without-pip"]), str(folder)]
@@ -85,7 +80,8 @@ def ensure_env(env: Env, lock: Path, label: str, find_links: list[Path], no_inde
         raise HarnessError("harness bisect builds CPython 3.11 venvs (the locks' interpreter); run harness with 3.11")
     shutil.rmtree(env.folder, ignore_errors=True)
     env.folder.parent.mkdir(parents=True, exist_ok=True)
-    own_pip = not host_pip()
+    # Where this interpreter has pip, it installs into a venv made without one (`pip --python`).
+    own_pip = importlib.util.find_spec("pip") is None
     steps = [venv_command(env.folder, own_pip), install_command(env.python, lock, find_links, no_index, own_pip)]
     for cmd in steps:
         try:

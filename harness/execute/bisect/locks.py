@@ -98,20 +98,18 @@ def generate_lock(base: str, package: str, version: str, hashes: list[str], note
     entry = [f"{package}=={version} \\"] + [f"    --hash=sha256:{h} \\" for h in hashes]
     entry[-1] = entry[-1].removesuffix(" \\")
     entry.append(f"    # pinned by harness bisect{': ' + note if note else ''}")
-    lines = base.splitlines()
+    lines = iter(base.splitlines())
     out: list[str] = []
     replaced = False
-    i = 0
-    while i < len(lines):
-        match = _ENTRY.match(lines[i])
+    for line in lines:
+        match = _ENTRY.match(line)
         if match and normalize(match.group(1)) == normalize(package):
-            while lines[i].rstrip().endswith("\\") and i + 1 < len(lines):
-                i += 1
+            while line.rstrip().endswith("\\"):  # its continuation lines, up to the last line of all
+                line = next(lines, "")
             out.extend(entry)
             replaced = True
         else:
-            out.append(lines[i])
-        i += 1
+            out.append(line)
     if not replaced:
         out.extend(entry)
     return "\n".join(out) + "\n"

@@ -32,19 +32,11 @@ def render(outcome: Outcome) -> str:
     versions = table(rows, headers, "simple")
     pair_rows = []
     for pair in outcome.pairs:
-        change = pair.change
-        if change is None:
-            pair_rows.append([f"{pair.before} -> {pair.after}", "-", "-", "-", pair.verdict])
-            continue
-        coverage = "" if change.ci_coverage >= CONFIDENCE - 1e-9 else fmt_share(change.ci_coverage)
-        pair_rows.append(
-            [
-                f"{pair.before} -> {pair.after}",
-                fmt_ratio(change.ratio),
-                fmt_interval(change.ci_low, change.ci_high, coverage),
-                f"{fmt_p(change.p_value)} ({fmt_p(change.p_adjusted)})",
-                pair.verdict,
-            ]
-        )
+        cells = ["-", "-", "-"]  # no measurement on one side: the verdict says why
+        if (change := pair.change) is not None:
+            coverage = "" if change.ci_coverage >= CONFIDENCE - 1e-9 else fmt_share(change.ci_coverage)
+            interval = fmt_interval(change.ci_low, change.ci_high, coverage)
+            cells = [fmt_ratio(change.ratio), interval, f"{fmt_p(change.p_value)} ({fmt_p(change.p_adjusted)})"]
+        pair_rows.append([f"{pair.before} -> {pair.after}", *cells, pair.verdict])
     pairs = table(pair_rows, ["change", "ratio", "interval", "p (Holm-adjusted)", "verdict"], "simple")
     return "\n\n".join([plain(head), versions, pairs, plain(doc["answer"]["text"])])

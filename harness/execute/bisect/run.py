@@ -34,7 +34,7 @@ from harness.text.escape import plain, utf8
 
 @dataclass(frozen=True)
 class Request:
-    plan: PlanRequest  # the suite and every axis of the plan (cli/plan_options.py); frameworks: `framework`
+    plan: PlanRequest  # the suite and every axis of the plan (cli/options.py); frameworks: `framework`
     metric: str
     stack: str
     package: str
@@ -49,10 +49,6 @@ class Request:
     backend: str = "local"  # local: a venv per version; docker: an image per version
     wheelhouse: Path | None = None  # docker: build the images from these wheels only (with --find-links)
     budget_s: float | None = None  # rounds until this is spent (envs and images built before: not counted)
-
-    @property
-    def suite(self) -> str:
-        return self.plan.suite
 
 
 @dataclass
@@ -78,7 +74,7 @@ class VenvBackend(LocalBackend):
 
 
 def choose_framework(request: Request) -> str:
-    spec = get_suite(request.suite)
+    spec = get_suite(request.plan.suite)
     if request.framework is not None:
         fw = get_framework(spec, request.framework)
         if fw.stack != request.stack:
@@ -118,7 +114,7 @@ def check_request(request: Request) -> None:
 def check_metric(request: Request) -> None:
     """--metric against the names the suite declares (suites/<suite>/spec.py `metrics`), before any
     environment is built; a suite that declares none is checked after the first job (`_require_metric`)."""
-    spec = get_suite(request.suite)
+    spec = get_suite(request.plan.suite)
     if spec.metrics and request.metric not in spec.metrics:
         raise HarnessError(
             f"--metric {plain(request.metric)!r}: suite {spec.name} reports no such metric; "
@@ -136,7 +132,7 @@ def _require_metric(request: Request, result_path: Path) -> None:
     names = [m["name"] for m in doc["metrics"]]
     if doc["status"] == "ok" and request.metric not in names:
         raise HarnessError(
-            f"--metric {plain(request.metric)!r}: {doc['framework']} on suite {request.suite} reported no such "
+            f"--metric {plain(request.metric)!r}: {doc['framework']} on suite {request.plan.suite} reported no such "
             f"metric; choose one of: {plain(', '.join(names)) or 'none'}"
         )
 
@@ -305,7 +301,7 @@ def _conclude(
     pairs = judge([compare_pair(runs[a], runs[b], request.metric, unit, better) for a, b in pairwise(versions)])
     header = {
         "id": plan.run_id,
-        "suite": request.suite,
+        "suite": request.plan.suite,
         "framework": framework,
         "metric": request.metric,
         "unit": unit,

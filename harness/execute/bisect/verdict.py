@@ -133,9 +133,7 @@ def answer(pairs: list[Pair]) -> str:
 
 
 def _why(pair: Pair) -> str:
-    if pair.change is None:
-        return str(pair.excluded)
-    return str(pair.change.no_verdict)
+    return str(pair.excluded if pair.change is None else pair.change.no_verdict)
 
 
 def exit_code(runs: list[VersionRun], pairs: list[Pair]) -> int:

@@ -112,8 +112,7 @@ def declared_checks(run: Run) -> dict[str, CheckSpec]:
     own (suites/contract/ranks.py): it is held to those alone (the suite's declaration of them, else
     the contract's), and a job of the suite's own loop never to them. So is an inference job (`mode`
     other than train, suites/contract/inference.py), to its mode's checks, each then required."""
-    spec = all_suites().get(str(run.summary.get("suite")))
-    if spec is None:
+    if (spec := all_suites().get(str(run.summary.get("suite")))) is None:
         return {}
     params = run_params(run)
     if inferring(params):  # an inference job is held to its mode's checks, each then required
@@ -193,8 +192,7 @@ def evaluate(run: Run) -> list[CheckRow]:
                 elif rtol is not None and reference is not None:
                     row.passed[fw], row.why[fw] = False, f"no value, but {reference} reported one"
                 continue
-            value = values[fw]
-            row.values[fw] = value
+            value = row.values[fw] = values[fw]
             passed, why = True, ""
             if limit is not None and max(abs(v) for v in _flat(value)) > limit:
                 passed, why = False, f"exceeds limit {limit:g}"

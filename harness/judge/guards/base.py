@@ -14,7 +14,7 @@ place for the same reason).
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -84,7 +84,7 @@ class Guard:
     timing: ClassVar[bool] = False
     planted: ClassVar[tuple[Planted, ...]] = ()  # its rows in the mistakes corpus
 
-    def hits(self, evidence: Evidence) -> Sequence[Hit]:
+    def hits(self, evidence: Evidence) -> Iterable[Hit]:
         """Scope "metric": every (framework, metric) it raises on, in the run's order."""
         return ()
 

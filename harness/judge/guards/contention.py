@@ -99,8 +99,7 @@ def tail_quantile(result: Result, name: str) -> tuple[str, float] | None:
 def disturbed_tails(metric: Metric, q: float) -> tuple[set[int], int] | None:
     """(the rounds whose q-tail the machine disturbed, how many rounds) of a time metric; None where its
     rounds cannot be read. The one rule for a tail: the guard below and every verdict's rounds use it."""
-    spans = round_spans(metric)
-    if spans is None:
+    if (spans := round_spans(metric)) is None:
         return None
     samples, disturbed = metric["samples"], disturbed_samples(metric)
     hit = {
@@ -142,37 +141,31 @@ class Contended(Guard):
     order = 50
     disturbance = True
 
-    def hits(self, evidence: Evidence) -> Sequence[Hit]:
-        found = []
+    def hits(self, evidence: Evidence) -> Iterator[Hit]:
         for key, (k, n) in readings(evidence.run).items():
             # Most samples disturbed: the median itself is the neighbours' doing.
             if mostly_disturbed(k, n):
-                found.append(
-                    Hit(
-                        key,
-                        f"{REASON} ({k}/{n} samples)",
-                        f"{k} of {n} samples were taken while the CPUs were shared or the GPU slowed; rerun on a "
-                        "quiet machine",
-                        f"{k} of {n} samples disturbed; the median measures the neighbours as much as the code; "
-                        "excluded from ratios and verdicts",
-                        (k, n),
-                    )
+                yield Hit(
+                    key,
+                    f"{REASON} ({k}/{n} samples)",
+                    f"{k} of {n} samples were taken while the CPUs were shared or the GPU slowed; rerun on a "
+                    "quiet machine",
+                    f"{k} of {n} samples disturbed; the median measures the neighbours as much as the code; "
+                    "excluded from ratios and verdicts",
+                    (k, n),
                 )
         for key, k, n in _tails(evidence.run):
             # Most processes' tails disturbed: the percentile is the pre-emptions' doing.
             if mostly_disturbed(k, n):
-                found.append(
-                    Hit(
-                        key,
-                        f"{REASON} (its tail in {k}/{n} processes)",
-                        f"a disturbed sample ranks at or above this percentile in {k} of {n} processes; rerun on "
-                        "a quiet machine",
-                        f"a disturbed sample ranks at or above it in {k} of {n} processes; the tail measures the "
-                        "neighbours as much as the code; excluded from ratios and verdicts",
-                        (k, n),
-                    )
+                yield Hit(
+                    key,
+                    f"{REASON} (its tail in {k}/{n} processes)",
+                    f"a disturbed sample ranks at or above this percentile in {k} of {n} processes; rerun on "
+                    "a quiet machine",
+                    f"a disturbed sample ranks at or above it in {k} of {n} processes; the tail measures the "
+                    "neighbours as much as the code; excluded from ratios and verdicts",
+                    (k, n),
                 )
-        return found
 
 
 GUARD = Contended()

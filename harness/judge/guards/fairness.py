@@ -66,8 +66,7 @@ def mismatches(run: Run) -> dict[str, str]:
             note = f"{fw}: training.fairness ignored ({problem})"
             if note not in run.problems:  # assessing a run twice must not say it twice
                 run.problems.append(note)
-    reference = settings.get(run.baseline)
-    if reference is None:
+    if (reference := settings.get(run.baseline)) is None:
         return {}
     found: dict[str, str] = {}
     for fw, mine in settings.items():

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator
 
 from harness.judge.guards.base import Evidence, Guard, Hit, Planted
 from harness.judge.plausibility import IMPLAUSIBLE
@@ -25,24 +25,20 @@ class Implausible(Guard):
                 "pytorch", "numpy"),
     )  # fmt: skip
 
-    def hits(self, evidence: Evidence) -> Sequence[Hit]:
-        found = []
+    def hits(self, evidence: Evidence) -> Iterator[Hit]:
         for f in evidence.findings:
             if f.plausible:
                 continue
             word = "FLOP/s" if f.quantity == "flops" else "bandwidth"
             sync_note = "" if f.synchronised else " (recorded as NOT synchronised)"
             limit = f"{fmt_giga(f.ceiling or 0)} {f.unit} ({f.basis})"
-            found.append(
-                Hit(
-                    (f.framework, f.metric),
-                    f"implausible {word} (above device peak)",
-                    f"{fmt_giga(f.achieved)} {f.unit} is above the limit {limit}; {IMPLAUSIBLE}",
-                    f"{fmt_giga(f.achieved)} {f.unit} exceeds the limit {limit}{sync_note}; excluded from ratios",
-                    (f.achieved, f.ceiling or 0.0),
-                )
+            yield Hit(
+                (f.framework, f.metric),
+                f"implausible {word} (above device peak)",
+                f"{fmt_giga(f.achieved)} {f.unit} is above the limit {limit}; {IMPLAUSIBLE}",
+                f"{fmt_giga(f.achieved)} {f.unit} exceeds the limit {limit}{sync_note}; excluded from ratios",
+                (f.achieved, f.ceiling or 0.0),
             )
-        return found
 
 
 GUARD = Implausible()

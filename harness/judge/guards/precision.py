@@ -28,8 +28,7 @@ def measured_precision(result: Mapping[str, Any]) -> dict[str, str]:
 
 def mismatches(run: Run, measured: Mapping[str, Mapping[str, str]]) -> dict[str, str]:
     """framework -> why its measured arithmetic differs from the baseline's (ok jobs only)."""
-    base = run.results.get(run.baseline)
-    if base is None or base["status"] != "ok":
+    if (base := run.results.get(run.baseline)) is None or base["status"] != "ok":
         return {}
     reference = measured[run.baseline]
     found: dict[str, str] = {}

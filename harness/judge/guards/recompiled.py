@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator
 
 from harness.judge.guards.base import Evidence, Guard, Hit, Planted, indices, time_metrics
 from suites.contract.marks import COMPILED
@@ -28,26 +28,21 @@ class Recompiled(Guard):
                 "compile per token)", "jax", "numpy"),
     )  # fmt: skip
 
-    def hits(self, evidence: Evidence) -> Sequence[Hit]:
-        found = []
+    def hits(self, evidence: Evidence) -> Iterator[Hit]:
         for fw, _, m in time_metrics(evidence.run):
             n = len(m["samples"])
             # A compilation inside a steady sample is the code's doing, not the machine's: one is enough.
-            marked = indices((m.get("marks") or {}).get(COMPILED), n)
-            if not marked:
+            if not (marked := indices((m.get("marks") or {}).get(COMPILED), n)):
                 continue
             k = len(marked)
-            found.append(
-                Hit(
-                    (fw, m["name"]),
-                    f"{REASON} ({k}/{n} samples)",
-                    f"{k} of {n} steady samples compiled (a retrace per call); they time the compiler",
-                    f"{k} of {n} samples compiled (a retrace per call: a new shape, dtype or static argument); "
-                    "they time the compiler, not the work; excluded from ratios",
-                    (k, n),
-                )
+            yield Hit(
+                (fw, m["name"]),
+                f"{REASON} ({k}/{n} samples)",
+                f"{k} of {n} steady samples compiled (a retrace per call); they time the compiler",
+                f"{k} of {n} samples compiled (a retrace per call: a new shape, dtype or static argument); "
+                "they time the compiler, not the work; excluded from ratios",
+                (k, n),
             )
-        return found
 
 
 GUARD = Recompiled()

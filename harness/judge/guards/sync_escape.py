@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator
 
 from harness.judge.guards.base import Evidence, Guard, Hit, Planted, time_metrics
 from harness.judge.plausibility import ESCAPED, sync_state
@@ -26,23 +26,19 @@ class SyncEscape(Guard):
                 "pytorch", "numpy", devices=("gpu",)),
     )  # fmt: skip
 
-    def hits(self, evidence: Evidence) -> Sequence[Hit]:
-        found = []
+    def hits(self, evidence: Evidence) -> Iterator[Hit]:
         for fw, _, m in time_metrics(evidence.run):
             if sync_state(m) != "escaped":
                 continue
             sync = m.get("sync") or {}
             waited, sample = sync.get("excess_median_s", 0.0), sync.get("sample_median_s", 0.0)
-            found.append(
-                Hit(
-                    (fw, m["name"]),
-                    REASON,
-                    ESCAPED,
-                    f"a barrier after the clock still waited {fmt_time(waited)} (median) behind samples of "
-                    f"{fmt_time(sample)}; the timed call returned before its work finished; excluded from ratios",
-                )
+            yield Hit(
+                (fw, m["name"]),
+                REASON,
+                ESCAPED,
+                f"a barrier after the clock still waited {fmt_time(waited)} (median) behind samples of "
+                f"{fmt_time(sample)}; the timed call returned before its work finished; excluded from ratios",
             )
-        return found
 
 
 GUARD = SyncEscape()

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator
 
 from harness.judge.guards.base import Evidence, Guard, Hit, Planted, time_metrics
 
@@ -30,10 +30,9 @@ class Threads(Guard):
                 "pytorch", "numpy", devices=("cpu",), threads=1, params=("n=1024",), cores=2),
     )  # fmt: skip
 
-    def hits(self, evidence: Evidence) -> Sequence[Hit]:
+    def hits(self, evidence: Evidence) -> Iterator[Hit]:
         """Time metrics whose process kept more cores busy, on average over its samples, than the
         `--threads` it ran under (recorded in the result's settings)."""
-        found = []
         for fw, result, m in time_metrics(evidence.run):
             allowed = (result.get("settings") or {}).get("threads")
             seen = m.get("contention")
@@ -41,20 +40,16 @@ class Threads(Guard):
                 continue
             # The schema holds both lists to one finite, non-negative value per sample.
             cpu, wall = seen.get("cpu_s") or [], seen.get("wall_s") or []
-            if sum(wall) < MIN_WALL_S or sum(cpu) / sum(wall) <= allowed + THREADS_SLACK_CORES:
+            if sum(wall) < MIN_WALL_S or (busy := sum(cpu) / sum(wall)) <= allowed + THREADS_SLACK_CORES:
                 continue
-            busy = sum(cpu) / sum(wall)
-            found.append(
-                Hit(
-                    (fw, m["name"]),
-                    f"{REASON} ({busy:.2f} cores busy, --threads {allowed})",
-                    f"{busy:.2f} cores busy under --threads {allowed} (the job undid its core limit)",
-                    f"{busy:.2f} cores busy over its samples under --threads {allowed} (the job undid its core "
-                    "limit: a widened affinity); not comparable with the others; excluded from ratios",
-                    (busy, allowed),
-                )
+            yield Hit(
+                (fw, m["name"]),
+                f"{REASON} ({busy:.2f} cores busy, --threads {allowed})",
+                f"{busy:.2f} cores busy under --threads {allowed} (the job undid its core limit)",
+                f"{busy:.2f} cores busy over its samples under --threads {allowed} (the job undid its core "
+                "limit: a widened affinity); not comparable with the others; excluded from ratios",
+                (busy, allowed),
             )
-        return found
 
 
 GUARD = Threads()

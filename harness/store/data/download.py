@@ -105,8 +105,7 @@ def _download_one(url: str, part: Path, archive: Archive, progress: Progress) ->
         task = progress.add_task(archive.name, total=announced or archive.size)
         sock = getattr(getattr(response.fp, "raw", None), "_sock", None)
         while True:
-            left = deadline - time.monotonic()
-            if left <= 0:
+            if (left := deadline - time.monotonic()) <= 0:
                 raise TimeoutError(f"slower than {MIN_RATE // 1000} kB/s overall; gave up")
             if sock is not None:  # no single wait may outlast the deadline (a server dripping a byte at a time)
                 sock.settimeout(min(TIMEOUT_S, left))
@@ -142,11 +141,7 @@ def download(archive: Archive, bases: Sequence[str], folder: Path, progress: Pro
         except urllib.error.HTTPError as error:
             problems.append(f"{url}: HTTP {error.code}")
             continue
-        except TooLarge as error:
-            part.unlink(missing_ok=True)
-            problems.append(f"{url}: {error}")
-            continue
-        except (urllib.error.URLError, TimeoutError, OSError, ValueError, http.client.HTTPException) as error:
+        except (TooLarge, urllib.error.URLError, TimeoutError, OSError, ValueError, http.client.HTTPException) as error:
             # HTTPException / ValueError: a malformed or cut-off response (status line, headers, body)
             reason = getattr(error, "reason", error)
             part.unlink(missing_ok=True)
@@ -175,8 +170,7 @@ def from_folder(archive: Archive, source: Path) -> Fetched:
         raise HarnessError(
             f"--from {source}: {archive.name} is {what}; the folder must hold the original archive files"
         )
-    size = found.stat().st_size
-    if size != archive.size:
+    if (size := found.stat().st_size) != archive.size:
         raise HarnessError(
             f"{found}: {size} bytes, the published archive has {archive.size}; the file is not the original "
             "(copy the original archive into the --from folder)"

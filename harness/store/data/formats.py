@@ -158,8 +158,7 @@ def read_cifar_tarball(path: Path) -> Iterator[tuple[str, bytes, list[int], int]
             for name in CIFAR_TRAIN + CIFAR_TEST:
                 if name not in members:
                     raise HarnessError(f"{path.name}: no member {name}; not the CIFAR-10 python archive")
-                stream = tar.extractfile(members[name])
-                if stream is None:
+                if (stream := tar.extractfile(members[name])) is None:
                     raise HarnessError(f"{path.name}: member {name} is not a regular file")
                 data, labels, count = read_cifar_batch(stream.read(), f"{path.name}:{name}")
                 yield name, data, labels, count

@@ -33,8 +33,8 @@ from harness.store.data.npz import NpzWriter, add_image_splits
 INSTALL_HINT = "pip install 'fw-harness[data]'"
 _COMMIT = re.compile(r"[0-9a-f]{40}")
 _REVISION = re.compile(r"[A-Za-z0-9][A-Za-z0-9._/-]{0,127}")
-MAX_SKIPPED_LISTED = 1000
-PARQUET_BRANCH = "refs/convert/parquet"  # the hub's own parquet export of every public dataset  # the manifest lists unreadable rows up to this many
+MAX_SKIPPED_LISTED = 1000  # the manifest lists unreadable rows up to this many
+PARQUET_BRANCH = "refs/convert/parquet"  # the hub's own parquet export of every public dataset
 
 
 @dataclass(frozen=True)
@@ -188,8 +188,7 @@ def _check_columns(entry: HubDataset, split: Any, name: str) -> None:
             f"{entry.repo} split {name}: column {entry.image!r} holds {type(feature).__name__}, not images"
         )
     labels = split.features[entry.label]
-    names = getattr(labels, "names", None)
-    if names is not None and tuple(names) != entry.classes:
+    if (names := getattr(labels, "names", None)) is not None and tuple(names) != entry.classes:
         raise HarnessError(
             f"{entry.repo} split {name}: class names {list(names)[:12]} differ from the expected "
             f"{list(entry.classes)}; the labels would mean other things"
@@ -211,8 +210,7 @@ def _rows(entry: HubDataset, split: Any, from_dir: Path | None) -> Iterator[tupl
 def _image_bytes(image: Any, root: Path | None, row: int) -> bytes:
     if not isinstance(image, dict):
         raise HarnessError(f"row {row}: the image cell is {type(image).__name__}, not an encoded image")
-    data = image.get("bytes")
-    if isinstance(data, (bytes, bytearray)):
+    if isinstance(data := image.get("bytes"), (bytes, bytearray)):
         return bytes(data)
     # Without embedded bytes the cell names a file: read it only from inside the --from folder.
     path = image.get("path")
@@ -248,8 +246,7 @@ def convert(
             raise HarnessError(f"{entry.repo}: no train split (splits: {', '.join(loaded.splits)})")
         parts = {"all": loaded.splits["train"]}
     else:
-        missing = [s for s in ("train", entry.test_split) if s not in loaded.splits]
-        if missing:
+        if missing := [s for s in ("train", entry.test_split) if s not in loaded.splits]:
             raise HarnessError(f"{entry.repo}: no {', '.join(missing)} split (splits: {', '.join(loaded.splits)})")
         parts = {"train": loaded.splits["train"], "test": loaded.splits[entry.test_split]}
     for name, split in parts.items():
@@ -258,10 +255,9 @@ def convert(
     if entry.shape is None:
         check_split_options(size, test_fraction)
     skipped: list[str] = []
-    counts = {"train": 0, "test": 0}
     labels: dict[str, bytearray] = {"train": bytearray(), "test": bytearray()}
     with tempfile.TemporaryDirectory(dir=data_dir / entry.dataset) as tmp:
-        raw = {part: Path(tmp) / f"{part}.u8" for part in counts}
+        raw = {part: Path(tmp) / f"{part}.u8" for part in labels}
         with count_bar() as bar, raw["train"].open("wb") as train_out, raw["test"].open("wb") as test_out:
             outs = {"train": train_out, "test": test_out}
             for name, split in parts.items():
@@ -293,9 +289,8 @@ def convert(
                         pixels = image.tobytes()
                     outs[part].write(pixels)
                     labels[part].append(label)
-                    counts[part] += 1
                     bar.update(task, advance=1)
-        if not counts["train"] or not counts["test"]:
+        if not labels["train"] or not labels["test"]:
             raise HarnessError(f"{entry.repo}: no readable images left for the train or test split")
 
         def fill(writer: NpzWriter) -> dict[str, Any]:

@@ -31,8 +31,7 @@ def _files(root: Path) -> list[tuple[Path, int]]:
         raise HarnessError(f"{root} is not a folder; it must contain 0/ (cats) and 1/ (dogs) with image files")
     found = []
     for label, (folder, _) in enumerate(FOLDER_CLASSES):
-        sub = root / folder
-        if not sub.is_dir():
+        if not (sub := root / folder).is_dir():
             raise HarnessError(f"{root} has no {folder}/ folder; expected 0/ (cats) and 1/ (dogs)")
         # Regular files only: a link could bring any file of this machine into the stored dataset.
         images = sorted(
@@ -73,7 +72,6 @@ def import_catsdogs(
     split = {"test": sorted(order[:n_test]), "train": sorted(order[n_test:])}
     store.prepare_folder(data_dir, name, force)
     skipped: list[str] = []
-    counts: dict[str, int] = {}
     with tempfile.TemporaryDirectory(dir=data_dir / name) as tmp:
         raw = {part: Path(tmp) / f"{part}.u8" for part in split}
         labels: dict[str, bytearray] = {part: bytearray() for part in split}
@@ -92,8 +90,7 @@ def import_catsdogs(
                             out.write(pixels)
                             labels[part].append(label)
                         bar.update(task, advance=1)
-                counts[part] = len(labels[part])
-        if not counts["train"] or not counts["test"]:
+        if not labels["train"] or not labels["test"]:
             raise HarnessError(f"{root}: no readable images left for the train or test split")
 
         def fill(writer: NpzWriter) -> dict[str, Any]:

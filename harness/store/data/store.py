@@ -125,8 +125,7 @@ def require(data_dir: Path, dataset: str, suite: str | None = None) -> None:
     if dataset == SYNTHETIC or dataset in BUNDLED:
         return
     if dataset == AUTO:
-        target = _auto_target(suite)
-        if target is not None and manifest(data_dir, target) is None:
+        if (target := _auto_target(suite)) is not None and manifest(data_dir, target) is None:
             raise HarnessError(auto_missing_message(target, data_dir))
         return
     if not valid_name(dataset) or manifest(data_dir, dataset) is None:
