@@ -96,7 +96,8 @@ def engine_errors() -> tuple[type[BaseException], ...]:
 def engine_message(error: BaseException) -> str:
     """One line of an engine's error (its explanation, not the SDK's URL and status)."""
     explanation = getattr(error, "explanation", None)
-    if isinstance(text := explanation if isinstance(explanation, (str, bytes)) and explanation else str(error), bytes):
+    text = explanation if isinstance(explanation, (str, bytes)) and explanation else str(error)
+    if isinstance(text, bytes):
         text = text.decode(errors="replace")
     return plain(" ".join(text.split()))[:500]
 

@@ -31,7 +31,7 @@ from typing import Any
 import yaml
 
 from harness.backends.base import Limits, job_command
-from harness.backends.slurm import tasks
+from harness.backends.ranks import checked_fault
 from harness.core.errors import HarnessError
 from harness.core.result_types import Result
 from harness.core.safe_files import MissingFile, UnsafeFile, read_tail, write_bytes_atomic
@@ -355,7 +355,7 @@ def export(
         "binaryData": {ARCHIVE: base64.b64encode(suites_tarball()).decode()},
     }
     documents = {"00-suites-configmap.yaml": dump(cm)}
-    fault = tasks.fault(os.environ.get(FAULT_VAR))  # a testing aid handed on to every rank, checked
+    fault = checked_fault(os.environ.get(FAULT_VAR))  # a testing aid handed on to every rank, checked
     for job in plan.jobs:
         if job.skip_reason is not None:
             continue

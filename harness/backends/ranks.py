@@ -16,7 +16,8 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from suites.contract.ranks import GRACE_S
+from harness.core.errors import HarnessError
+from suites.contract.ranks import GRACE_S, RankError, fault_from
 
 POLL_S = 0.05
 RANK_LOGS = "(each rank's log is in the run's logs/)"  # where a failed job's reason sends the reader
@@ -121,3 +122,14 @@ def rank_log_names(framework: str, rank: int) -> tuple[str, str]:
     """Rank 0 writes the job's usual logs; rank r > 0 its own beside them."""
     stem = framework if rank == 0 else f"{framework}.rank{rank}"
     return f"{stem}.stdout.log", f"{stem}.stderr.log"
+
+
+def checked_fault(text: str | None) -> str | None:
+    """FAULT_VAR from the harness's environment, checked here so a typo is one line before anything is submitted."""
+    if not text:
+        return None
+    try:
+        fault_from(text)
+    except RankError as error:
+        raise HarnessError(str(error)) from None
+    return text

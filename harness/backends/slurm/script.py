@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.backends.base import Limits, job_command
+from harness.backends.ranks import checked_fault
 from harness.backends.slurm import tasks
 from harness.backends.slurm.settings import SlurmSettings
 from harness.core.errors import HarnessError
@@ -407,7 +408,7 @@ def batch_script(
         raise HarnessError(f"a folder with ':' or ',' cannot be bound into a container: {layout.out}")
     place = tasks.placement(job, nodes)
     ranked = place.world > 1
-    planted = tasks.fault(fault) if data_parallel(job.params) else None
+    planted = checked_fault(fault) if data_parallel(job.params) else None
     if ranked and job.device == "gpu":
         tasks.check_gpus(settings.gpus, place.world)
     passed = tasks.rank_variables(planted) if ranked else [FAULT_VAR] if planted is not None else []

@@ -37,8 +37,6 @@ from suites.contract.ranks import (
     LOCAL_WORLD_VAR,
     MAX_DEVICES,
     WORLD_VAR,
-    RankError,
-    fault_from,
     processes,
 )
 
@@ -88,17 +86,6 @@ def check_gpus(gpus: str | None, world: int) -> None:
         raise HarnessError(
             f"--gpus {plain(gpus or '')}: a data-parallel job (devices={world}) takes one GPU per rank; drop --gpus"
         )
-
-
-def fault(text: str | None) -> str | None:
-    """FAULT_VAR from the harness's environment, checked here so a typo is one line before anything is submitted."""
-    if not text:
-        return None
-    try:
-        fault_from(text)
-    except RankError as error:
-        raise HarnessError(str(error)) from None
-    return text
 
 
 def allocation_options(place: Placement) -> list[str]:
