@@ -15,11 +15,15 @@ from tests.conftest import REPO
 
 
 def planted_repo(
-    root: Path, suites: dict[str, dict[str, str]], edits: dict[str, tuple[str, str]] | None = None
+    root: Path,
+    suites: dict[str, dict[str, str]],
+    edits: dict[str, tuple[str, str]] | None = None,
+    parts: tuple[str, ...] = ("harness", "suites"),
 ) -> Path:
-    """Copy the project under `root`; `suites`: name -> {file name: source}; `edits`: path -> (old, new)."""
+    """Copy the project's `parts` under `root` (add "images" where the stack locks are read); `suites`:
+    name -> {file name: source}; `edits`: path -> (old, new)."""
     repo = root / "repo"
-    for package in ("harness", "suites"):
+    for package in parts:
         shutil.copytree(REPO / package, repo / package, ignore=shutil.ignore_patterns("__pycache__"))
     for name, files in suites.items():
         folder = repo / "suites" / name

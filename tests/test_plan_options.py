@@ -6,16 +6,14 @@ bisect print theirs with --dry-run, the exports write theirs beside their script
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.conftest import REPO, harness
+from tests.planted import harness_in, planted_repo
 
 # One more axis, written where a contributor would write it: the end of the bundle's own declaration.
 PLANTED = """
@@ -34,9 +32,7 @@ PLAN_OPTIONS.append(
 @pytest.fixture(scope="module")
 def checkout(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A copy of this checkout's code (harness, suites, stack locks) with the planted option in the bundle."""
-    root = tmp_path_factory.mktemp("planted")
-    for part in ("harness", "suites", "images"):
-        shutil.copytree(REPO / part, root / part, ignore=shutil.ignore_patterns("__pycache__"))
+    root = planted_repo(tmp_path_factory.mktemp("planted"), {}, parts=("harness", "suites", "images"))
     bundle = root / "harness" / "cli" / "options.py"
     bundle.write_text(bundle.read_text(encoding="utf-8") + PLANTED, encoding="utf-8")
     return root
@@ -44,13 +40,8 @@ def checkout(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def planted(checkout: Path, *args: str, home: Path) -> subprocess.CompletedProcess[str]:
     """The copy's CLI, as a user runs it from that folder."""
-    return subprocess.run(
-        [sys.executable, "-m", "harness.cli", *args],
-        capture_output=True,
-        text=True,
-        cwd=checkout,
-        timeout=300,
-        env={**os.environ, "HARNESS_CACHE_HOME": str(home / "cache"), "HARNESS_RESULTS_DIR": str(home / "results")},
+    return harness_in(
+        checkout, *args, env={"HARNESS_CACHE_HOME": str(home / "cache"), "HARNESS_RESULTS_DIR": str(home / "results")}
     )
 
 

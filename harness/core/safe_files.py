@@ -125,6 +125,14 @@ def is_regular(path: Path) -> bool:
         return False
 
 
+def is_folder(path: Path) -> bool:
+    """A real folder at `path`: a link to one is not."""
+    try:
+        return stat.S_ISDIR(os.lstat(path).st_mode)
+    except OSError:
+        return False
+
+
 def remove_tree(path: Path) -> None:
     """Remove a folder a job wrote into; links in it are removed, never followed."""
     try:

@@ -20,7 +20,6 @@ import math
 import os
 import re
 import shutil
-import stat
 import subprocess
 import sys
 from collections.abc import Callable, Iterator, Mapping
@@ -34,6 +33,7 @@ from harness.core.result_types import Result
 from harness.core.safe_files import (
     NoSpace,
     flock_file,
+    is_folder,
     is_regular,
     new_folder,
     probe,
@@ -117,18 +117,11 @@ def round_folder(run_dir: Path, number: int) -> Path:
     return run_dir / ROUNDS_DIR / f"round-{number}"
 
 
-def _real_folder(path: Path) -> bool:
-    try:
-        return stat.S_ISDIR(os.lstat(path).st_mode)
-    except OSError:
-        return False
-
-
 def finished_round(run_dir: Path, number: int) -> dict[str, Any] | None:
     """On resume: the summary round `number` of a rounds run left, or None where there is none to
     read (never begun, unreadable, or a link or a file where its folder goes: never read through)."""
     folder = round_folder(run_dir, number)
-    if not (_real_folder(folder.parent) and _real_folder(folder)):
+    if not (is_folder(folder.parent) and is_folder(folder)):
         return None
     try:
         return load_summary(folder / SUMMARY_FILE)
@@ -143,7 +136,7 @@ def round_to_resume(run_dir: Path, number: int) -> Path | None:
     through."""
     folder = round_folder(run_dir, number)
     for path in (folder.parent, folder):
-        if os.path.lexists(path) and not _real_folder(path):
+        if os.path.lexists(path) and not is_folder(path):
             raise HarnessError(f"{plain(path)} is not a folder of this run (a link or a file); remove it, then resume")
     if not os.path.lexists(folder):
         return None
